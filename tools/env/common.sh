@@ -1,0 +1,40 @@
+# shellcheck shell=bash
+# Common settings for the build environment scripts. Sourced, never run.
+#
+# Every expensive artefact lives under one cache directory, in a folder named
+# after a hash of the inputs that produced it, so a changed input yields a new
+# folder and an unchanged one is reused.
+
+set -euo pipefail
+
+ANE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ANE_CACHE=${ANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ane-build}
+ANE_SUITE=trixie
+ANE_KVER_SERIES=7.3
+mkdir -p "$ANE_CACHE"
+
+log() { printf '[ane-env] %s\n' "$*" >&2; }
+die() { printf '[ane-env] error: %s\n' "$*" >&2; exit 1; }
+
+# hash_of FILE...: a short stable hash of the files' contents.
+hash_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# The Debian mirror: ANE_DEBIAN_MIRROR, or the first non-security Debian URI of
+# the host's own apt sources. Never a hard-coded host.
+debian_mirror() {
+	if [ -n "${ANE_DEBIAN_MIRROR:-}" ]; then
+		echo "$ANE_DEBIAN_MIRROR"
+		return
+	fi
+	local uri
+	uri=$( { cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n'
+		cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | grep '^deb ' |
+		awk '{for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; break }}'
+	} | grep -v -- '-security' | grep '/debian/*$' | head -n1 || true)
+	[ -n "$uri" ] || die "no Debian mirror in the host's apt sources; set ANE_DEBIAN_MIRROR"
+	echo "${uri%/}"
+}
+
+chroot_key() { hash_of "$ANE_TOP/tools/env/packages.txt" "$ANE_TOP/tools/env/mkchroot.sh"; }
+chroot_dir() { echo "$ANE_CACHE/chroot-$ANE_SUITE-$(chroot_key)"; }
