@@ -29,6 +29,11 @@ exec unshare --mount --propagation private -- /bin/bash -euo pipefail -c '
 	mkdir -p "$root/src" "$root/cache" "$root/shared"
 	mount --bind "$top" "$root/src"
 	mount --bind "$cache" "$root/cache"
+	# Trust what the host trusts (a site proxy may re-sign TLS), so cargo in
+	# the chroot reaches crates.io exactly as the host does.
+	if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+		mount --bind /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+	fi
 	if [ -d "$shared" ]; then
 		mount --bind "$shared" "$root/shared"
 		mount -o remount,bind,ro "$root/shared"

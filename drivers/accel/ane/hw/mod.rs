@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Hardware knowledge of the Apple Neural Engine, shared by every consumer.
+//!
+//! This module tree is plain `core` Rust: no `alloc`, no `std`, no kernel
+//! crate. It is compiled twice from the same files:
+//!
+//! - into the kernel module, where the crate root `ane_drv.rs` declares
+//!   `pub mod hw;`;
+//! - as the host crate `ane-hw` (`userspace/ane-hw`), whose `lib.rs` carries
+//!   the crate attributes (`#![no_std]`) and includes this file by path, so
+//!   `cargo test` runs the unit tests below on the host and the userspace
+//!   library and simulator use the very same definitions.
+//!
+//! Files in this tree therefore never carry crate-level attributes, and every
+//! public item is documented (the kernel builds with `-Wmissing_docs`).
+
+pub mod soc;

@@ -1,0 +1,264 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The SoCs the driver supports and what differs between them.
+//!
+//! Every chip-specific fact the driver needs before touching hardware lives in
+//! one [`SocInfo`] per device-tree compatible, so that adding a chip means
+//! adding one table entry.
+//!
+//! Facts (see `shared/reference/hw.md`):
+//! - T8103 (M1) and T600x (M1 Pro/Max) are the H13 generation: the host
+//!   programs the engine's task manager directly; iBoot leaves the ANE
+//!   firmware loaded, so Linux never starts it.
+//! - T602x (M2 Pro/Max) is H14: Linux stages the ANE firmware, releases the
+//!   ANE's coprocessor CPU and exchanges messages with it.
+//! - T6000 and T6001 share one die design and one compatible,
+//!   `apple,t6000-ane`, as in the upstream device trees of that family.
+//! - The engine's DMA only works for device addresses inside
+//!   `[0x4000, 0xe000_0000)`; the same window is used for H14 buffers, whose
+//!   firmware sits far above it at 1 TiB.
+
+use core::ffi::CStr;
+
+/// ANE hardware generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Generation {
+    /// H13: M1 family (A14 class). Host-driven task manager.
+    H13 = 13,
+    /// H14: M2 family (A15 class). Firmware-driven.
+    H14 = 14,
+}
+
+/// Who drives the engine's task queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum BackendKind {
+    /// The host kernel programs the task manager registers itself.
+    HostDriven = 1,
+    /// The ANE coprocessor's firmware owns the engine; the host sends it
+    /// messages over a shared-memory channel.
+    Firmware = 2,
+}
+
+/// Identifies one supported SoC family member (the value is the chip number
+/// in hex, which is what users read in `ane-probe info`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SocId {
+    /// M1.
+    T8103 = 0x8103,
+    /// M1 Pro and M1 Max (one compatible for both).
+    T6000 = 0x6000,
+    /// M2 Pro.
+    T6020 = 0x6020,
+    /// M2 Max.
+    T6021 = 0x6021,
+}
+
+impl SocId {
+    /// Every supported SoC, in table order.
+    pub const ALL: [SocId; 4] = [SocId::T8103, SocId::T6000, SocId::T6020, SocId::T6021];
+
+    /// Converts a raw chip number (as reported through the UAPI) back.
+    pub const fn from_raw(raw: u32) -> Option<SocId> {
+        match raw {
+            0x8103 => Some(SocId::T8103),
+            0x6000 => Some(SocId::T6000),
+            0x6020 => Some(SocId::T6020),
+            0x6021 => Some(SocId::T6021),
+            _ => None,
+        }
+    }
+
+    /// The static description of this SoC.
+    pub fn info(self) -> &'static SocInfo {
+        match self {
+            SocId::T8103 => &T8103,
+            SocId::T6000 => &T6000,
+            SocId::T6020 => &T6020,
+            SocId::T6021 => &T6021,
+        }
+    }
+}
+
+/// A half-open range of device (IOVA) addresses, `[start, end)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IovaWindow {
+    /// First usable address.
+    pub start: u64,
+    /// One past the last usable address.
+    pub end: u64,
+}
+
+impl IovaWindow {
+    /// Size of the window in bytes.
+    pub const fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// Whether the window holds no address at all.
+    pub const fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// Whether `[addr, addr + size)` lies entirely inside the window. A range
+    /// whose end overflows `u64` is never inside.
+    pub const fn contains_range(&self, addr: u64, size: u64) -> bool {
+        match addr.checked_add(size) {
+            Some(end) => addr >= self.start && end <= self.end,
+            None => false,
+        }
+    }
+}
+
+/// Per-SoC description, attached to each device-tree compatible.
+#[derive(Debug)]
+pub struct SocInfo {
+    /// Which SoC this is.
+    pub id: SocId,
+    /// The device-tree compatible the driver matches.
+    pub compatible: &'static CStr,
+    /// Marketing names of the chips behind this compatible.
+    pub marketing: &'static str,
+    /// Hardware generation.
+    pub generation: Generation,
+    /// How the engine is driven.
+    pub backend: BackendKind,
+    /// Device addresses the engine's DMA can reach for buffers.
+    pub iova: IovaWindow,
+    /// Root (machine) compatibles of the chips behind this entry, as found in
+    /// a board device tree's `/compatible`.
+    pub root_compatibles: &'static [&'static str],
+}
+
+impl SocInfo {
+    /// Looks up the entry whose compatible is `compatible` (without the NUL).
+    pub fn by_compatible(compatible: &str) -> Option<&'static SocInfo> {
+        TABLE
+            .iter()
+            .copied()
+            .find(|s| s.compatible.to_bytes() == compatible.as_bytes())
+    }
+
+    /// Looks up the entry for a machine whose root `compatible` list holds
+    /// `root` (for example `apple,t6001` → the `apple,t6000-ane` entry).
+    pub fn by_root_compatible(root: &str) -> Option<&'static SocInfo> {
+        TABLE
+            .iter()
+            .copied()
+            .find(|s| s.root_compatibles.iter().any(|r| *r == root))
+    }
+}
+
+/// H13 DMA window: DMA to addresses at or above 0xe000_0000 does not work,
+/// and page 0 is kept unused so a zero address is never valid.
+const H13_IOVA: IovaWindow = IovaWindow {
+    start: 0x4000,
+    end: 0xe000_0000,
+};
+
+/// M1.
+pub static T8103: SocInfo = SocInfo {
+    id: SocId::T8103,
+    compatible: c"apple,t8103-ane",
+    marketing: "M1",
+    generation: Generation::H13,
+    backend: BackendKind::HostDriven,
+    iova: H13_IOVA,
+    root_compatibles: &["apple,t8103"],
+};
+
+/// M1 Pro / M1 Max.
+pub static T6000: SocInfo = SocInfo {
+    id: SocId::T6000,
+    compatible: c"apple,t6000-ane",
+    marketing: "M1 Pro/Max",
+    generation: Generation::H13,
+    backend: BackendKind::HostDriven,
+    iova: H13_IOVA,
+    root_compatibles: &["apple,t6000", "apple,t6001", "apple,t6002"],
+};
+
+/// M2 Pro.
+pub static T6020: SocInfo = SocInfo {
+    id: SocId::T6020,
+    compatible: c"apple,t6020-ane",
+    marketing: "M2 Pro",
+    generation: Generation::H14,
+    backend: BackendKind::Firmware,
+    iova: H13_IOVA,
+    root_compatibles: &["apple,t6020"],
+};
+
+/// M2 Max.
+pub static T6021: SocInfo = SocInfo {
+    id: SocId::T6021,
+    compatible: c"apple,t6021-ane",
+    marketing: "M2 Max",
+    generation: Generation::H14,
+    backend: BackendKind::Firmware,
+    iova: H13_IOVA,
+    root_compatibles: &["apple,t6021"],
+};
+
+/// Every supported SoC, in the order of the driver's OF match table.
+pub static TABLE: [&SocInfo; 4] = [&T8103, &T6000, &T6020, &T6021];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_consistent() {
+        for (i, soc) in TABLE.iter().enumerate() {
+            assert_eq!(soc.id, SocId::ALL[i], "table order");
+            assert!(core::ptr::eq(soc.id.info(), *soc), "info() of {:?}", soc.id);
+            assert_eq!(SocId::from_raw(soc.id as u32), Some(soc.id));
+            // Generation and backend go together.
+            let want = match soc.generation {
+                Generation::H13 => BackendKind::HostDriven,
+                Generation::H14 => BackendKind::Firmware,
+            };
+            assert_eq!(soc.backend, want, "{:?}", soc.id);
+            let c = soc.compatible.to_str().unwrap();
+            assert!(c.starts_with("apple,t") && c.ends_with("-ane"), "{c}");
+            assert!(!soc.iova.is_empty());
+            assert_eq!(soc.iova.start % 0x4000, 0, "window start is 16K aligned");
+            assert_eq!(soc.iova.end % 0x4000, 0, "window end is 16K aligned");
+        }
+        // No compatible appears twice.
+        for a in 0..TABLE.len() {
+            for b in a + 1..TABLE.len() {
+                assert_ne!(TABLE[a].compatible, TABLE[b].compatible);
+            }
+        }
+    }
+
+    #[test]
+    fn lookup_by_compatible() {
+        assert_eq!(SocInfo::by_compatible("apple,t8103-ane").unwrap().id, SocId::T8103);
+        assert_eq!(SocInfo::by_compatible("apple,t6000-ane").unwrap().generation, Generation::H13);
+        assert_eq!(SocInfo::by_compatible("apple,t6021-ane").unwrap().backend, BackendKind::Firmware);
+        assert!(SocInfo::by_compatible("apple,t6001-ane").is_none(), "T6001 uses the t6000 compatible");
+        assert!(SocInfo::by_compatible("apple,t8103-ane\0").is_none());
+        assert!(SocInfo::by_compatible("").is_none());
+        assert_eq!(SocId::from_raw(0x6001), None);
+        assert_eq!(SocInfo::by_root_compatible("apple,t6001").unwrap().id, SocId::T6000);
+        assert_eq!(SocInfo::by_root_compatible("apple,t6021").unwrap().id, SocId::T6021);
+        assert!(SocInfo::by_root_compatible("apple,t8112").is_none(), "M2 is not supported");
+        assert!(SocInfo::by_root_compatible("apple,j274").is_none(), "a board, not a chip");
+    }
+
+    #[test]
+    fn window_ranges() {
+        let w = T8103.iova;
+        assert_eq!(w.len(), 0xe000_0000 - 0x4000);
+        assert!(w.contains_range(0x4000, 0x4000));
+        assert!(w.contains_range(0xe000_0000 - 0x4000, 0x4000));
+        assert!(!w.contains_range(0, 0x4000), "page 0 is never mapped");
+        assert!(!w.contains_range(0xe000_0000 - 0x4000, 0x4001), "end is exclusive");
+        assert!(!w.contains_range(u64::MAX - 1, 2), "overflowing end");
+        assert!(w.contains_range(0x4000, 0), "an empty range at the start");
+    }
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# `make check`: every test of the project.
+#
+# 1. Host: cargo test (and clippy, rustfmt) of the userspace workspace, which
+#    includes the shared hardware crate the driver is built from.
+# 2. The build chroot and both test kernels (cached by their inputs).
+# 3. The module for x86_64 and arm64: production flavour with clippy, modinfo
+#    checks; test flavour for the QEMU runs.
+# 4. QEMU x86_64 and arm64: in-guest test scripts, kernel log judged clean;
+#    the deliberate-warning canary must be caught.
+#
+# Ends with "N passed, N failed"; exit status 0 only if all steps passed.
+source "$(dirname "$0")/lib.sh"
+cd "$ANE_TOP"
+
+host_cargo() {
+	(cd userspace && cargo fmt --check && cargo clippy --locked --all-targets -- -D warnings &&
+		cargo test --locked)
+}
+step "host: userspace + shared crate (fmt, clippy, cargo test)" host_cargo
+step "chroot: rustfmt check of the driver (kernel toolchain)" in_chroot make fmt-check
+
+kdir_x86=$("$ANE_TOP/tools/kernel/build.sh" x86_64) || die "x86_64 kernel build failed"
+kdir_arm=$("$ANE_TOP/tools/kernel/build.sh" arm64) || die "arm64 kernel build failed"
+
+# The production module, linted with clippy, and its modinfo.
+prod_module() {
+	local arch=$1 kdir=$2 dir
+	dir=$(guest_dir "$arch")/prod
+	in_chroot /bin/bash -euo pipefail -c '
+		arch=$1 kdir=$2 dir=$3
+		mkdir -p "$dir"
+		rsync -a --delete --exclude=.git --exclude=target /src/ "$dir/"
+		make -C "$dir" KDIR="$kdir" ARCH="$arch" CLIPPY=1 modules
+		exec /src/tools/modinfo-check.sh "$dir/ane.ko" "$kdir"
+	' prod "$arch" "$kdir" "$dir"
+}
+step "module x86_64: production build, clippy, modinfo" prod_module x86_64 "$kdir_x86"
+step "module arm64: production build, clippy, modinfo" prod_module arm64 "$kdir_arm"
+
+# Test flavour + initramfs, then boots.
+guest() {
+	local arch=$1 kdir=$2
+	in_chroot tools/qemu/build-guest.sh "$arch" "$kdir" "$(guest_dir "$arch")"
+}
+boot() {
+	local arch=$1 kdir=$2 tests=$3 tag=$4 dtb=${5:-} g
+	g=$(guest_dir "$arch")
+	in_chroot tools/qemu/boot.sh "$arch" "$kdir" "$g/initramfs.cpio.gz" "$tests" "$g/$tag.log" $dtb
+}
+# The canary test makes the kernel warn; the run must be judged FAILED with
+# the warning named, or the harness could not see problems at all.
+canary() {
+	local arch=$1 kdir=$2 out
+	if out=$(boot "$arch" "$kdir" warn_canary canary); then
+		echo "$out"
+		echo "canary: the deliberate WARNING was not detected" >&2
+		return 1
+	fi
+	echo "$out"
+	grep -q "WARNING:" <<<"$out" || {
+		echo "canary: the run failed, but not because of the WARNING" >&2
+		return 1
+	}
+	echo "canary: deliberate WARNING detected, as it must be"
+}
+arm_dtb() {
+	in_chroot tools/qemu/mkdtb.sh "$(guest_dir arm64)/ane-virt.dtb"
+}
+
+step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
+step "qemu x86_64: load/unload" boot x86_64 "$kdir_x86" load_unload load_unload
+step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"
+step "guest arm64: test-flavour module + initramfs" guest arm64 "$kdir_arm"
+step "qemu arm64: load/unload (no ANE node)" boot arm64 "$kdir_arm" load_unload load_unload
+step "qemu arm64: dtb with ANE nodes" arm_dtb
+step "qemu arm64: modalias load, bind, sysfs unbind/rebind" \
+	boot arm64 "$kdir_arm" bind bind "$(guest_dir arm64)/ane-virt.dtb"
+step "qemu arm64: warning canary caught" canary arm64 "$kdir_arm"
+
+summary

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Inside the chroot: boot a test kernel under QEMU (TCG), run in-guest tests,
+# and judge the run from the serial log.
+#
+#   boot.sh ARCH KDIR INITRAMFS TESTS LOG [DTB]
+#
+# TESTS is a comma-separated list of tools/qemu/tests/*.sh names. Exit status
+# 0 only when every test passed AND the kernel log shows no problem (a
+# warning, BUG, oops, lockdep splat, kmemleak report, sanitizer report,
+# panic, stall); 1 otherwise. The run is bounded by ANE_QEMU_TIMEOUT seconds.
+set -euo pipefail
+arch=$1 kdir=$2 initrd=$3 tests=$4 log=$5 dtb=${6:-}
+timeout_s=${ANE_QEMU_TIMEOUT:-600}
+
+common=(-m 1024 -smp 2 -nographic -no-reboot -initrd "$initrd")
+append="panic=-1 anetest=$tests"
+case "$arch" in
+x86_64)
+	cmd=(qemu-system-x86_64 -M pc -cpu max "${common[@]}"
+		-kernel "$kdir/arch/x86/boot/bzImage" -append "console=ttyS0 $append")
+	;;
+arm64)
+	cmd=(qemu-system-aarch64 -M virt -cpu max "${common[@]}"
+		-kernel "$kdir/arch/arm64/boot/Image" -append "console=ttyAMA0 $append")
+	[ -z "$dtb" ] || cmd+=(-dtb "$dtb")
+	;;
+*) echo "boot: unknown arch $arch" >&2; exit 2 ;;
+esac
+
+start=$(date +%s)
+rc=0
+timeout --foreground -k 10 "$timeout_s" "${cmd[@]}" </dev/null >"$log" 2>&1 || rc=$?
+secs=$(($(date +%s) - start))
+# Strip the carriage returns of the serial console.
+sed -i 's/\r$//' "$log"
+
+exec "$(dirname "$0")/judge.sh" "$log" "$tests" "$rc" "$secs" "$arch"

@@ -1,0 +1,51 @@
+#!/bin/bash
+# Inside the chroot: build the test-flavour module and the userspace test
+# binaries for ARCH against KDIR, and pack them into an initramfs.
+#
+#   build-guest.sh ARCH KDIR OUTDIR
+#
+# The sources are copied to OUTDIR/src first, so the repository is never
+# written to and both architectures can be built from one checkout.
+set -euo pipefail
+arch=$1 kdir=$2 out=$3
+
+case "$arch" in
+x86_64) karch=x86_64 triple=x86_64-unknown-linux-gnu busybox=/bin/busybox ;;
+arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/usr/bin/busybox ;;
+*) echo "build-guest: unknown arch $arch" >&2; exit 2 ;;
+esac
+
+mkdir -p "$out"
+rsync -a --delete --exclude=.git --exclude=target /src/ "$out/src/"
+
+# The module, test flavour (Kbuild makes warnings errors).
+make -C "$out/src" KDIR="$kdir" ARCH="$karch" ANE_TEST=1 modules >"$out/module-build.log" 2>&1 || {
+	cat "$out/module-build.log" >&2
+	exit 1
+}
+cp "$out/src/ane.ko" "$out/ane.ko"
+
+# Userspace, static, with the chroot's Rust toolchain (the same rustc that
+# built the kernel; also proves the crates build with the minimum version).
+export CARGO_TARGET_DIR=/cache/cargo-target/$arch
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+export RUSTFLAGS="-C target-feature=+crt-static"
+cargo build --quiet --locked --release --manifest-path "$out/src/userspace/Cargo.toml" \
+	--target "$triple" --bins
+bins=$CARGO_TARGET_DIR/$triple/release
+
+# The initramfs.
+krel=$(cat "$kdir/include/config/kernel.release")
+root=$out/initramfs
+rm -rf "$root"
+mkdir -p "$root"/{bin,sbin,proc,sys,dev,tmp,tests} "$root/lib/modules/$krel/extra"
+cp "$busybox" "$root/bin/busybox"
+cp /src/tools/qemu/init.sh "$root/init"
+chmod +x "$root/init"
+cp /src/tools/qemu/tests/*.sh "$root/tests/"
+cp "$out/ane.ko" "$root/lib/modules/$krel/extra/"
+cp "$kdir/modules.builtin" "$kdir/modules.builtin.modinfo" "$kdir/modules.order" "$root/lib/modules/$krel/"
+depmod -b "$root" "$krel"
+cp "$bins/ane-probe" "$root/bin/"
+(cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$out/initramfs.cpio.gz"
+echo "$out/initramfs.cpio.gz"

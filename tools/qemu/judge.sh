@@ -1,0 +1,52 @@
+#!/bin/bash
+# Judge one QEMU run from its serial log.
+#
+#   judge.sh LOG TESTS QEMU_STATUS SECONDS ARCH
+#
+# Prints one line per test and a verdict; exit 0 only for a clean pass.
+set -uo pipefail
+log=$1 tests=$2 qrc=$3 secs=$4 arch=$5
+
+# What a kernel problem looks like on the console. Each pattern is anchored
+# on the kernel's own wording so test output cannot trigger it by accident.
+problems='WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|Unable to handle kernel'
+problems+='|possible circular locking|possible recursive locking|inconsistent lock state|lock held when returning'
+problems+='|suspected memory leak|unreferenced object|UBSAN:|KASAN:|KFENCE:'
+problems+='|detected stall|blocked for more than|scheduling while atomic'
+
+ok=1
+found=$(grep -E "$problems" "$log" || true)
+if [ -n "$found" ]; then
+	echo "qemu[$arch]: kernel problems in the log:"
+	printf '%s\n' "$found" | head -n 20 | sed 's/^/    /'
+	ok=0
+fi
+if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+	echo "qemu[$arch]: timed out after $secs s"
+	ok=0
+fi
+if ! grep -q '^ANE-BOOTED ' "$log"; then
+	echo "qemu[$arch]: the guest never reached /init"
+	ok=0
+fi
+for t in $(echo "$tests" | tr ',' ' '); do
+	line=$(grep -E "^ANE-TEST $t (PASS|FAIL)" "$log" | tail -n 1)
+	if [ -z "$line" ]; then
+		echo "qemu[$arch]: test $t: no result"
+		ok=0
+	else
+		echo "qemu[$arch]: ${line#ANE-TEST }"
+		case "$line" in *PASS*) ;; *) ok=0 ;; esac
+	fi
+done
+grep '^ANE-FAIL' "$log" | sed "s/^/qemu[$arch]:     /"
+if ! grep -q '^ANE-DONE ' "$log"; then
+	echo "qemu[$arch]: the guest did not finish its test list"
+	ok=0
+fi
+if [ "$ok" = 1 ]; then
+	echo "qemu[$arch]: clean run in $secs s ($log)"
+	exit 0
+fi
+echo "qemu[$arch]: FAILED run in $secs s; log: $log"
+exit 1

@@ -1,0 +1,42 @@
+# Helpers for the in-guest test scripts. Each test runs in a subshell with
+# `set -e`; a failing command or `fail` ends it as FAILED.
+
+fail() {
+	echo "ANE-FAIL: $*"
+	exit 1
+}
+
+# expect_eq WHAT GOT WANT
+expect_eq() {
+	[ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+}
+
+# A kmemleak scan. Objects younger than 5 s are never reported, so wait
+# first; a leak is printed to the console by kmemleak itself, where the host
+# catches it.
+kmemleak_scan() {
+	[ -e /sys/kernel/debug/kmemleak ] || return 0
+	sleep 6
+	echo scan > /sys/kernel/debug/kmemleak
+	echo scan > /sys/kernel/debug/kmemleak
+	if grep -q "unreferenced object" /sys/kernel/debug/kmemleak; then
+		cat /sys/kernel/debug/kmemleak
+		fail "kmemleak found leaks"
+	fi
+	echo "kmemleak: scan clean"
+}
+
+module_loaded() {
+	[ -d /sys/module/ane ]
+}
+
+# The number of devices bound to the ane platform driver.
+bound_count() {
+	n=0
+	for d in /sys/bus/platform/drivers/ane/*; do
+		[ -L "$d" ] || continue
+		case "$(basename "$d")" in module) continue ;; esac
+		n=$((n + 1))
+	done
+	echo $n
+}
