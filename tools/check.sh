@@ -14,11 +14,18 @@ source "$(dirname "$0")/lib.sh"
 cd "$ANE_TOP"
 
 host_cargo() {
-	(cd userspace && cargo fmt --check && cargo clippy --locked --all-targets -- -D warnings &&
-		cargo test --locked)
+	(cd userspace && cargo clippy --locked --all-targets -- -D warnings && cargo test --locked)
 }
-step "host: userspace + shared crate (fmt, clippy, cargo test)" host_cargo
-step "chroot: rustfmt check of the driver (kernel toolchain)" in_chroot make fmt-check
+step "host: userspace + shared crate (clippy, cargo test)" host_cargo
+# One rustfmt for all Rust sources (the kernel toolchain's), so the driver
+# and userspace never disagree on formatting.
+step "chroot: rustfmt check (kernel toolchain)" in_chroot make fmt-check
+# The shared crate and userspace tests again with the kernel's rustc 1.85:
+# proves the minimum version, and runs the C-header layout test (the chroot
+# has the kernel UAPI headers and a C compiler).
+step "chroot: cargo test with rustc 1.85 (UAPI layout vs C header)" \
+	in_chroot -w /src/userspace /usr/bin/env ANE_REQUIRE_LAYOUT_TEST=1 \
+	CARGO_TARGET_DIR=/cache/cargo-target/host cargo test --locked
 
 kdir_x86=$("$ANE_TOP/tools/kernel/build.sh" x86_64) || die "x86_64 kernel build failed"
 kdir_arm=$("$ANE_TOP/tools/kernel/build.sh" arm64) || die "arm64 kernel build failed"

@@ -36,5 +36,17 @@ debian_mirror() {
 	echo "${uri%/}"
 }
 
-chroot_key() { hash_of "$ANE_TOP/tools/env/packages.txt" "$ANE_TOP/tools/env/mkchroot.sh"; }
+# with_lock NAME: hold an exclusive lock on NAME for the rest of the calling
+# script, so two runs never build the same cached artefact at once.
+with_lock() {
+	exec {ANE_LOCK_FD}>"$ANE_CACHE/.lock-$1"
+	flock "$ANE_LOCK_FD"
+}
+
+# Bump a recipe version when the way an artefact is built changes in a way
+# that matters to its content; cosmetic script edits then keep the caches.
+ANE_CHROOT_RECIPE=1
+ANE_KERNEL_RECIPE=1
+
+chroot_key() { { echo "recipe $ANE_CHROOT_RECIPE"; cat "$ANE_TOP/tools/env/packages.txt"; } | sha256sum | cut -c1-16; }
 chroot_dir() { echo "$ANE_CACHE/chroot-$ANE_SUITE-$(chroot_key)"; }

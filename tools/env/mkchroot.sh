@@ -10,6 +10,11 @@ if [ -f "$dir/.ane-ready" ]; then
 	echo "$dir"
 	exit 0
 fi
+with_lock chroot
+if [ -f "$dir/.ane-ready" ]; then
+	echo "$dir"
+	exit 0
+fi
 
 if ! command -v mmdebstrap >/dev/null; then
 	log "installing mmdebstrap on the host"

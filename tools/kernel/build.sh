@@ -5,8 +5,8 @@
 #   tools/kernel/build.sh x86_64|arm64
 #
 # The build directory is keyed by the kernel source package version, the
-# toolchain versions, the config fragments and this script; it is complete
-# when it holds '.ane-ready'.
+# toolchain versions, the config fragments and ANE_KERNEL_RECIPE; it is
+# complete when it holds '.ane-ready'.
 source "$(dirname "$0")/../env/common.sh"
 
 arch=${1:-}
@@ -23,10 +23,15 @@ srcver=$(pick linux-source-$ANE_KVER_SERIES)
 [ -n "$srcver" ] || die "linux-source-$ANE_KVER_SERIES missing from the chroot"
 toolchain="rustc=$(pick rustc) rust-src=$(pick rust-src) bindgen=$(pick bindgen) clang=$(pick clang-19) lld=$(pick lld-19)"
 frags=("$ANE_TOP/tools/kernel/common.config" "$ANE_TOP/tools/kernel/$arch.config")
-key=$( { echo "$srcver $toolchain"; cat "${frags[@]}" "$0"; } | sha256sum | cut -c1-16)
+key=$( { echo "recipe $ANE_KERNEL_RECIPE $srcver $toolchain"; cat "${frags[@]}"; } | sha256sum | cut -c1-16)
 
 src=linux-src-$srcver
 out=kbuild-$arch-$key
+if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
+	echo "/cache/$out"
+	exit 0
+fi
+with_lock "kernel-$arch"
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
 	echo "/cache/$out"
 	exit 0

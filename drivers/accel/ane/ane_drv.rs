@@ -3,22 +3,44 @@
 //! DRM accel driver for the Apple Neural Engine (ANE).
 //!
 //! One platform driver, `ane`, matched by device-tree compatible, serves two
-//! hardware generations behind one UAPI:
+//! hardware generations behind one UAPI (`include/uapi/drm/ane_accel.h`):
 //!
 //! - H13 (T8103 M1, T600x M1 Pro/Max): the host drives the engine's task
 //!   manager directly.
 //! - H14 (T602x M2 Pro/Max): Linux stages the ANE firmware, releases the
 //!   ANE's coprocessor and talks to it over a channel protocol.
 //!
-//! Hardware knowledge lives in [`hw`], plain `core` Rust shared with the
-//! userspace library and the simulator; this crate is the kernel glue.
-//! `docs/architecture.md` describes the layers.
+//! Layout (see `docs/architecture.md`):
+//! - [`hw`]: hardware knowledge and the UAPI, plain `core` Rust shared with
+//!   the userspace library and the simulator;
+//! - [`ext`]: the abstractions Linux 7.3's kernel crate lacks (accel device,
+//!   shmem GEM objects, IOMMU domains, runtime PM);
+//! - `gem`, `vm`, `ioctl`: buffers, per-client address spaces, the ioctls;
+//! - `sim` (test flavour): the simulated ANE.
 
-use kernel::{device::Core, of, platform, prelude::*};
+use core::sync::atomic::AtomicU64;
 
+use kernel::{
+    device::{self, Core},
+    of, platform,
+    prelude::*,
+    sync::{aref::ARef, Arc},
+};
+
+pub mod ext;
 pub mod hw;
 
+mod gem;
+mod ioctl;
+#[cfg(ane_test)]
+mod sim;
+mod vm;
+
+use ext::accel::{self, DriverInfo};
+use ext::pm::{PmDriver, RuntimePm};
 use hw::soc::{SocId, SocInfo};
+use hw::uapi;
+use vm::{AddressSpace, Vm};
 
 kernel::of_device_table!(
     OF_TABLE,
@@ -31,17 +53,106 @@ kernel::of_device_table!(
     ]
 );
 
-/// The platform driver.
-struct AneDriver;
+/// The driver: a platform driver with runtime PM that creates an accel
+/// device per bound ANE.
+pub(crate) struct AneDriver;
 
-/// Per-device state of a bound ANE.
-struct AneDevice {
+/// Limits from the module parameters, fixed when a device is bound.
+pub(crate) struct Limits {
+    /// Largest BO, bytes.
+    pub(crate) bo_max: u64,
+    /// Cap on all BOs of the device, bytes.
+    pub(crate) bo_total_max: u64,
+    /// Largest program range, bytes.
+    pub(crate) program_max: u64,
+}
+
+/// Largest program (task descriptors and weights) PROGRAM_CREATE accepts.
+const PROGRAM_MAX: u64 = 256 << 20;
+
+/// Data of an accel device. It lives as long as the DRM device, which can
+/// outlive the platform binding while files are still open.
+pub(crate) struct AneData {
+    /// The SoC.
+    pub(crate) soc: &'static SocInfo,
+    /// Whether this is the simulated ANE.
+    pub(crate) simulated: bool,
+    /// Size limits.
+    pub(crate) limits: Limits,
+    /// Bytes of all live BOs.
+    pub(crate) bo_total: AtomicU64,
+    /// Runtime PM of the platform device.
+    pub(crate) pm: RuntimePm,
+    /// The platform device.
+    pub(crate) parent: ARef<device::Device>,
+}
+
+/// Data of an open file.
+pub(crate) struct AneFile {
+    /// The file's device address space.
+    pub(crate) vm: Arc<Vm>,
+}
+
+impl accel::Driver for AneDriver {
+    type Data = AneData;
+    type File = AneFile;
+
+    const INFO: DriverInfo = DriverInfo {
+        major: uapi::ABI_VERSION as i32,
+        minor: 0,
+        patchlevel: 0,
+        name: c"ane",
+        desc: c"Apple Neural Engine",
+    };
+
+    const IOCTLS: &'static [kernel::bindings::drm_ioctl_desc] = crate::declare_accel_ioctls! { AneDriver;
+        (uapi::cmd::GET_PARAM, uapi::GetParam, ioctl::get_param),
+        (uapi::cmd::BO_CREATE, uapi::BoCreate, gem::bo_create),
+        (uapi::cmd::BO_INFO, uapi::BoInfo, gem::bo_info),
+    };
+
+    fn open(dev: &accel::Device<Self>) -> Result<KBox<AneFile>> {
+        // Opening the node wakes the engine, as on macOS; it autosuspends
+        // again when idle.
+        let _pm = dev.pm.get()?;
+        let space = address_space(dev)?;
+        let vm = Vm::new(dev.soc.iova, space)?;
+        Ok(KBox::new(AneFile { vm }, GFP_KERNEL)?)
+    }
+}
+
+/// The page tables for a new client: the simulator's, or an IOMMU domain.
+fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
+    #[cfg(ane_test)]
+    if dev.simulated {
+        return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
+    }
+    Ok(AddressSpace::Iommu(ext::iommu::IommuDomain::new(&dev.parent)?))
+}
+
+/// Data of a bound platform device.
+pub(crate) struct AneBound {
     soc: &'static SocInfo,
+    _reg: accel::Registration<AneDriver>,
+}
+
+/// Finds the SoC of a device being probed: from the OF match, or (test
+/// flavour) from the simulated device's platform data.
+fn probe_soc(pdev: &platform::Device<Core<'_>>, id: Option<&SocId>) -> Option<(SocId, bool)> {
+    if let Some(id) = id {
+        return Some((*id, false));
+    }
+    #[cfg(ane_test)]
+    if let Some(raw) = ext::platform::platform_data_u32(pdev.as_ref()) {
+        return sim::soc_of_param(raw).map(|s| (s, true));
+    }
+    let _ = pdev;
+    None
 }
 
 impl platform::Driver for AneDriver {
     type IdInfo = SocId;
-    type Data<'bound> = AneDevice;
+    type Data<'bound> = AneBound;
     const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&OF_TABLE);
 
     fn probe<'bound>(
@@ -49,22 +160,38 @@ impl platform::Driver for AneDriver {
         id: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
         let dev = pdev.as_ref();
-        let Some(id) = id else {
+        let Some((id, simulated)) = probe_soc(pdev, id) else {
             // Only reachable through a manual bind of a device that matched
             // no table entry.
             dev_err!(dev, "no ANE SoC data for this device\n");
             return Err(ENODEV);
         };
         let soc = id.info();
+        let mb = |v: u32| u64::from(v) << 20;
+        let data = AneData {
+            soc,
+            simulated,
+            limits: Limits {
+                bo_max: mb(module_parameters::bo_max_mb.value()),
+                bo_total_max: mb(module_parameters::bo_total_mb.value()),
+                program_max: PROGRAM_MAX,
+            },
+            bo_total: AtomicU64::new(0),
+            pm: RuntimePm::new(dev),
+            parent: dev.into(),
+        };
+        let drm = accel::Device::<AneDriver>::new(dev, data)?;
+        let reg = accel::Registration::new(drm)?;
         dev_info!(
             dev,
-            "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend\n",
+            "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend{}\n",
             soc.id,
             soc.marketing,
             soc.generation,
-            soc.backend
+            soc.backend,
+            if simulated { ", simulated" } else { "" }
         );
-        Ok(AneDevice { soc })
+        Ok(AneBound { soc, _reg: reg })
     }
 
     fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
@@ -72,11 +199,31 @@ impl platform::Driver for AneDriver {
     }
 }
 
-/// The module: registers the platform driver.
+impl PmDriver for AneDriver {
+    fn autosuspend_delay_ms() -> i32 {
+        module_parameters::autosuspend_ms.value()
+    }
+
+    fn runtime_suspend(data: Pin<&AneBound>) -> Result {
+        pr_debug!("{:?}: runtime suspend\n", data.soc.id);
+        Ok(())
+    }
+
+    fn runtime_resume(data: Pin<&AneBound>) -> Result {
+        pr_debug!("{:?}: runtime resume\n", data.soc.id);
+        Ok(())
+    }
+}
+
+/// The module: registers the platform driver (and, in the test flavour, the
+/// simulated device).
 #[pin_data]
 struct AneModule {
+    // Dropped first: unbinds the simulated device while the driver exists.
+    #[cfg(ane_test)]
+    _sim: Option<ext::platform::PlatformDevice>,
     #[pin]
-    _driver: kernel::driver::Registration<platform::Adapter<AneDriver>>,
+    _driver: kernel::driver::Registration<ext::pm::Adapter<AneDriver>>,
 }
 
 impl kernel::InPlaceModule for AneModule {
@@ -88,6 +235,8 @@ impl kernel::InPlaceModule for AneModule {
                 <Self as kernel::ModuleMetadata>::NAME,
                 module,
             ),
+            #[cfg(ane_test)]
+            _sim: sim::register(module_parameters::sim_soc.value())?,
         })
     }
 }
@@ -95,14 +244,28 @@ impl kernel::InPlaceModule for AneModule {
 /// Declares the module, with the test flavour's extra parameters when built
 /// with `ANE_TEST=1`.
 macro_rules! ane_module {
-    ($($params:tt)*) => {
+    ($($extra:tt)*) => {
         kernel::prelude::module! {
             type: AneModule,
             name: "ane",
             authors: ["The ane developers"],
             description: "Apple Neural Engine DRM accel driver",
             license: "Dual MIT/GPL",
-            $($params)*
+            params: {
+                autosuspend_ms: i32 {
+                    default: 1000,
+                    description: "Runtime-PM autosuspend delay in ms (read at bind)",
+                },
+                bo_max_mb: u32 {
+                    default: 1024,
+                    description: "Largest buffer object in MiB (read at bind)",
+                },
+                bo_total_mb: u32 {
+                    default: 8192,
+                    description: "Cap on all buffer objects of a device in MiB (read at bind)",
+                },
+                $($extra)*
+            },
         }
     };
 }
@@ -112,11 +275,13 @@ ane_module! {}
 
 #[cfg(ane_test)]
 ane_module! {
-    params: {
-        selftest_warn: bool {
-            default: false,
-            description: "Test flavour only: emit a kernel WARNING at load, to prove the test harness catches it",
-        },
+    selftest_warn: bool {
+        default: false,
+        description: "Test flavour only: emit a kernel WARNING at load, to prove the test harness catches it",
+    },
+    sim_soc: u32 {
+        default: 0,
+        description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6001, 0x6021)",
     },
 }
 

@@ -30,13 +30,22 @@ enum Command {
 }
 
 fn print_info(info: &SystemInfo) {
-    println!("kernel:        {}", info.kernel.as_deref().unwrap_or("unknown"));
+    println!(
+        "kernel:        {}",
+        info.kernel.as_deref().unwrap_or("unknown")
+    );
     match &info.device_tree {
         None => println!("device tree:   none (not a device-tree machine)"),
         Some(dt) => {
-            println!("model:         {}", dt.model.as_deref().unwrap_or("unknown"));
+            println!(
+                "model:         {}",
+                dt.model.as_deref().unwrap_or("unknown")
+            );
             println!("compatible:    {}", dt.compatible.join(", "));
-            println!("soc:           {}", dt.soc.as_deref().unwrap_or("not supported by ane"));
+            println!(
+                "soc:           {}",
+                dt.soc.as_deref().unwrap_or("not supported by ane")
+            );
             if dt.ane_nodes.is_empty() {
                 println!("ane dt node:   none (install the overlay for this SoC)");
             }
@@ -46,14 +55,21 @@ fn print_info(info: &SystemInfo) {
                     n.path,
                     n.compatible.join(", "),
                     n.status,
-                    if n.supported { "supported" } else { "unsupported compatible" }
+                    if n.supported {
+                        "supported"
+                    } else {
+                        "unsupported compatible"
+                    }
                 );
             }
         }
     }
     let m = &info.module;
     if m.loaded {
-        println!("module:        loaded ({})", m.version.as_deref().unwrap_or("no version"));
+        println!(
+            "module:        loaded ({})",
+            m.version.as_deref().unwrap_or("no version")
+        );
     } else {
         println!("module:        not loaded");
     }

@@ -164,8 +164,14 @@ fn walk_ane_nodes(dir: &Path, rel: &str, out: &mut Vec<AneNode>) -> Result<(), E
     let compatible = read_strings(&dir.join("compatible"))?;
     if compatible.iter().any(|c| is_ane_compatible(c)) {
         out.push(AneNode {
-            path: if rel.is_empty() { "/".into() } else { rel.into() },
-            supported: compatible.iter().any(|c| SocInfo::by_compatible(c).is_some()),
+            path: if rel.is_empty() {
+                "/".into()
+            } else {
+                rel.into()
+            },
+            supported: compatible
+                .iter()
+                .any(|c| SocInfo::by_compatible(c).is_some()),
             status: read_text(&dir.join("status"))?.unwrap_or_else(|| "okay".into()),
             compatible,
         });
@@ -323,14 +329,37 @@ mod tests {
     fn finds_soc_and_ane_nodes() {
         let t = tempfile::tempdir().unwrap();
         let dt = "sys/firmware/devicetree/base";
-        write(t.path(), &format!("{dt}/model"), b"Apple MacBook Pro (14-inch, M1 Max, 2021)\0");
-        write(t.path(), &format!("{dt}/compatible"), b"apple,j314c\0apple,t6001\0apple,arm-platform\0");
-        write(t.path(), &format!("{dt}/soc/ane@285c04000/compatible"), b"apple,t6000-ane\0");
-        write(t.path(), &format!("{dt}/soc/npu@1/compatible"), b"apple,t9999-ane\0");
+        write(
+            t.path(),
+            &format!("{dt}/model"),
+            b"Apple MacBook Pro (14-inch, M1 Max, 2021)\0",
+        );
+        write(
+            t.path(),
+            &format!("{dt}/compatible"),
+            b"apple,j314c\0apple,t6001\0apple,arm-platform\0",
+        );
+        write(
+            t.path(),
+            &format!("{dt}/soc/ane@285c04000/compatible"),
+            b"apple,t6000-ane\0",
+        );
+        write(
+            t.path(),
+            &format!("{dt}/soc/npu@1/compatible"),
+            b"apple,t9999-ane\0",
+        );
         write(t.path(), &format!("{dt}/soc/npu@1/status"), b"disabled\0");
-        write(t.path(), &format!("{dt}/soc/dart@1/compatible"), b"apple,t6000-dart\0");
+        write(
+            t.path(),
+            &format!("{dt}/soc/dart@1/compatible"),
+            b"apple,t6000-dart\0",
+        );
         let tree = device_tree(&SysRoot::new(t.path())).unwrap().unwrap();
-        assert_eq!(tree.model.as_deref(), Some("Apple MacBook Pro (14-inch, M1 Max, 2021)"));
+        assert_eq!(
+            tree.model.as_deref(),
+            Some("Apple MacBook Pro (14-inch, M1 Max, 2021)")
+        );
         assert_eq!(tree.compatible.len(), 3);
         assert_eq!(tree.soc.as_deref(), Some("T6000 (M1 Pro/Max)"));
         assert_eq!(tree.ane_nodes.len(), 2);
@@ -351,7 +380,11 @@ mod tests {
     #[test]
     fn unsupported_machine_has_no_soc() {
         let t = tempfile::tempdir().unwrap();
-        write(t.path(), "sys/firmware/devicetree/base/compatible", b"apple,j413\0apple,t8112\0");
+        write(
+            t.path(),
+            "sys/firmware/devicetree/base/compatible",
+            b"apple,j413\0apple,t8112\0",
+        );
         let tree = device_tree(&SysRoot::new(t.path())).unwrap().unwrap();
         assert!(tree.soc.is_none());
         assert!(tree.ane_nodes.is_empty());
@@ -362,7 +395,11 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         write(t.path(), "sys/module/ane/srcversion", b"ABCDEF\n");
         let dev = t.path().join("sys/devices/platform/ane-sim.0");
-        write(t.path(), "sys/devices/platform/ane-sim.0/power/runtime_status", b"suspended\n");
+        write(
+            t.path(),
+            "sys/devices/platform/ane-sim.0/power/runtime_status",
+            b"suspended\n",
+        );
         let drv = t.path().join("sys/bus/platform/drivers/ane");
         fs::create_dir_all(&drv).unwrap();
         symlink(&dev, drv.join("ane-sim.0")).unwrap();

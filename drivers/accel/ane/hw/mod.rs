@@ -15,4 +15,6 @@
 //! Files in this tree therefore never carry crate-level attributes, and every
 //! public item is documented (the kernel builds with `-Wmissing_docs`).
 
+pub mod iova;
 pub mod soc;
+pub mod uapi;

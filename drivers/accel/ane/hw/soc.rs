@@ -237,17 +237,43 @@ mod tests {
 
     #[test]
     fn lookup_by_compatible() {
-        assert_eq!(SocInfo::by_compatible("apple,t8103-ane").unwrap().id, SocId::T8103);
-        assert_eq!(SocInfo::by_compatible("apple,t6000-ane").unwrap().generation, Generation::H13);
-        assert_eq!(SocInfo::by_compatible("apple,t6021-ane").unwrap().backend, BackendKind::Firmware);
-        assert!(SocInfo::by_compatible("apple,t6001-ane").is_none(), "T6001 uses the t6000 compatible");
+        assert_eq!(
+            SocInfo::by_compatible("apple,t8103-ane").unwrap().id,
+            SocId::T8103
+        );
+        assert_eq!(
+            SocInfo::by_compatible("apple,t6000-ane")
+                .unwrap()
+                .generation,
+            Generation::H13
+        );
+        assert_eq!(
+            SocInfo::by_compatible("apple,t6021-ane").unwrap().backend,
+            BackendKind::Firmware
+        );
+        assert!(
+            SocInfo::by_compatible("apple,t6001-ane").is_none(),
+            "T6001 uses the t6000 compatible"
+        );
         assert!(SocInfo::by_compatible("apple,t8103-ane\0").is_none());
         assert!(SocInfo::by_compatible("").is_none());
         assert_eq!(SocId::from_raw(0x6001), None);
-        assert_eq!(SocInfo::by_root_compatible("apple,t6001").unwrap().id, SocId::T6000);
-        assert_eq!(SocInfo::by_root_compatible("apple,t6021").unwrap().id, SocId::T6021);
-        assert!(SocInfo::by_root_compatible("apple,t8112").is_none(), "M2 is not supported");
-        assert!(SocInfo::by_root_compatible("apple,j274").is_none(), "a board, not a chip");
+        assert_eq!(
+            SocInfo::by_root_compatible("apple,t6001").unwrap().id,
+            SocId::T6000
+        );
+        assert_eq!(
+            SocInfo::by_root_compatible("apple,t6021").unwrap().id,
+            SocId::T6021
+        );
+        assert!(
+            SocInfo::by_root_compatible("apple,t8112").is_none(),
+            "M2 is not supported"
+        );
+        assert!(
+            SocInfo::by_root_compatible("apple,j274").is_none(),
+            "a board, not a chip"
+        );
     }
 
     #[test]
@@ -257,7 +283,10 @@ mod tests {
         assert!(w.contains_range(0x4000, 0x4000));
         assert!(w.contains_range(0xe000_0000 - 0x4000, 0x4000));
         assert!(!w.contains_range(0, 0x4000), "page 0 is never mapped");
-        assert!(!w.contains_range(0xe000_0000 - 0x4000, 0x4001), "end is exclusive");
+        assert!(
+            !w.contains_range(0xe000_0000 - 0x4000, 0x4001),
+            "end is exclusive"
+        );
         assert!(!w.contains_range(u64::MAX - 1, 2), "overflowing end");
         assert!(w.contains_range(0x4000, 0), "an empty range at the start");
     }

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+/*
+ * Inline-only C helpers the Rust side cannot call directly: the runtime PM
+ * API is mostly static inline wrappers in <linux/pm_runtime.h>. Each helper
+ * is a plain call of one documented API sequence; policy lives in Rust
+ * (ext/pm.rs is the only caller).
+ */
+
+#include <linux/device.h>
+#include <linux/pm_runtime.h>
+
+#include "ane_glue.h"
+
+/* Enable runtime PM for a device that probe left powered: active, with
+ * autosuspend after @delay_ms of idleness. */
+void ane_glue_pm_enable(struct device *dev, int delay_ms)
+{
+	pm_runtime_set_autosuspend_delay(dev, delay_ms);
+	pm_runtime_use_autosuspend(dev);
+	pm_runtime_get_noresume(dev);
+	pm_runtime_set_active(dev);
+	pm_runtime_enable(dev);
+	pm_runtime_mark_last_busy(dev);
+	pm_runtime_put_autosuspend(dev);
+}
+
+/* Disable runtime PM at unbind. Returns true when the device was left
+ * active, so the caller powers it down itself. */
+bool ane_glue_pm_disable(struct device *dev)
+{
+	bool active;
+
+	pm_runtime_disable(dev);
+	pm_runtime_dont_use_autosuspend(dev);
+	active = !pm_runtime_status_suspended(dev);
+	pm_runtime_set_suspended(dev);
+	return active;
+}
+
+int ane_glue_pm_resume_and_get(struct device *dev)
+{
+	return pm_runtime_resume_and_get(dev);
+}
+
+void ane_glue_pm_put_autosuspend(struct device *dev)
+{
+	pm_runtime_mark_last_busy(dev);
+	pm_runtime_put_autosuspend(dev);
+}
+
+/* System sleep: force runtime suspend/resume. */
+int ane_glue_pm_force_suspend(struct device *dev)
+{
+	return pm_runtime_force_suspend(dev);
+}
+
+int ane_glue_pm_force_resume(struct device *dev)
+{
+	return pm_runtime_force_resume(dev);
+}

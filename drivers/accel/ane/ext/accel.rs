@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! DRM accel devices (`/dev/accel/accelN`).
+//!
+//! Linux 7.3's `kernel::drm` builds its `drm_driver` privately with
+//! `DRIVER_GEM` (and optionally `DRIVER_RENDER`) and `drm_open` in the file
+//! operations, and the minor type is fixed when the device is allocated, so
+//! it cannot create an accel node. This module does the same job for
+//! `DRIVER_GEM | DRIVER_COMPUTE_ACCEL` with `accel_open`:
+//!
+//! - [`Driver`] describes a driver: its device data, per-file data and ioctls.
+//! - [`Device`] embeds the C `struct drm_device` followed by the driver's data
+//!   and is reference counted ([`ARef`]).
+//! - [`Registration`] registers a device and unplugs it when dropped; ioctls
+//!   then fail with `ENODEV` and none is running any more.
+//! - [`File`] wraps `struct drm_file` and gives access to the per-file data
+//!   created by [`Driver::open`] and dropped at `postclose`.
+//! - [`declare_accel_ioctls!`](crate::declare_accel_ioctls) builds the ioctl
+//!   table; every handler runs inside `drm_dev_enter()`/`drm_dev_exit()`.
+//!
+//! Ioctl flags are 0: accel files are never "render clients", and `DRM_AUTH`
+//! would shut out every user without `CAP_SYS_ADMIN`.
+
+use core::{ffi::c_int, marker::PhantomData, mem::offset_of, ptr::NonNull};
+
+use kernel::{
+    bindings, device,
+    prelude::*,
+    sync::aref::{ARef, AlwaysRefCounted},
+    types::Opaque,
+};
+
+#[allow(improper_ctypes)]
+extern "C" {
+    /// `accel_open()` from `drivers/accel/drm_accel.c` (`EXPORT_SYMBOL_GPL`),
+    /// declared only in `drm/drm_accel.h`, which the 7.3 bindings do not
+    /// include. `improper_ctypes` is allowed because `struct inode` and
+    /// `struct file` contain fields Rust cannot describe as FFI-safe; only
+    /// pointers to them cross the boundary, and they are never dereferenced
+    /// on this side.
+    fn accel_open(inode: *mut bindings::inode, filp: *mut bindings::file) -> c_int;
+}
+
+/// Static information about a driver, reported by `DRM_IOCTL_VERSION`.
+pub struct DriverInfo {
+    /// Major version (the ABI version).
+    pub major: i32,
+    /// Minor version.
+    pub minor: i32,
+    /// Patch level.
+    pub patchlevel: i32,
+    /// Driver name.
+    pub name: &'static CStr,
+    /// Driver description.
+    pub desc: &'static CStr,
+}
+
+/// An accel driver.
+pub trait Driver: Sized + 'static {
+    /// Data of a device, alive as long as the DRM device (which can outlive the
+    /// platform binding while files are open).
+    type Data: Send + Sync;
+    /// Data of an open file.
+    type File: Send + Sync;
+    /// Name and version.
+    const INFO: DriverInfo;
+    /// The ioctl table, from [`declare_accel_ioctls!`](crate::declare_accel_ioctls).
+    const IOCTLS: &'static [bindings::drm_ioctl_desc];
+
+    /// Creates the data of a newly opened file.
+    fn open(dev: &Device<Self>) -> Result<KBox<Self::File>>;
+}
+
+/// A DRM accel device with the driver's data.
+///
+/// # Invariants
+///
+/// `drm` is an initialised `struct drm_device` whose `driver` is
+/// `Device::<T>::VTABLE`, allocated by `__drm_dev_alloc` as part of this
+/// struct, and `data` is initialised.
+#[repr(C)]
+pub struct Device<T: Driver> {
+    drm: Opaque<bindings::drm_device>,
+    data: T::Data,
+}
+
+// SAFETY: The DRM core serialises what needs serialising on the C side;
+// `T::Data` is `Send + Sync`.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: See `Send`.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+// SAFETY: `drm_dev_get`/`drm_dev_put` manage the refcount of the allocation
+// that contains `Device<T>`; it is freed (after `release` dropped the data)
+// when the count reaches zero.
+unsafe impl<T: Driver> AlwaysRefCounted for Device<T> {
+    fn inc_ref(&self) {
+        // SAFETY: A shared reference proves the refcount is non-zero.
+        unsafe { bindings::drm_dev_get(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference; the pointer is valid.
+        unsafe { bindings::drm_dev_put(obj.as_ref().as_raw()) };
+    }
+}
+
+impl<T: Driver> core::ops::Deref for Device<T> {
+    type Target = T::Data;
+
+    fn deref(&self) -> &T::Data {
+        &self.data
+    }
+}
+
+/// The file operations of an accel node: `DRM_ACCEL_FOPS` of `drm_accel.h`.
+const fn accel_fops(owner: *mut bindings::module) -> bindings::file_operations {
+    let mut fops: bindings::file_operations = pin_init::zeroed();
+    fops.owner = owner;
+    fops.open = Some(accel_open);
+    fops.release = Some(bindings::drm_release);
+    fops.unlocked_ioctl = Some(bindings::drm_ioctl);
+    #[cfg(CONFIG_COMPAT)]
+    {
+        fops.compat_ioctl = Some(bindings::drm_compat_ioctl);
+    }
+    fops.poll = Some(bindings::drm_poll);
+    fops.read = Some(bindings::drm_read);
+    fops.llseek = Some(bindings::noop_llseek);
+    fops.mmap = Some(bindings::drm_gem_mmap);
+    fops.fop_flags = bindings::FOP_UNSIGNED_OFFSET;
+    fops
+}
+
+impl<T: Driver> Device<T> {
+    const FOPS: bindings::file_operations =
+        accel_fops(kernel::module::this_module::<crate::LocalModule>().as_ptr());
+
+    const FEATURES: u32 =
+        bindings::drm_driver_feature_DRIVER_GEM | bindings::drm_driver_feature_DRIVER_COMPUTE_ACCEL;
+
+    /// The driver vtable, with `release` (which drops `data`).
+    const VTABLE: bindings::drm_driver = {
+        let mut d: bindings::drm_driver = pin_init::zeroed();
+        d.open = Some(Self::open_callback);
+        d.postclose = Some(Self::postclose_callback);
+        d.release = Some(Self::release_callback);
+        d.major = T::INFO.major;
+        d.minor = T::INFO.minor;
+        d.patchlevel = T::INFO.patchlevel;
+        d.name = T::INFO.name.as_ptr().cast_mut().cast();
+        d.desc = T::INFO.desc.as_ptr().cast_mut().cast();
+        d.driver_features = Self::FEATURES;
+        d.ioctls = T::IOCTLS.as_ptr();
+        d.num_ioctls = T::IOCTLS.len() as c_int;
+        d.fops = &Self::FOPS;
+        d
+    };
+
+    /// The vtable used while `data` is not initialised yet: no `release`, so
+    /// the device never drops uninitialised data. Its features must equal
+    /// `VTABLE`'s: the minor is chosen from them at allocation.
+    const ALLOC_VTABLE: bindings::drm_driver = {
+        let mut d = Self::VTABLE;
+        d.release = None;
+        d
+    };
+
+    /// Allocates an accel device under `parent`. It is not visible to
+    /// userspace until it is registered with [`Registration::new`].
+    pub fn new(parent: &device::Device<device::Bound>, data: T::Data) -> Result<ARef<Self>> {
+        // `device::Device` is a transparent wrapper of `struct device`; its
+        // raw pointer getter is crate-private, so cast the reference.
+        let parent = core::ptr::from_ref(parent)
+            .cast::<bindings::device>()
+            .cast_mut();
+        // SAFETY: `parent` is a bound device; the sizes describe `Self`,
+        // whose `drm` field is at the given offset.
+        let raw = unsafe {
+            bindings::__drm_dev_alloc(
+                parent,
+                &Self::ALLOC_VTABLE,
+                core::mem::size_of::<Self>(),
+                offset_of!(Self, drm),
+            )
+        };
+        // On failure `data` is dropped here, never having been in a device.
+        let raw = kernel::error::from_err_ptr(raw)?.cast::<Self>();
+        // SAFETY: `raw` points to a zeroed `Self` whose `drm` is initialised;
+        // `data` is not initialised, so it is written without dropping.
+        unsafe { core::ptr::addr_of_mut!((*raw).data).write(data) };
+        // SAFETY: `data` is initialised now; switch to the vtable whose
+        // `release` drops it. Nothing else sees the device yet.
+        unsafe { (*Opaque::cast_into(core::ptr::addr_of!((*raw).drm))).driver = &Self::VTABLE };
+        // SAFETY: We own the initial reference from `__drm_dev_alloc`.
+        Ok(unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) })
+    }
+
+    /// The raw `struct drm_device`.
+    pub fn as_raw(&self) -> *mut bindings::drm_device {
+        self.drm.get()
+    }
+
+    /// Recovers the device from a `struct drm_device` of this driver.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be the `drm` field of a live `Device<T>` and stay valid for
+    /// `'a`.
+    pub unsafe fn from_raw<'a>(raw: *const bindings::drm_device) -> &'a Self {
+        // SAFETY: By the safety requirements, `raw` is inside a `Device<T>`.
+        unsafe { &*kernel::container_of!(Opaque::cast_from(raw), Self, drm) }
+    }
+
+    /// Enters the device for an access that must not race with unplug:
+    /// `None` once the device has been unplugged.
+    pub fn enter(&self) -> Option<EnterGuard<'_>> {
+        let mut idx: c_int = 0;
+        // SAFETY: `drm` is valid; `idx` is written before it is read.
+        if unsafe { bindings::drm_dev_enter(self.as_raw(), &mut idx) } {
+            Some(EnterGuard {
+                idx,
+                _p: PhantomData,
+            })
+        } else {
+            None
+        }
+    }
+
+    extern "C" fn open_callback(
+        raw_dev: *mut bindings::drm_device,
+        raw_file: *mut bindings::drm_file,
+    ) -> c_int {
+        // SAFETY: The DRM core passes a device of this driver.
+        let dev = unsafe { Self::from_raw(raw_dev) };
+        match T::open(dev) {
+            Ok(data) => {
+                // SAFETY: `raw_file` is the file being opened; nothing else
+                // uses `driver_priv` until `postclose`.
+                unsafe { (*raw_file).driver_priv = KBox::into_raw(data).cast() };
+                0
+            }
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    extern "C" fn postclose_callback(
+        _raw_dev: *mut bindings::drm_device,
+        raw_file: *mut bindings::drm_file,
+    ) {
+        // SAFETY: `driver_priv` was set by `open_callback` (postclose is only
+        // called for files whose open succeeded), and the file is going away.
+        let data = unsafe { (*raw_file).driver_priv }.cast::<T::File>();
+        if !data.is_null() {
+            // SAFETY: It came from `KBox::into_raw` and is no longer used.
+            drop(unsafe { KBox::from_raw(data) });
+        }
+    }
+
+    extern "C" fn release_callback(raw_dev: *mut bindings::drm_device) {
+        // SAFETY: Called once, by the last `drm_dev_put`, for a device with
+        // `VTABLE`, whose data is initialised. The allocation itself is freed
+        // by the DRM core afterwards.
+        unsafe {
+            let this = kernel::container_of!(Opaque::cast_from(raw_dev), Self, drm).cast_mut();
+            core::ptr::drop_in_place(core::ptr::addr_of_mut!((*this).data));
+        }
+    }
+}
+
+/// Proof that the device was entered with [`Device::enter`]; exits on drop.
+pub struct EnterGuard<'a> {
+    idx: c_int,
+    _p: PhantomData<&'a ()>,
+}
+
+impl Drop for EnterGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `idx` comes from the matching successful `drm_dev_enter`.
+        unsafe { bindings::drm_dev_exit(self.idx) };
+    }
+}
+
+/// A registered accel device. Dropping it unplugs the device: the node goes
+/// away, running ioctls finish first, and later ones fail with `ENODEV`.
+pub struct Registration<T: Driver> {
+    dev: ARef<Device<T>>,
+}
+
+impl<T: Driver> Registration<T> {
+    /// Registers `dev`, creating `/dev/accel/accelN`.
+    pub fn new(dev: ARef<Device<T>>) -> Result<Self> {
+        // SAFETY: `dev` is an initialised, unregistered device.
+        kernel::error::to_result(unsafe { bindings::drm_dev_register(dev.as_raw(), 0) })?;
+        Ok(Self { dev })
+    }
+
+    /// The registered device.
+    pub fn device(&self) -> &Device<T> {
+        &self.dev
+    }
+}
+
+impl<T: Driver> Drop for Registration<T> {
+    fn drop(&mut self) {
+        // SAFETY: The device was registered by `new`.
+        unsafe { bindings::drm_dev_unplug(self.dev.as_raw()) };
+    }
+}
+
+/// An open file of an accel device.
+#[repr(transparent)]
+pub struct File<T: Driver>(Opaque<bindings::drm_file>, PhantomData<T>);
+
+impl<T: Driver> File<T> {
+    /// Wraps a raw `struct drm_file`.
+    ///
+    /// # Safety
+    ///
+    /// `raw` must be an open file of a `Device<T>` whose `open` succeeded, and
+    /// stay valid for `'a`.
+    pub unsafe fn from_raw<'a>(raw: *mut bindings::drm_file) -> &'a Self {
+        // SAFETY: `File` is a transparent wrapper of `drm_file`.
+        unsafe { &*raw.cast::<Self>() }
+    }
+
+    /// The raw `struct drm_file`.
+    pub fn as_raw(&self) -> *mut bindings::drm_file {
+        self.0.get()
+    }
+
+    /// The driver's data of this file.
+    pub fn inner(&self) -> &T::File {
+        // SAFETY: By the type invariant, `open_callback` stored a live
+        // `KBox<T::File>` there, which lives until `postclose`, after every
+        // ioctl on this file has returned.
+        unsafe { &*(*self.as_raw()).driver_priv.cast::<T::File>() }
+    }
+}
+
+/// Builds the `drm_ioctl_desc` table of an accel driver.
+///
+/// ```ignore
+/// declare_accel_ioctls! { Driver;
+///     (nr::GET_PARAM, GetParam, handler_fn),
+/// }
+/// ```
+///
+/// Entries must be in ioctl-number order without gaps, starting at
+/// `DRM_COMMAND_BASE`; the argument type's size must match the number's size
+/// field (both checked at compile time). Each handler has the signature
+/// `fn(&Device<D>, &mut Arg, &File<D>) -> Result<u32>` and runs inside
+/// `drm_dev_enter()`; after unplug the ioctl fails with `ENODEV`.
+#[macro_export]
+macro_rules! declare_accel_ioctls {
+    ($drv:ty; $(($cmd:expr, $arg:ty, $func:path)),* $(,)?) => {{
+        const _: () = {
+            let mut i: u32 = 0;
+            $(
+                ::core::assert!($cmd & 0xff == $crate::hw::uapi::DRM_COMMAND_BASE + i);
+                ::core::assert!((($cmd >> 16) & 0x3fff) as usize == ::core::mem::size_of::<$arg>());
+                i += 1;
+            )*
+            let _ = i;
+        };
+        &[$(
+            ::kernel::bindings::drm_ioctl_desc {
+                cmd: $cmd,
+                flags: 0,
+                func: {
+                    unsafe extern "C" fn trampoline(
+                        raw_dev: *mut ::kernel::bindings::drm_device,
+                        raw_data: *mut ::core::ffi::c_void,
+                        raw_file: *mut ::kernel::bindings::drm_file,
+                    ) -> ::core::ffi::c_int {
+                        // SAFETY: The DRM core calls this only for devices of
+                        // this driver, with a file whose open succeeded.
+                        let dev = unsafe { $crate::ext::accel::Device::<$drv>::from_raw(raw_dev) };
+                        let Some(_guard) = dev.enter() else {
+                            return ::kernel::error::code::ENODEV.to_errno();
+                        };
+                        // SAFETY: See above.
+                        let file = unsafe { $crate::ext::accel::File::<$drv>::from_raw(raw_file) };
+                        // SAFETY: `drm_ioctl()` copied the argument into a
+                        // kernel buffer of `_IOC_SIZE(cmd)` bytes (checked to
+                        // equal the type's size above), owned by this call;
+                        // every bit pattern is valid for UAPI structs.
+                        let data = unsafe { &mut *raw_data.cast::<$arg>() };
+                        match $func(dev, data, file) {
+                            Ok(v) => ::core::ffi::c_int::try_from(v)
+                                .unwrap_or(::kernel::error::code::ERANGE.to_errno()),
+                            Err(e) => e.to_errno(),
+                        }
+                    }
+                    Some(trampoline)
+                },
+                name: ::kernel::str::as_char_ptr_in_const_context(
+                    ::kernel::c_str!(::core::stringify!($func)),
+                ),
+            }
+        ),*]
+    }};
+}

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Shmem-backed GEM objects for accel devices.
+//!
+//! `kernel::drm::gem::shmem::Object` requires a `kernel::drm::Device`, which
+//! cannot be an accel device in 7.3 (see [`super::accel`]). [`Object`] is the
+//! same idea over [`super::accel::Device`]: a `struct drm_gem_shmem_object`
+//! followed by driver data, using the C shmem helpers for everything but
+//! `free`.
+//!
+//! Objects are created with their pages allocated and pinned, since the
+//! driver maps them into a device address space at creation. mmap goes
+//! through the DRM fake offset (`drm_gem_mmap` → the shmem helper) and maps
+//! write-combined. dma-buf export is refused: a buffer belongs to the file
+//! that created it.
+
+use core::{
+    marker::PhantomData,
+    mem::ManuallyDrop,
+    ptr::NonNull,
+    sync::atomic::{AtomicBool, Ordering},
+};
+
+use kernel::{
+    bindings,
+    prelude::*,
+    sync::aref::{ARef, AlwaysRefCounted},
+    types::Opaque,
+};
+
+use super::accel::{Device, Driver, File};
+
+/// A page of a GEM object, as a device address space records it: what a
+/// page-table entry points at.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct PagePtr(NonNull<bindings::page>);
+
+// SAFETY: A page pointer is a plain address; access goes through `read` and
+// `write`, whose callers guarantee the page is alive.
+unsafe impl Send for PagePtr {}
+// SAFETY: See `Send`.
+unsafe impl Sync for PagePtr {}
+
+impl PagePtr {
+    /// Copies `dst.len()` bytes out of the page, from `offset`.
+    ///
+    /// # Safety
+    ///
+    /// The page must still be pinned by its object (the caller holds the
+    /// mapping that points at it).
+    pub unsafe fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        // SAFETY: The page is alive by the safety requirements.
+        let page = unsafe { kernel::page::BorrowedPage::from_raw(self.0) };
+        // SAFETY: `dst` is valid for `dst.len()` writes; `read_raw` checks
+        // the range against the page.
+        unsafe { page.read_raw(dst.as_mut_ptr(), offset, dst.len()) }
+    }
+
+    /// Copies `src` into the page at `offset`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PagePtr::read`].
+    pub unsafe fn write(&self, offset: usize, src: &[u8]) -> Result {
+        // SAFETY: The page is alive by the safety requirements.
+        let page = unsafe { kernel::page::BorrowedPage::from_raw(self.0) };
+        // SAFETY: `src` is valid for `src.len()` reads; `write_raw` checks
+        // the range against the page.
+        unsafe { page.write_raw(src.as_ptr(), offset, src.len()) }
+    }
+}
+
+/// A scatter list built by [`Object::sg_table`]; freed on drop.
+pub struct SgTable(NonNull<bindings::sg_table>);
+
+impl SgTable {
+    /// The raw `struct sg_table`.
+    pub fn as_raw(&self) -> *mut bindings::sg_table {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // SAFETY: `drm_gem_shmem_get_sg_table` allocated the table with
+        // `kmalloc` and filled it with `sg_alloc_table_from_pages`.
+        unsafe {
+            bindings::sg_free_table(self.0.as_ptr());
+            bindings::kfree(self.0.as_ptr().cast());
+        }
+    }
+}
+
+/// A shmem GEM object of driver `T` carrying data `D`.
+///
+/// # Invariants
+///
+/// `obj` is an initialised shmem object of a `Device<T>` whose funcs are
+/// `Self::FUNCS`, with its pages pinned; `data` is initialised until `free`.
+#[repr(C)]
+pub struct Object<T: Driver, D: Send + Sync> {
+    obj: Opaque<bindings::drm_gem_shmem_object>,
+    data: ManuallyDrop<D>,
+    pinned: AtomicBool,
+    _p: PhantomData<T>,
+}
+
+// SAFETY: GEM objects are thread-safe on the C side; `D` is `Send + Sync`.
+unsafe impl<T: Driver, D: Send + Sync> Send for Object<T, D> {}
+// SAFETY: See `Send`.
+unsafe impl<T: Driver, D: Send + Sync> Sync for Object<T, D> {}
+
+// SAFETY: `drm_gem_object_get`/`put` manage the object's refcount; `free`
+// runs when it reaches zero.
+unsafe impl<T: Driver, D: Send + Sync> AlwaysRefCounted for Object<T, D> {
+    fn inc_ref(&self) {
+        // SAFETY: A shared reference proves the refcount is non-zero.
+        unsafe { bindings::drm_gem_object_get(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference.
+        unsafe { bindings::drm_gem_object_put(obj.as_ref().as_raw()) };
+    }
+}
+
+impl<T: Driver, D: Send + Sync> core::ops::Deref for Object<T, D> {
+    type Target = D;
+
+    fn deref(&self) -> &D {
+        &self.data
+    }
+}
+
+/// Refuses dma-buf export (`PRIME_HANDLE_TO_FD`).
+extern "C" fn export_refused(
+    _obj: *mut bindings::drm_gem_object,
+    _flags: i32,
+) -> *mut bindings::dma_buf {
+    kernel::error::code::EOPNOTSUPP.to_ptr()
+}
+
+impl<T: Driver, D: Send + Sync> Object<T, D> {
+    const FUNCS: bindings::drm_gem_object_funcs = bindings::drm_gem_object_funcs {
+        free: Some(Self::free_callback),
+        open: None,
+        close: None,
+        print_info: Some(bindings::drm_gem_shmem_object_print_info),
+        export: Some(export_refused),
+        pin: Some(bindings::drm_gem_shmem_object_pin),
+        unpin: Some(bindings::drm_gem_shmem_object_unpin),
+        get_sg_table: Some(bindings::drm_gem_shmem_object_get_sg_table),
+        vmap: Some(bindings::drm_gem_shmem_object_vmap),
+        vunmap: Some(bindings::drm_gem_shmem_object_vunmap),
+        mmap: Some(bindings::drm_gem_shmem_object_mmap),
+        status: None,
+        rss: None,
+        vm_ops: &raw const bindings::drm_gem_shmem_vm_ops,
+        evict: None,
+    };
+
+    /// Creates an object of `size` bytes (a multiple of the page size) with
+    /// its pages allocated and pinned. `data` is dropped when the last
+    /// reference goes, before the pages are released.
+    pub fn new(dev: &Device<T>, size: usize, data: D) -> Result<ARef<Self>> {
+        let new = KBox::new(
+            Self {
+                obj: Opaque::zeroed(),
+                data: ManuallyDrop::new(data),
+                pinned: AtomicBool::new(false),
+                _p: PhantomData,
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `obj` is zeroed and not shared yet.
+        unsafe {
+            (*new.obj.get()).base.funcs = &Self::FUNCS;
+            (*new.obj.get()).set_map_wc(true);
+        }
+        // SAFETY: `dev` is a live DRM device, `obj` a zeroed shmem object.
+        if let Err(e) = kernel::error::to_result(unsafe {
+            bindings::drm_gem_shmem_init(dev.as_raw(), new.obj.get(), size)
+        }) {
+            // `drm_gem_shmem_init` cleaned up after itself; `data` still
+            // needs dropping.
+            let mut new = new;
+            // SAFETY: `data` is initialised and never used again.
+            unsafe { ManuallyDrop::drop(&mut new.data) };
+            return Err(e);
+        }
+        let raw = KBox::into_raw(new);
+        // SAFETY: We take over the reference `drm_gem_shmem_init` created;
+        // from here on `free_callback` owns the teardown.
+        let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
+        // SAFETY: `obj` is an initialised shmem object.
+        kernel::error::to_result(unsafe { bindings::drm_gem_shmem_pin(obj.obj.get()) })?;
+        obj.pinned.store(true, Ordering::Release);
+        Ok(obj)
+    }
+
+    /// The raw `struct drm_gem_object`.
+    pub fn as_raw(&self) -> *mut bindings::drm_gem_object {
+        // SAFETY: `obj` is valid; `base` is its first field.
+        unsafe { &raw mut (*self.obj.get()).base }
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        // SAFETY: `size` is immutable after initialisation.
+        unsafe { (*self.as_raw()).size }
+    }
+
+    /// The fake offset to mmap this object at on its device's file.
+    pub fn mmap_offset(&self) -> u64 {
+        // SAFETY: `drm_gem_shmem_init` created the offset node; it is
+        // immutable until `free`.
+        unsafe { bindings::drm_vma_node_offset_addr(&raw mut (*self.as_raw()).vma_node) }
+    }
+
+    /// The pinned pages backing the object, in order.
+    pub fn pages(&self) -> &[PagePtr] {
+        let count = self.size() >> bindings::PAGE_SHIFT;
+        // SAFETY: The pages stay pinned until `free`; `pages` holds `size /
+        // PAGE_SIZE` non-null entries, and `PagePtr` is a transparent
+        // wrapper of a non-null page pointer.
+        unsafe { core::slice::from_raw_parts((*self.obj.get()).pages.cast::<PagePtr>(), count) }
+    }
+
+    /// A scatter list of the object's pages (contiguous pages merged),
+    /// not mapped for DMA: the caller maps it into its own IOMMU domain.
+    pub fn sg_table(&self) -> Result<SgTable> {
+        // SAFETY: The object is initialised and its pages pinned.
+        let raw = unsafe { bindings::drm_gem_shmem_get_sg_table(self.obj.get()) };
+        let raw = kernel::error::from_err_ptr(raw)?;
+        NonNull::new(raw).map(SgTable).ok_or(ENOMEM)
+    }
+
+    /// Creates a handle for this object in `file`.
+    pub fn create_handle(&self, file: &File<T>) -> Result<u32> {
+        let mut handle = 0u32;
+        // SAFETY: `file` is an open file of this object's device.
+        kernel::error::to_result(unsafe {
+            bindings::drm_gem_handle_create(file.as_raw(), self.as_raw(), &mut handle)
+        })?;
+        Ok(handle)
+    }
+
+    /// Looks up `handle` in `file`: `ENOENT` when there is no such handle.
+    ///
+    /// Every GEM object of a `Device<T>` must be an `Object<T, D>` (the
+    /// driver creates no other kind and imports none).
+    pub fn lookup(file: &File<T>, handle: u32) -> Result<ARef<Self>> {
+        // SAFETY: `file` is open; a non-null result carries a reference.
+        let raw = unsafe { bindings::drm_gem_object_lookup(file.as_raw(), handle) };
+        let raw = NonNull::new(raw).ok_or(ENOENT)?;
+        // SAFETY: `base` is the first field of the shmem object, which is
+        // the first field of `Self` (both `repr(C)`); by the requirement
+        // above every object of this device is a `Self`.
+        Ok(unsafe { ARef::from_raw(raw.cast::<Self>()) })
+    }
+
+    extern "C" fn free_callback(obj: *mut bindings::drm_gem_object) {
+        let this = obj.cast::<Self>();
+        // SAFETY: The last reference is gone: nothing else uses the object.
+        // `data` goes first (it may still use the pages), then the pin taken
+        // in `new`, then the shmem state, then the allocation.
+        unsafe {
+            ManuallyDrop::drop(&mut (*this).data);
+            if (*this).pinned.load(Ordering::Acquire) {
+                bindings::drm_gem_shmem_unpin((*this).obj.get());
+            }
+            bindings::drm_gem_shmem_release((*this).obj.get());
+            drop(KBox::from_raw(this));
+        }
+    }
+}

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! IOMMU paging domains (7.3 has no Rust `iommu_domain` abstraction).
+//!
+//! An [`IommuDomain`] is an unmanaged paging domain the driver allocates per
+//! client and attaches to the engine for that client's jobs (as the rocket
+//! driver does), so the DMA-API default domain is never used for buffers and
+//! device addresses stay inside the window the engine can reach.
+
+use core::ptr::NonNull;
+
+use kernel::{bindings, device, prelude::*};
+
+use super::accel::Driver;
+use super::gem::Object;
+
+fn raw_dev<Ctx: device::DeviceContext>(dev: &device::Device<Ctx>) -> *mut bindings::device {
+    // `device::Device` is a transparent wrapper of `struct device`.
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
+}
+
+/// An unmanaged IOMMU paging domain.
+pub struct IommuDomain(NonNull<bindings::iommu_domain>);
+
+// SAFETY: The IOMMU core serialises domain operations internally.
+unsafe impl Send for IommuDomain {}
+// SAFETY: See `Send`.
+unsafe impl Sync for IommuDomain {}
+
+impl IommuDomain {
+    /// Allocates a paging domain suitable for `dev`'s IOMMU.
+    pub fn new(dev: &device::Device) -> Result<Self> {
+        // SAFETY: `dev` is a live device.
+        let raw = unsafe { bindings::iommu_paging_domain_alloc_flags(raw_dev(dev), 0) };
+        let raw = kernel::error::from_err_ptr(raw)?;
+        NonNull::new(raw).map(Self).ok_or(ENOMEM)
+    }
+
+    /// Maps all of `bo` at `iova`, readable and writable by the device, in
+    /// one call over the object's scatter list.
+    pub fn map_object<T: Driver, D: Send + Sync>(&self, iova: u64, bo: &Object<T, D>) -> Result {
+        let sgt = bo.sg_table()?;
+        let prot = (bindings::IOMMU_READ | bindings::IOMMU_WRITE) as i32;
+        // SAFETY: The domain is live; `sgt` describes the object's pinned
+        // pages.
+        let mapped = unsafe {
+            bindings::iommu_map_sg(
+                self.0.as_ptr(),
+                iova as _,
+                (*sgt.as_raw()).sgl,
+                (*sgt.as_raw()).orig_nents,
+                prot,
+                bindings::GFP_KERNEL,
+            )
+        };
+        if mapped < 0 {
+            return Err(Error::from_errno(mapped as i32));
+        }
+        if mapped as usize != bo.size() {
+            self.unmap(iova, mapped as u64);
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Unmaps `[iova, iova + size)`; the IOMMU core flushes the IOTLB before
+    /// returning.
+    pub fn unmap(&self, iova: u64, size: u64) {
+        // SAFETY: The domain is live.
+        unsafe { bindings::iommu_unmap(self.0.as_ptr(), iova as _, size as usize) };
+    }
+
+    /// Attaches the domain to `dev`, replacing its default domain until
+    /// [`IommuDomain::detach`].
+    pub fn attach(&self, dev: &device::Device) -> Result {
+        // SAFETY: Both are live.
+        kernel::error::to_result(unsafe {
+            bindings::iommu_attach_device(self.0.as_ptr(), raw_dev(dev))
+        })
+    }
+
+    /// Detaches the domain from `dev`.
+    pub fn detach(&self, dev: &device::Device) {
+        // SAFETY: Both are live; the domain was attached by `attach`.
+        unsafe { bindings::iommu_detach_device(self.0.as_ptr(), raw_dev(dev)) };
+    }
+}
+
+impl Drop for IommuDomain {
+    fn drop(&mut self) {
+        // SAFETY: The domain was allocated by `new` and is not attached (the
+        // owner detaches it after every job).
+        unsafe { bindings::iommu_domain_free(self.0.as_ptr()) };
+    }
+}

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Buffer objects (BOs).
+//!
+//! A BO is a shmem GEM object ([`crate::ext::gem::Object`]) whose pages are
+//! pinned and mapped into the creating file's address space when it is
+//! created; BO_CREATE returns its device address. The BO lives until its last
+//! reference is gone — the handle (dropped by the core `GEM_CLOSE` or when
+//! the file closes), every mmap, and every job that uses it — and only then
+//! is it unmapped and are its pages released.
+//!
+//! Sizes round up to the kernel's page size. A maximum size per BO and a cap
+//! on the device's total are module parameters.
+
+use core::sync::atomic::Ordering;
+
+use kernel::{prelude::*, sync::aref::ARef, sync::SetOnce};
+
+use crate::ext::accel::{Device, File};
+use crate::ext::gem::Object;
+use crate::hw::uapi;
+use crate::vm::{Mapping, PAGE_SIZE};
+use crate::AneDriver;
+
+/// A buffer object of this driver.
+pub(crate) type Bo = Object<AneDriver, BoData>;
+
+/// The driver's data of a BO.
+pub(crate) struct BoData {
+    dev: ARef<Device<AneDriver>>,
+    size: u64,
+    mapping: SetOnce<Mapping>,
+}
+
+impl BoData {
+    /// The BO's mapping in its file's address space.
+    pub(crate) fn mapping(&self) -> Result<&Mapping> {
+        self.mapping.as_ref().ok_or(EINVAL)
+    }
+}
+
+impl Drop for BoData {
+    fn drop(&mut self) {
+        self.dev.bo_total.fetch_sub(self.size, Ordering::Relaxed);
+    }
+}
+
+/// Rounds `size` up to the page size; `None` on overflow.
+fn page_align(size: u64) -> Option<u64> {
+    size.checked_add(PAGE_SIZE - 1)
+        .map(|s| s & !(PAGE_SIZE - 1))
+}
+
+/// `DRM_IOCTL_ANE_BO_CREATE`.
+pub(crate) fn bo_create(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::BoCreate,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.flags != 0 {
+        return Err(EINVAL);
+    }
+    if args.size == 0 {
+        return Err(EINVAL);
+    }
+    let size = page_align(args.size).ok_or(E2BIG)?;
+    if size > dev.limits.bo_max {
+        return Err(E2BIG);
+    }
+    // Reserve the bytes against the device cap first; `BoData`'s drop gives
+    // them back on every failure path below.
+    let before = dev.bo_total.fetch_add(size, Ordering::Relaxed);
+    let data = BoData {
+        dev: dev.into(),
+        size,
+        mapping: SetOnce::new(),
+    };
+    if before.saturating_add(size) > dev.limits.bo_total_max {
+        drop(data);
+        return Err(ENOSPC);
+    }
+    let len = usize::try_from(size).map_err(|_| E2BIG)?;
+    let bo = Bo::new(dev, len, data)?;
+    let mapping = file.inner().vm.map(&bo)?;
+    let iova = mapping.iova();
+    if !bo.mapping.populate(mapping) {
+        return Err(EINVAL);
+    }
+    let handle = bo.create_handle(file)?;
+    args.handle = handle;
+    args.mmap_offset = bo.mmap_offset();
+    args.iova = iova;
+    Ok(0)
+}
+
+/// Looks up a BO of `file`: `ENOENT` for an unknown handle, `EACCES` for a
+/// BO mapped in another file's address space.
+pub(crate) fn lookup(file: &File<AneDriver>, handle: u32) -> Result<ARef<Bo>> {
+    let bo = Bo::lookup(file, handle)?;
+    if !kernel::sync::Arc::ptr_eq(bo.mapping()?.vm(), &file.inner().vm) {
+        return Err(EACCES);
+    }
+    Ok(bo)
+}
+
+/// `DRM_IOCTL_ANE_BO_INFO`.
+pub(crate) fn bo_info(
+    _dev: &Device<AneDriver>,
+    args: &mut uapi::BoInfo,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.pad != 0 {
+        return Err(EINVAL);
+    }
+    let bo = lookup(file, args.handle)?;
+    args.size = bo.size() as u64;
+    args.mmap_offset = bo.mmap_offset();
+    args.iova = bo.mapping()?.iova();
+    Ok(0)
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Per-client device address spaces.
+//!
+//! Every open file gets its own [`Vm`]: an IOVA allocator over the SoC's DMA
+//! window (shared algorithm in [`crate::hw::iova`]) and the page tables the
+//! engine translates through. A program can therefore only reach the buffers
+//! of the file that runs it. Each BO is mapped once, in one batch, when it is
+//! created, and unmapped (with the translation caches flushed) when its last
+//! reference goes: [`Mapping`] owns that.
+//!
+//! The page tables are an [`AddressSpace`]: on hardware an IOMMU (DART)
+//! domain, on the simulator a software page table with the same interface.
+
+use kernel::{
+    prelude::*,
+    sync::{new_mutex, Arc, Mutex},
+};
+
+use crate::ext::iommu::IommuDomain;
+use crate::gem::Bo;
+use crate::hw::iova::{AllocError, IovaAllocator, RangeStore};
+use crate::hw::soc::IovaWindow;
+
+/// Unmapped guard bytes after every buffer, in pages.
+const GUARD_PAGES: u64 = 1;
+
+/// The page size of this kernel (16K on Asahi, 4K on the x86 test kernel).
+pub(crate) const PAGE_SIZE: u64 = kernel::page::PAGE_SIZE as u64;
+
+/// Sorted ranges in a `KVec`.
+struct KVecStore(KVec<(u64, u64)>);
+
+impl RangeStore for KVecStore {
+    type Error = Error;
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn get(&self, i: usize) -> Option<(u64, u64)> {
+        self.0.get(i).copied()
+    }
+
+    fn insert(&mut self, i: usize, range: (u64, u64)) -> Result {
+        self.0.reserve(1, GFP_KERNEL)?;
+        self.0.insert_within_capacity(i, range).map_err(|_| ENOMEM)
+    }
+
+    fn remove(&mut self, i: usize) -> Option<(u64, u64)> {
+        self.0.remove(i).ok()
+    }
+}
+
+/// The page tables of one address space.
+pub(crate) enum AddressSpace {
+    /// An IOMMU (DART) paging domain, attached to the engine for this
+    /// client's jobs.
+    Iommu(IommuDomain),
+    /// The simulated engine's software page table.
+    #[cfg(ane_test)]
+    Sim(crate::sim::SimPageTable),
+}
+
+impl AddressSpace {
+    fn map(&self, iova: u64, bo: &Bo) -> Result {
+        match self {
+            AddressSpace::Iommu(d) => d.map_object(iova, bo),
+            #[cfg(ane_test)]
+            AddressSpace::Sim(pt) => pt.map(iova, bo.pages()),
+        }
+    }
+
+    fn unmap(&self, iova: u64, size: u64) {
+        match self {
+            AddressSpace::Iommu(d) => d.unmap(iova, size),
+            #[cfg(ane_test)]
+            AddressSpace::Sim(pt) => pt.unmap(iova, size),
+        }
+    }
+}
+
+/// A client's device address space.
+#[pin_data]
+pub(crate) struct Vm {
+    #[pin]
+    iova: Mutex<IovaAllocator<KVecStore>>,
+    space: AddressSpace,
+}
+
+impl Vm {
+    /// A new, empty address space over `window`.
+    pub(crate) fn new(window: IovaWindow, space: AddressSpace) -> Result<Arc<Self>> {
+        let alloc = IovaAllocator::new(
+            window,
+            PAGE_SIZE,
+            GUARD_PAGES * PAGE_SIZE,
+            KVecStore(KVec::new()),
+        )
+        .ok_or(EINVAL)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                iova <- new_mutex!(alloc),
+                space,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Maps all of `bo` at a newly allocated address.
+    pub(crate) fn map(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+        let size = bo.size() as u64;
+        let iova = self.iova.lock().alloc(size).map_err(|e| match e {
+            AllocError::BadSize => EINVAL,
+            AllocError::NoSpace => ENOSPC,
+            AllocError::Store(e) => e,
+        })?;
+        if let Err(e) = self.space.map(iova, bo) {
+            self.iova.lock().free(iova);
+            return Err(e);
+        }
+        Ok(Mapping {
+            vm: self.clone(),
+            iova,
+            size,
+        })
+    }
+}
+
+/// A buffer mapped into a [`Vm`]; unmapped and its addresses freed on drop.
+pub(crate) struct Mapping {
+    vm: Arc<Vm>,
+    iova: u64,
+    size: u64,
+}
+
+impl Mapping {
+    /// The device address of the first byte.
+    pub(crate) fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// The address space.
+    pub(crate) fn vm(&self) -> &Arc<Vm> {
+        &self.vm
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        self.vm.space.unmap(self.iova, self.size);
+        self.vm.iova.lock().free(self.iova);
+    }
+}

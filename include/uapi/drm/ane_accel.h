@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: GPL-2.0-only WITH Linux-syscall-note OR MIT */
+/*
+ * UAPI of the ane DRM accel driver for the Apple Neural Engine.
+ *
+ * One ABI serves both hardware generations (H13: host-driven task manager,
+ * H14: firmware-driven). Rules that hold for every ioctl:
+ *
+ *  - every pad and reserved field must be zero, else -EINVAL;
+ *  - unknown flag bits are -EINVAL;
+ *  - every size and count has a cap (query it with DRM_ANE_GET_PARAM);
+ *  - arrays are passed as a user pointer, an element count and an element
+ *    size, so elements can grow: the kernel reads min(size, its own) bytes
+ *    and requires any extra bytes userspace passes to be zero.
+ *
+ * The Rust mirror of this file is drivers/accel/ane/hw/uapi.rs; a test
+ * checks that both agree on every size and offset.
+ */
+#ifndef _UAPI_DRM_ANE_ACCEL_H_
+#define _UAPI_DRM_ANE_ACCEL_H_
+
+#include "drm.h"
+
+#if defined(__cplusplus)
+extern "C" {
+#endif
+
+#define DRM_ANE_ABI_VERSION 1
+
+#define DRM_ANE_GET_PARAM 0x00
+#define DRM_ANE_BO_CREATE 0x01
+#define DRM_ANE_BO_INFO 0x02
+#define DRM_ANE_PROGRAM_CREATE 0x03
+#define DRM_ANE_PROGRAM_DESTROY 0x04
+#define DRM_ANE_EXEC 0x05
+#define DRM_ANE_WAIT 0x06
+
+/* Parameters readable with DRM_ANE_GET_PARAM. */
+enum drm_ane_param {
+	DRM_ANE_PARAM_ABI_VERSION = 0,	/* DRM_ANE_ABI_VERSION */
+	DRM_ANE_PARAM_SOC_ID = 1,	/* chip number: 0x8103, 0x6000, 0x6020, 0x6021 */
+	DRM_ANE_PARAM_GENERATION = 2,	/* 13 (H13) or 14 (H14) */
+	DRM_ANE_PARAM_BACKEND = 3,	/* enum drm_ane_backend */
+	DRM_ANE_PARAM_PAGE_SIZE = 4,	/* the kernel's page size: BO sizes round to it */
+	DRM_ANE_PARAM_IOVA_START = 5,	/* first device address a BO can get */
+	DRM_ANE_PARAM_IOVA_END = 6,	/* one past the last */
+	DRM_ANE_PARAM_BO_MAX_SIZE = 7,	/* largest single BO, bytes */
+	DRM_ANE_PARAM_BO_TOTAL_MAX = 8,	/* cap on all BOs of the device, bytes */
+	DRM_ANE_PARAM_MAX_BINDINGS = 9,	/* most bindings one EXEC takes */
+	DRM_ANE_PARAM_MAX_PROGRAM_SIZE = 10, /* largest program range, bytes */
+	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
+	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
+};
+
+enum drm_ane_backend {
+	DRM_ANE_BACKEND_HOST_DRIVEN = 1, /* H13: the kernel drives the task manager */
+	DRM_ANE_BACKEND_FIRMWARE = 2,	 /* H14: the ANE firmware does */
+};
+
+enum drm_ane_fw_state {
+	DRM_ANE_FW_NONE = 0,	/* this generation runs no firmware of Linux's */
+	DRM_ANE_FW_OFF = 1,	/* not started yet */
+	DRM_ANE_FW_RUNNING = 2,
+	DRM_ANE_FW_FAILED = 3,	/* start failed; the device stays bound but idle */
+};
+
+/* The device is the simulated ANE of the driver's test flavour. */
+#define DRM_ANE_FEATURE_SIMULATED (1ULL << 0)
+
+struct drm_ane_get_param {
+	__u32 param;		/* in: enum drm_ane_param */
+	__u32 pad;		/* must be zero */
+	__u64 value;		/* out */
+};
+
+struct drm_ane_bo_create {
+	__u64 size;		/* in: bytes, rounded up to the page size */
+	__u32 flags;		/* in: must be zero */
+	__u32 handle;		/* out: GEM handle, released with DRM_IOCTL_GEM_CLOSE */
+	__u64 mmap_offset;	/* out: offset to mmap on the accel fd */
+	__u64 iova;		/* out: device address in this file's address space */
+};
+
+struct drm_ane_bo_info {
+	__u32 handle;		/* in */
+	__u32 pad;		/* must be zero */
+	__u64 size;		/* out */
+	__u64 mmap_offset;	/* out */
+	__u64 iova;		/* out */
+};
+
+/* One firmware section of an H14 program. H13 programs take none. */
+struct drm_ane_section {
+	__u32 id;
+	__u32 flags;		/* must be zero */
+	__u64 offset;		/* within the program range */
+	__u64 size;
+};
+
+struct drm_ane_program_create {
+	__u32 bo_handle;	/* in: BO holding the compiled program */
+	__u32 flags;		/* in: must be zero */
+	__u64 offset;		/* in: start of the program in the BO */
+	__u64 size;		/* in: program bytes (task descriptors, then weights) */
+	__u32 td_size;		/* in: bytes per task descriptor */
+	__u32 td_count;		/* in: number of task descriptors */
+	__u64 tsk_size;		/* in: bytes of the task stream at the start of the range */
+	__u64 sections;		/* in: user pointer to struct drm_ane_section[] (H14) */
+	__u32 section_count;	/* in */
+	__u32 section_size;	/* in: sizeof(struct drm_ane_section) as userspace knows it */
+	__u32 handle;		/* out: program handle */
+	__u32 pad;		/* must be zero */
+};
+
+struct drm_ane_program_destroy {
+	__u32 handle;
+	__u32 pad;		/* must be zero */
+};
+
+#define DRM_ANE_BIND_IN (1 << 0)	/* the engine reads the buffer */
+#define DRM_ANE_BIND_OUT (1 << 1)	/* the engine writes the buffer */
+
+struct drm_ane_binding {
+	__u32 slot;		/* the program's buffer slot */
+	__u32 bo_handle;
+	__u64 offset;		/* within the BO */
+	__u64 size;		/* bytes from offset */
+	__u32 flags;		/* DRM_ANE_BIND_IN and/or DRM_ANE_BIND_OUT */
+	__u32 pad;		/* must be zero */
+};
+
+enum drm_ane_priority {
+	DRM_ANE_PRIORITY_LOW = 0,
+	DRM_ANE_PRIORITY_NORMAL = 1,
+	DRM_ANE_PRIORITY_HIGH = 2,
+};
+
+struct drm_ane_exec {
+	__u32 program;		/* in: program handle */
+	__u32 flags;		/* in: must be zero */
+	__u32 priority;		/* in: enum drm_ane_priority */
+	__u32 binding_count;	/* in */
+	__u64 bindings;		/* in: user pointer to struct drm_ane_binding[] */
+	__u32 binding_size;	/* in: sizeof(struct drm_ane_binding) as userspace knows it */
+	__u32 pad;		/* must be zero */
+	__u64 job_id;		/* out */
+};
+
+enum drm_ane_job_status {
+	DRM_ANE_JOB_PENDING = 0,
+	DRM_ANE_JOB_DONE = 1,
+	DRM_ANE_JOB_TIMEOUT = 2,	/* the engine did not finish in time; it was recovered */
+	DRM_ANE_JOB_FAULT = 3,		/* the engine or firmware reported an error */
+	DRM_ANE_JOB_ABORTED = 4,	/* never ran to completion (device removed, file closed) */
+};
+
+/*
+ * Wait for a job. Returns 0 with the final status once the job has ended
+ * (the job is then forgotten: a second WAIT is -ENOENT), or -ETIME when the
+ * absolute CLOCK_MONOTONIC deadline passes first (the job is kept).
+ */
+struct drm_ane_wait {
+	__u64 job_id;		/* in */
+	__s64 timeout_ns;	/* in: absolute CLOCK_MONOTONIC deadline */
+	__u32 status;		/* out: enum drm_ane_job_status */
+	__u32 pad;		/* must be zero */
+	__u64 fault;		/* out: backend-specific fault detail, 0 if none */
+};
+
+#define DRM_IOCTL_ANE_GET_PARAM \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_GET_PARAM, struct drm_ane_get_param)
+#define DRM_IOCTL_ANE_BO_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_BO_CREATE, struct drm_ane_bo_create)
+#define DRM_IOCTL_ANE_BO_INFO \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_BO_INFO, struct drm_ane_bo_info)
+#define DRM_IOCTL_ANE_PROGRAM_CREATE \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_PROGRAM_CREATE, struct drm_ane_program_create)
+#define DRM_IOCTL_ANE_PROGRAM_DESTROY \
+	DRM_IOW(DRM_COMMAND_BASE + DRM_ANE_PROGRAM_DESTROY, struct drm_ane_program_destroy)
+#define DRM_IOCTL_ANE_EXEC \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_EXEC, struct drm_ane_exec)
+#define DRM_IOCTL_ANE_WAIT \
+	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_WAIT, struct drm_ane_wait)
+
+#if defined(__cplusplus)
+}
+#endif
+
+#endif /* _UAPI_DRM_ANE_ACCEL_H_ */
