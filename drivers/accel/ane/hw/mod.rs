@@ -17,4 +17,5 @@
 
 pub mod iova;
 pub mod soc;
+pub mod td;
 pub mod uapi;
