@@ -2,12 +2,25 @@
 
 //! Userspace library for the `ane` Apple Neural Engine DRM accel driver.
 //!
+//! - [`device`]: the accel device: discovery, typed ioctls, buffer objects.
 //! - [`system`]: read-only discovery of the machine, its device tree, the
 //!   kernel module and the accel nodes (what `ane-probe info` prints).
+//! - [`hwx`]: parser of Apple's HWX compiled-program container.
+//! - [`anec`]: parser and writer of eiln's `.anec` program container, and
+//!   conversion from HWX.
+//! - [`tensor`]: NCHW fp16 shapes, the ANE's strided buffer layout, and
+//!   tiling/untiling between it and dense arrays.
+//! - [`reference`](mod@reference): CPU reference operations with explicit
+//!   fp16 rounding, and ULP comparison for parity tables.
 //!
 //! The hardware facts (SoC table, and later the UAPI and program formats)
 //! come from [`hw`], the very code the kernel driver is built from.
 
 pub use ane_hw as hw;
 
+pub mod anec;
+pub mod device;
+pub mod hwx;
+pub mod reference;
 pub mod system;
+pub mod tensor;

@@ -1,0 +1,469 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The accel device: discovery, typed ioctl wrappers and buffer objects.
+//!
+//! [`Device::discover`] finds the `/dev/accel/accel*` node whose
+//! `DRM_IOCTL_VERSION` names the `ane` driver and checks the ABI version.
+//! [`Bo`] is a buffer object that closes its GEM handle and unmaps itself
+//! when dropped. The [`raw`] module passes UAPI structs to the kernel
+//! unchanged, for tests that must send malformed requests.
+
+use std::ffi::c_void;
+use std::fs;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+use rustix::mm::{MapFlags, ProtFlags};
+
+use crate::hw::uapi::{self, param};
+
+/// Errors of device access. Each names what was being done.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No accel node belongs to the `ane` driver.
+    #[error("no ANE accel device found under /dev/accel (is the ane module loaded and bound?)")]
+    NoDevice,
+    /// The node could not be opened.
+    #[error("cannot open {path}: {source}")]
+    Open {
+        /// The node.
+        path: PathBuf,
+        /// Why.
+        source: Errno,
+    },
+    /// The node belongs to another driver.
+    #[error("{path} is driven by '{name}', not 'ane'")]
+    NotAne {
+        /// The node.
+        path: PathBuf,
+        /// The driver's name.
+        name: String,
+    },
+    /// The kernel speaks another ABI version.
+    #[error("{path}: kernel ABI version {got}, this library speaks {want}")]
+    Abi {
+        /// The node.
+        path: PathBuf,
+        /// Kernel's version.
+        got: i32,
+        /// Ours.
+        want: u32,
+    },
+    /// An ioctl failed.
+    #[error("{ioctl} failed: {source}")]
+    Ioctl {
+        /// Which ioctl.
+        ioctl: &'static str,
+        /// The errno.
+        source: Errno,
+    },
+    /// A value does not fit what the kernel returned or accepts.
+    #[error("{field} = {value}: {reason}")]
+    Invalid {
+        /// The field at fault.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// mmap failed.
+    #[error("mmap of a {size}-byte buffer failed: {source}")]
+    Mmap {
+        /// Bytes.
+        size: u64,
+        /// Why.
+        source: Errno,
+    },
+}
+
+/// Result of device operations.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Raw ioctls: the kernel gets exactly the struct passed.
+pub mod raw {
+    use super::*;
+    use rustix::ioctl::{ioctl, opcode, Opcode, Updater};
+
+    /// `struct drm_version` (`DRM_IOCTL_VERSION`).
+    #[repr(C)]
+    #[derive(Debug)]
+    pub struct DrmVersion {
+        /// Major version.
+        pub version_major: i32,
+        /// Minor version.
+        pub version_minor: i32,
+        /// Patch level.
+        pub version_patchlevel: i32,
+        /// Bytes of `name`.
+        pub name_len: usize,
+        /// Buffer for the name.
+        pub name: *mut u8,
+        /// Bytes of `date`.
+        pub date_len: usize,
+        /// Buffer for the date.
+        pub date: *mut u8,
+        /// Bytes of `desc`.
+        pub desc_len: usize,
+        /// Buffer for the description.
+        pub desc: *mut u8,
+    }
+
+    /// `struct drm_gem_close` (`DRM_IOCTL_GEM_CLOSE`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct GemClose {
+        /// The handle.
+        pub handle: u32,
+        /// Must be zero.
+        pub pad: u32,
+    }
+
+    const VERSION: Opcode = opcode::read_write::<DrmVersion>(b'd', 0x00);
+    const GEM_CLOSE: Opcode = opcode::write::<GemClose>(b'd', 0x09);
+
+    macro_rules! rw {
+        ($(#[$m:meta])* $name:ident, $op:expr, $t:ty) => {
+            $(#[$m])*
+            pub fn $name(fd: impl AsFd, arg: &mut $t) -> std::result::Result<(), Errno> {
+                const OP: Opcode = $op as Opcode;
+                // SAFETY: `arg` is a valid, exclusively borrowed value of the
+                // type the opcode encodes; the kernel only reads through the
+                // user pointers it may contain.
+                unsafe { ioctl(fd, Updater::<OP, $t>::new(arg)) }
+            }
+        };
+    }
+
+    rw!(
+        /// `DRM_IOCTL_VERSION`. The buffers in `arg` must be valid for their lengths.
+        version, VERSION, DrmVersion
+    );
+    rw!(
+        /// `DRM_IOCTL_GEM_CLOSE`.
+        gem_close, GEM_CLOSE, GemClose
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_GET_PARAM`.
+        get_param, uapi::cmd::GET_PARAM, uapi::GetParam
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_BO_CREATE`.
+        bo_create, uapi::cmd::BO_CREATE, uapi::BoCreate
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_BO_INFO`.
+        bo_info, uapi::cmd::BO_INFO, uapi::BoInfo
+    );
+}
+
+/// `DRM_IOCTL_VERSION`'s answer.
+#[derive(Clone, Debug)]
+pub struct Version {
+    /// Major (the ABI version for `ane`).
+    pub major: i32,
+    /// Minor.
+    pub minor: i32,
+    /// Patch level.
+    pub patchlevel: i32,
+    /// Driver name.
+    pub name: String,
+    /// Description.
+    pub desc: String,
+}
+
+/// Reads the DRM version of an open node.
+pub fn version(fd: impl AsFd) -> std::result::Result<Version, Errno> {
+    let mut name = [0u8; 64];
+    let mut desc = [0u8; 128];
+    let mut v = raw::DrmVersion {
+        version_major: 0,
+        version_minor: 0,
+        version_patchlevel: 0,
+        name_len: name.len(),
+        name: name.as_mut_ptr(),
+        date_len: 0,
+        date: std::ptr::null_mut(),
+        desc_len: desc.len(),
+        desc: desc.as_mut_ptr(),
+    };
+    raw::version(&fd, &mut v)?;
+    let text = |b: &[u8], len: usize| String::from_utf8_lossy(&b[..len.min(b.len())]).into_owned();
+    Ok(Version {
+        major: v.version_major,
+        minor: v.version_minor,
+        patchlevel: v.version_patchlevel,
+        name: text(&name, v.name_len),
+        desc: text(&desc, v.desc_len),
+    })
+}
+
+/// Everything `DRM_ANE_GET_PARAM` reports, decoded.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Query {
+    /// ABI version.
+    pub abi_version: u64,
+    /// Chip number (0x8103, ...).
+    pub soc_id: u64,
+    /// 13 or 14.
+    pub generation: u64,
+    /// A `uapi::backend` value.
+    pub backend: u64,
+    /// The kernel's page size.
+    pub page_size: u64,
+    /// First device address.
+    pub iova_start: u64,
+    /// One past the last.
+    pub iova_end: u64,
+    /// Largest BO.
+    pub bo_max_size: u64,
+    /// Cap on all BOs.
+    pub bo_total_max: u64,
+    /// Most bindings per EXEC.
+    pub max_bindings: u64,
+    /// Largest program.
+    pub max_program_size: u64,
+    /// A `uapi::fw_state` value.
+    pub fw_state: u64,
+    /// `uapi::feature` bits.
+    pub features: u64,
+}
+
+/// An open ANE accel device.
+#[derive(Debug)]
+pub struct Device {
+    fd: OwnedFd,
+    path: PathBuf,
+    version: Version,
+}
+
+impl Device {
+    /// Opens `path` and checks that it is an `ane` node of our ABI version.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        let fd = rustix::fs::open(&path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).map_err(
+            |source| Error::Open {
+                path: path.clone(),
+                source,
+            },
+        )?;
+        let version = version(&fd).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_VERSION",
+            source,
+        })?;
+        if version.name != "ane" {
+            return Err(Error::NotAne {
+                path,
+                name: version.name,
+            });
+        }
+        if version.major != uapi::ABI_VERSION as i32 {
+            return Err(Error::Abi {
+                path,
+                got: version.major,
+                want: uapi::ABI_VERSION,
+            });
+        }
+        Ok(Self { fd, path, version })
+    }
+
+    /// Opens the first `/dev/accel/accel*` node of the `ane` driver.
+    pub fn discover() -> Result<Self> {
+        let mut nodes: Vec<PathBuf> = fs::read_dir("/dev/accel")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.path())
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("accel"))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        nodes.sort();
+        // Other drivers' nodes are skipped; an `ane` node that fails (no
+        // permission, ABI mismatch) is the error reported.
+        let mut last = Error::NoDevice;
+        for node in nodes {
+            match Self::open(&node) {
+                Ok(d) => return Ok(d),
+                Err(Error::NotAne { .. }) => {}
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// The node's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The driver's version.
+    pub fn version(&self) -> &Version {
+        &self.version
+    }
+
+    /// The file descriptor (for raw ioctls).
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    /// One `DRM_ANE_GET_PARAM` value.
+    pub fn get_param(&self, param: u32) -> Result<u64> {
+        let mut a = uapi::GetParam {
+            param,
+            ..Default::default()
+        };
+        raw::get_param(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_GET_PARAM",
+            source,
+        })?;
+        Ok(a.value)
+    }
+
+    /// Every parameter.
+    pub fn query(&self) -> Result<Query> {
+        let p = |n| self.get_param(n);
+        Ok(Query {
+            abi_version: p(param::ABI_VERSION)?,
+            soc_id: p(param::SOC_ID)?,
+            generation: p(param::GENERATION)?,
+            backend: p(param::BACKEND)?,
+            page_size: p(param::PAGE_SIZE)?,
+            iova_start: p(param::IOVA_START)?,
+            iova_end: p(param::IOVA_END)?,
+            bo_max_size: p(param::BO_MAX_SIZE)?,
+            bo_total_max: p(param::BO_TOTAL_MAX)?,
+            max_bindings: p(param::MAX_BINDINGS)?,
+            max_program_size: p(param::MAX_PROGRAM_SIZE)?,
+            fw_state: p(param::FW_STATE)?,
+            features: p(param::FEATURES)?,
+        })
+    }
+
+    /// Creates a buffer object of at least `size` bytes.
+    pub fn bo_create(&self, size: u64) -> Result<Bo<'_>> {
+        if size == 0 {
+            return Err(Error::Invalid {
+                field: "size",
+                value: 0,
+                reason: "a buffer needs at least one byte",
+            });
+        }
+        let mut a = uapi::BoCreate {
+            size,
+            ..Default::default()
+        };
+        raw::bo_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_BO_CREATE",
+            source,
+        })?;
+        // From here on the handle is owned: `Bo`'s drop closes it, also if
+        // BO_INFO fails.
+        let mut bo = Bo {
+            dev: self,
+            handle: a.handle,
+            size: 0,
+            iova: a.iova,
+            mmap_offset: a.mmap_offset,
+            map: None,
+        };
+        let mut info = uapi::BoInfo {
+            handle: a.handle,
+            ..Default::default()
+        };
+        raw::bo_info(&self.fd, &mut info).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_BO_INFO",
+            source,
+        })?;
+        bo.size = info.size;
+        Ok(bo)
+    }
+}
+
+/// A buffer object; closes its handle (and unmaps) when dropped.
+#[derive(Debug)]
+pub struct Bo<'d> {
+    dev: &'d Device,
+    handle: u32,
+    size: u64,
+    iova: u64,
+    mmap_offset: u64,
+    map: Option<*mut c_void>,
+}
+
+impl Bo<'_> {
+    /// GEM handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Size in bytes (a multiple of the page size).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Device address.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// The mmap offset on the device fd.
+    pub fn mmap_offset(&self) -> u64 {
+        self.mmap_offset
+    }
+
+    /// The buffer's memory, mapped on first use.
+    pub fn map(&mut self) -> Result<&mut [u8]> {
+        let len = usize::try_from(self.size).map_err(|_| Error::Invalid {
+            field: "size",
+            value: self.size,
+            reason: "larger than the address space",
+        })?;
+        let ptr = match self.map {
+            Some(p) => p,
+            None => {
+                // SAFETY: A fresh shared mapping of the BO's fake offset; the
+                // kernel checks offset and length.
+                let p = unsafe {
+                    rustix::mm::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        ProtFlags::READ | ProtFlags::WRITE,
+                        MapFlags::SHARED,
+                        &self.dev.fd,
+                        self.mmap_offset,
+                    )
+                }
+                .map_err(|source| Error::Mmap {
+                    size: self.size,
+                    source,
+                })?;
+                self.map = Some(p);
+                p
+            }
+        };
+        // SAFETY: The mapping is `len` bytes, lives until `self` is dropped
+        // and is only reachable through this exclusive borrow.
+        Ok(unsafe { std::slice::from_raw_parts_mut(ptr.cast::<u8>(), len) })
+    }
+}
+
+impl Drop for Bo<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.map.take() {
+            // SAFETY: `p` is our mapping of `size` bytes; no slice of it
+            // outlives `self`.
+            let _ = unsafe { rustix::mm::munmap(p, self.size as usize) };
+        }
+        let mut c = raw::GemClose {
+            handle: self.handle,
+            pad: 0,
+        };
+        let _ = raw::gem_close(&self.dev.fd, &mut c);
+    }
+}
