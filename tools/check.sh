@@ -76,10 +76,14 @@ arm_dtb() {
 }
 
 step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
-step "qemu x86_64: load/unload" boot x86_64 "$kdir_x86" load_unload load_unload
+# One boot per architecture runs the suite: load/unload with no device, the
+# simulated device's node and runtime PM, then the ioctl suite (with its
+# bad-input table, lifecycle cases and a kmemleak scan).
+suite=load_unload,accel_smoke,ioctl
+step "qemu x86_64: load/unload, simulated T8103 accel node, ioctl suite" boot x86_64 "$kdir_x86" "$suite" suite
 step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"
 step "guest arm64: test-flavour module + initramfs" guest arm64 "$kdir_arm"
-step "qemu arm64: load/unload (no ANE node)" boot arm64 "$kdir_arm" load_unload load_unload
+step "qemu arm64 (16K pages): load/unload, simulated T8103, ioctl suite" boot arm64 "$kdir_arm" "$suite" suite
 step "qemu arm64: dtb with ANE nodes" arm_dtb
 step "qemu arm64: modalias load, bind, sysfs unbind/rebind" \
 	boot arm64 "$kdir_arm" bind bind "$(guest_dir arm64)/ane-virt.dtb"

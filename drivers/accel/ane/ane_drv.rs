@@ -127,7 +127,9 @@ fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
     if dev.simulated {
         return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
     }
-    Ok(AddressSpace::Iommu(ext::iommu::IommuDomain::new(&dev.parent)?))
+    Ok(AddressSpace::Iommu(ext::iommu::IommuDomain::new(
+        &dev.parent,
+    )?))
 }
 
 /// Data of a bound platform device.
@@ -168,12 +170,14 @@ impl platform::Driver for AneDriver {
         };
         let soc = id.info();
         let mb = |v: u32| u64::from(v) << 20;
+        let bo_total_max = mb(module_parameters::bo_total_mb.value());
         let data = AneData {
             soc,
             simulated,
             limits: Limits {
-                bo_max: mb(module_parameters::bo_max_mb.value()),
-                bo_total_max: mb(module_parameters::bo_total_mb.value()),
+                // One BO can never exceed the device's total.
+                bo_max: mb(module_parameters::bo_max_mb.value()).min(bo_total_max),
+                bo_total_max,
                 program_max: PROGRAM_MAX,
             },
             bo_total: AtomicU64::new(0),

@@ -148,8 +148,8 @@ impl<T: Driver> Device<T> {
         d.major = T::INFO.major;
         d.minor = T::INFO.minor;
         d.patchlevel = T::INFO.patchlevel;
-        d.name = T::INFO.name.as_ptr().cast_mut().cast();
-        d.desc = T::INFO.desc.as_ptr().cast_mut().cast();
+        d.name = kernel::str::as_char_ptr_in_const_context(T::INFO.name).cast_mut();
+        d.desc = kernel::str::as_char_ptr_in_const_context(T::INFO.desc).cast_mut();
         d.driver_features = Self::FEATURES;
         d.ioctls = T::IOCTLS.as_ptr();
         d.num_ioctls = T::IOCTLS.len() as c_int;
@@ -368,6 +368,9 @@ macro_rules! declare_accel_ioctls {
                 cmd: $cmd,
                 flags: 0,
                 func: {
+                    /// # Safety
+                    ///
+                    /// Only for the DRM core's ioctl dispatch of this driver.
                     unsafe extern "C" fn trampoline(
                         raw_dev: *mut ::kernel::bindings::drm_device,
                         raw_data: *mut ::core::ffi::c_void,

@@ -42,13 +42,14 @@ impl IommuDomain {
     /// one call over the object's scatter list.
     pub fn map_object<T: Driver, D: Send + Sync>(&self, iova: u64, bo: &Object<T, D>) -> Result {
         let sgt = bo.sg_table()?;
+        let iova_ul = usize::try_from(iova).map_err(|_| EINVAL)?;
         let prot = (bindings::IOMMU_READ | bindings::IOMMU_WRITE) as i32;
         // SAFETY: The domain is live; `sgt` describes the object's pinned
         // pages.
         let mapped = unsafe {
             bindings::iommu_map_sg(
                 self.0.as_ptr(),
-                iova as _,
+                iova_ul,
                 (*sgt.as_raw()).sgl,
                 (*sgt.as_raw()).orig_nents,
                 prot,
@@ -68,8 +69,11 @@ impl IommuDomain {
     /// Unmaps `[iova, iova + size)`; the IOMMU core flushes the IOTLB before
     /// returning.
     pub fn unmap(&self, iova: u64, size: u64) {
+        let (Ok(iova), Ok(size)) = (usize::try_from(iova), usize::try_from(size)) else {
+            return;
+        };
         // SAFETY: The domain is live.
-        unsafe { bindings::iommu_unmap(self.0.as_ptr(), iova as _, size as usize) };
+        unsafe { bindings::iommu_unmap(self.0.as_ptr(), iova, size) };
     }
 
     /// Attaches the domain to `dev`, replacing its default domain until

@@ -133,14 +133,14 @@ impl<S: RangeStore> IovaAllocator<S> {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (s, _) = self.store.get(mid)?;
-            if s == start {
-                let (_, size) = self.store.remove(mid)?;
-                self.used = self.used.saturating_sub(size);
-                return Some(size);
-            } else if s < start {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+            match s.cmp(&start) {
+                core::cmp::Ordering::Equal => {
+                    let (_, size) = self.store.remove(mid)?;
+                    self.used = self.used.saturating_sub(size);
+                    return Some(size);
+                }
+                core::cmp::Ordering::Less => lo = mid + 1,
+                core::cmp::Ordering::Greater => hi = mid,
             }
         }
         None
@@ -217,7 +217,7 @@ mod tests {
         let mut a = alloc16k();
         assert_eq!(a.alloc(0), Err(AllocError::BadSize));
         assert_eq!(a.alloc(0x1000), Err(AllocError::BadSize));
-        assert_eq!(a.alloc(u64::MAX & !0x3fff), Err(AllocError::BadSize));
+        assert_eq!(a.alloc(!0x3fff), Err(AllocError::BadSize));
         assert!(IovaAllocator::new(W, 0x3000, 0, VecStore(Vec::new())).is_none());
         assert!(IovaAllocator::new(W, 0x4000, 0x1000, VecStore(Vec::new())).is_none());
         assert_eq!(a.free(0x4000), None);
@@ -248,7 +248,8 @@ mod tests {
                 match a.alloc(size) {
                     Ok(s) => live.push(s),
                     Err(AllocError::NoSpace) => {}
-                    Err(e) => panic!("{e:?}"),
+                    Err(AllocError::BadSize) if size > W.len() => {}
+                    Err(e) => panic!("{e:?} for {size:#x}"),
                 }
             } else {
                 let i = (x >> 20) as usize % live.len();

@@ -147,7 +147,7 @@ impl SocInfo {
         TABLE
             .iter()
             .copied()
-            .find(|s| s.root_compatibles.iter().any(|r| *r == root))
+            .find(|s| s.root_compatibles.contains(&root))
     }
 }
 
@@ -228,9 +228,9 @@ mod tests {
             assert_eq!(soc.iova.end % 0x4000, 0, "window end is 16K aligned");
         }
         // No compatible appears twice.
-        for a in 0..TABLE.len() {
-            for b in a + 1..TABLE.len() {
-                assert_ne!(TABLE[a].compatible, TABLE[b].compatible);
+        for (i, a) in TABLE.iter().enumerate() {
+            for b in TABLE.iter().skip(i + 1) {
+                assert_ne!(a.compatible, b.compatible);
             }
         }
     }
