@@ -40,7 +40,7 @@ pub mod validate;
 pub mod view;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use decode::{Program, RegImage, RegMask, StreamHeader, Td};
 pub use error::{ChainFault, Dma, TdError};

@@ -173,7 +173,7 @@ fn synthetic_add() -> (Header, RegImage) {
     (h, img)
 }
 
-fn synthetic_add_td() -> Vec<u8> {
+pub(crate) fn synthetic_add_td() -> Vec<u8> {
     let (h, img) = synthetic_add();
     let td = encode(&h, &img, &Block::ALL, &[]);
     assert_eq!(td.len(), TD_SIZE_STANDARD as usize);
@@ -181,7 +181,7 @@ fn synthetic_add_td() -> Vec<u8> {
 }
 
 /// Two copies of the synthetic add chained at 0x300, like concat.
-fn synthetic_chain() -> Vec<u8> {
+pub(crate) fn synthetic_chain() -> Vec<u8> {
     let td = synthetic_add_td();
     let mut p = vec![0u8; 0x300 + td.len()];
     p[..td.len()].copy_from_slice(&td);
@@ -201,7 +201,7 @@ fn validate(p: &[u8], td_size: u32, td_count: u32) -> Result<ProgramSummary, TdE
 // ---------------------------------------------------------------------------
 // Fixtures
 
-fn fixtures_dir() -> Option<PathBuf> {
+pub(crate) fn fixtures_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../../shared/fixtures"
@@ -231,7 +231,7 @@ macro_rules! fixtures_or_skip {
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Role {
+pub(crate) enum Role {
     Command,
     Kernel,
     Input,
@@ -240,28 +240,28 @@ enum Role {
 }
 
 #[derive(Debug)]
-struct Section {
-    seg: String,
-    name: String,
-    addr: u64,
-    size: u64,
-    offset: u32,
+pub(crate) struct Section {
+    pub(crate) seg: String,
+    pub(crate) name: String,
+    pub(crate) addr: u64,
+    pub(crate) size: u64,
+    pub(crate) offset: u32,
 }
 
 /// What the tests need from an HWX file: the TD chain, the program state
 /// (BAR slot table, TD size and count) and the sections.
 #[derive(Debug)]
-struct Hwx {
-    data: Vec<u8>,
-    text: (usize, usize),
-    td_size: u32,
-    td_count: u32,
-    slot_addr: [u64; 32],
-    sections: Vec<Section>,
+pub(crate) struct Hwx {
+    pub(crate) data: Vec<u8>,
+    pub(crate) text: (usize, usize),
+    pub(crate) td_size: u32,
+    pub(crate) td_count: u32,
+    pub(crate) slot_addr: [u64; 32],
+    pub(crate) sections: Vec<Section>,
 }
 
 impl Hwx {
-    fn load(path: &PathBuf) -> Hwx {
+    pub(crate) fn load(path: &PathBuf) -> Hwx {
         let data = fs::read(path).unwrap();
         assert_eq!(rd32(&data, 0), 0xBEEF_FACE, "HWX magic");
         assert_eq!(rd32(&data, 8), 4, "cpusubtype 4 = H13");
@@ -297,7 +297,7 @@ impl Hwx {
         let w = |i: usize| rd32(&data, st + 4 * i);
         let mut slot_addr = [0u64; 32];
         for (k, a) in slot_addr.iter_mut().enumerate() {
-            *a = u64::from(w(2 * k)) | u64::from(w(2 * k + 1)) << 32;
+            *a = u64::from(w(2 * k)) | (u64::from(w(2 * k + 1)) << 32);
         }
         let text = sections
             .iter()
@@ -314,11 +314,11 @@ impl Hwx {
         }
     }
 
-    fn program(&self) -> &[u8] {
+    pub(crate) fn program(&self) -> &[u8] {
         &self.data[self.text.0..self.text.0 + self.text.1]
     }
 
-    fn role(&self, slot: u8) -> Option<(Role, u64)> {
+    pub(crate) fn role(&self, slot: u8) -> Option<(Role, u64)> {
         let addr = self.slot_addr[slot as usize];
         if addr == 0 {
             return None;
@@ -349,7 +349,7 @@ impl Hwx {
     }
 }
 
-fn hwx(dir: &std::path::Path, name: &str) -> Hwx {
+pub(crate) fn hwx(dir: &std::path::Path, name: &str) -> Hwx {
     Hwx::load(&dir.join(name))
 }
 
@@ -690,7 +690,7 @@ fn anec_fixtures_validate_like_their_hwx() {
 }
 
 /// Reads the 36 kernels of eiln's tarball (40 entries with the directories).
-fn eiln_kernels(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn eiln_kernels(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
     let f = fs::File::open(dir.join("eiln_anec_kernels.tar.gz")).unwrap();
     let mut ar = tar::Archive::new(flate2::read::GzDecoder::new(f));
     let mut out = Vec::new();
@@ -708,7 +708,7 @@ fn eiln_kernels(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 }
 
 /// The TD count of a bare payload: follow NextPointer until it is 0.
-fn count_tds(p: &[u8]) -> u32 {
+pub(crate) fn count_tds(p: &[u8]) -> u32 {
     let (mut off, mut n) = (0usize, 1);
     while rd32(p, off + 0x1C) != 0 {
         off = rd32(p, off + 0x1C) as usize;
@@ -1512,7 +1512,7 @@ fn chain_mutations(name: &str, base: &[u8]) {
     check(
         "EON before the end",
         0,
-        rd32(base, 0) | 1 << 25,
+        rd32(base, 0) | (1 << 25),
         chain(ChainFault::EarlyEnd),
     );
     // Counting only the first TD: it does not end the network.
