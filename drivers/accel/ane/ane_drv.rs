@@ -15,10 +15,12 @@
 //!   the userspace library and the simulator;
 //! - [`ext`]: the abstractions Linux 7.3's kernel crate lacks (accel device,
 //!   shmem GEM objects, IOMMU domains, runtime PM);
-//! - `gem`, `vm`, `ioctl`: buffers, per-client address spaces, the ioctls;
+//! - `gem`, `vm`, `program`, `job`, `ioctl`: buffers, per-client address
+//!   spaces, validated programs, jobs, the remaining ioctls;
+//! - `engine`: job scheduling and the H13 task-manager backend;
 //! - `sim` (test flavour): the simulated ANE.
 
-use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel::{
     device::{self, Core},
@@ -30,16 +32,21 @@ use kernel::{
 pub mod ext;
 pub mod hw;
 
+mod engine;
 mod gem;
 mod ioctl;
+mod job;
+mod program;
 #[cfg(ane_test)]
 mod sim;
 mod vm;
 
+use engine::{Engine, Mmio, H13};
 use ext::accel::{self, DriverInfo};
 use ext::pm::{PmDriver, RuntimePm};
 use hw::soc::{SocId, SocInfo};
 use hw::uapi;
+use kernel::sync::{new_mutex, Mutex};
 use vm::{AddressSpace, Vm};
 
 kernel::of_device_table!(
@@ -85,12 +92,33 @@ pub(crate) struct AneData {
     pub(crate) pm: RuntimePm,
     /// The platform device.
     pub(crate) parent: ARef<device::Device>,
+    /// The engine; `None` when the device has no usable backend.
+    engine: Option<Arc<Engine>>,
 }
 
+impl AneData {
+    /// The engine, if the device has one.
+    pub(crate) fn engine(&self) -> Option<&Arc<Engine>> {
+        self.engine.as_ref()
+    }
+}
+
+/// Source of the per-file owner ids the scheduler's fairness uses.
+static NEXT_OWNER: AtomicUsize = AtomicUsize::new(1);
+
 /// Data of an open file.
+#[pin_data]
 pub(crate) struct AneFile {
     /// The file's device address space.
     pub(crate) vm: Arc<Vm>,
+    /// Identifies the file to the scheduler.
+    pub(crate) owner: usize,
+    /// Its programs.
+    #[pin]
+    pub(crate) programs: Mutex<program::Programs>,
+    /// Its jobs.
+    #[pin]
+    pub(crate) jobs: job::Jobs,
 }
 
 impl accel::Driver for AneDriver {
@@ -109,15 +137,27 @@ impl accel::Driver for AneDriver {
         (uapi::cmd::GET_PARAM, uapi::GetParam, ioctl::get_param),
         (uapi::cmd::BO_CREATE, uapi::BoCreate, gem::bo_create),
         (uapi::cmd::BO_INFO, uapi::BoInfo, gem::bo_info),
+        (uapi::cmd::PROGRAM_CREATE, uapi::ProgramCreate, program::program_create),
+        (uapi::cmd::PROGRAM_DESTROY, uapi::ProgramDestroy, program::program_destroy),
+        (uapi::cmd::EXEC, uapi::Exec, job::exec),
+        (uapi::cmd::WAIT, uapi::Wait, job::wait),
     };
 
-    fn open(dev: &accel::Device<Self>) -> Result<KBox<AneFile>> {
+    fn open(dev: &accel::Device<Self>) -> Result<Pin<KBox<AneFile>>> {
         // Opening the node wakes the engine, as on macOS; it autosuspends
         // again when idle.
         let _pm = dev.pm.get()?;
         let space = address_space(dev)?;
         let vm = Vm::new(dev.soc.iova, space)?;
-        Ok(KBox::new(AneFile { vm }, GFP_KERNEL)?)
+        KBox::pin_init(
+            pin_init!(AneFile {
+                vm,
+                owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
+                programs <- new_mutex!(program::Programs::new()),
+                jobs <- job::Jobs::new(),
+            }),
+            GFP_KERNEL,
+        )
     }
 }
 
@@ -127,15 +167,54 @@ fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
     if dev.simulated {
         return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
     }
-    Ok(AddressSpace::Iommu(ext::iommu::IommuDomain::new(
-        &dev.parent,
-    )?))
+    Ok(AddressSpace::Iommu(vm::IommuSpace::new(&dev.parent)?))
 }
+
+/// How long a job may run before it is declared hung.
+const JOB_TIMEOUT_MS: u32 = 2000;
 
 /// Data of a bound platform device.
 pub(crate) struct AneBound {
     soc: &'static SocInfo,
+    engine: Option<Arc<Engine>>,
+    #[cfg(ane_test)]
+    sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
+}
+
+/// The simulator's engine type, or a stand-in that never exists outside
+/// the test flavour.
+#[cfg(ane_test)]
+use sim as sim_type;
+#[cfg(not(ane_test))]
+mod sim_type {
+    /// Never constructed: production builds have no simulator.
+    pub(crate) enum SimEngine {}
+}
+
+/// The register window of the engine: the simulator's model, or the
+/// device's "engine" MMIO range. Mapping it touches no register.
+fn engine_mmio(
+    pdev: &platform::Device<Core<'_>>,
+    simulated: bool,
+) -> Result<(Mmio, Option<Arc<sim_type::SimEngine>>)> {
+    #[cfg(ane_test)]
+    if simulated {
+        let sim = sim::SimEngine::new()?;
+        return Ok((Mmio::Sim(sim.clone()), Some(sim)));
+    }
+    let _ = simulated;
+    let req = pdev.io_request_by_name(c"engine").ok_or_else(|| {
+        dev_err!(
+            pdev.as_ref(),
+            "no 'engine' register window in the device tree\n"
+        );
+        ENODEV
+    })?;
+    let io = req
+        .iomap_sized::<{ hw::tm::ENGINE_WINDOW }>()?
+        .into_devres()?;
+    Ok((Mmio::Hw(io), None))
 }
 
 /// Finds the SoC of a device being probed: from the OF match, or (test
@@ -169,6 +248,8 @@ impl platform::Driver for AneDriver {
             return Err(ENODEV);
         };
         let soc = id.info();
+        let (mmio, _sim) = engine_mmio(pdev, simulated)?;
+        let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS))?;
         let mb = |v: u32| u64::from(v) << 20;
         let bo_total_max = mb(module_parameters::bo_total_mb.value());
         let data = AneData {
@@ -183,6 +264,7 @@ impl platform::Driver for AneDriver {
             bo_total: AtomicU64::new(0),
             pm: RuntimePm::new(dev),
             parent: dev.into(),
+            engine: Some(engine.clone()),
         };
         let drm = accel::Device::<AneDriver>::new(dev, data)?;
         let reg = accel::Registration::new(drm)?;
@@ -195,11 +277,23 @@ impl platform::Driver for AneDriver {
             soc.backend,
             if simulated { ", simulated" } else { "" }
         );
-        Ok(AneBound { soc, _reg: reg })
+        Ok(AneBound {
+            soc,
+            engine: Some(engine),
+            #[cfg(ane_test)]
+            sim: _sim,
+            _reg: reg,
+        })
     }
 
     fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
         dev_info!(pdev.as_ref(), "unbinding {:?}\n", this.soc.id);
+        // Queued jobs end as aborted and the running one finishes; after
+        // this no job touches the hardware. The node goes away right after,
+        // when the registration is dropped.
+        if let Some(e) = &this.engine {
+            e.shutdown();
+        }
     }
 }
 
@@ -210,11 +304,22 @@ impl PmDriver for AneDriver {
 
     fn runtime_suspend(data: Pin<&AneBound>) -> Result {
         pr_debug!("{:?}: runtime suspend\n", data.soc.id);
+        if let Some(e) = &data.engine {
+            e.suspend();
+        }
+        // The simulated hardware loses its state like the real one.
+        #[cfg(ane_test)]
+        if let Some(sim) = &data.sim {
+            sim.power_down();
+        }
         Ok(())
     }
 
     fn runtime_resume(data: Pin<&AneBound>) -> Result {
         pr_debug!("{:?}: runtime resume\n", data.soc.id);
+        if let Some(e) = &data.engine {
+            e.resume();
+        }
         Ok(())
     }
 }

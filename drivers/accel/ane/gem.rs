@@ -51,19 +51,14 @@ fn page_align(size: u64) -> Option<u64> {
         .map(|s| s & !(PAGE_SIZE - 1))
 }
 
-/// `DRM_IOCTL_ANE_BO_CREATE`.
-pub(crate) fn bo_create(
-    dev: &Device<AneDriver>,
-    args: &mut uapi::BoCreate,
-    file: &File<AneDriver>,
-) -> Result<u32> {
-    if args.flags != 0 {
+/// Creates a BO of `size` bytes mapped into `file`'s address space, counted
+/// against the device cap, without a handle: the caller owns the only
+/// reference.
+fn create(dev: &Device<AneDriver>, file: &File<AneDriver>, size: u64) -> Result<ARef<Bo>> {
+    if size == 0 {
         return Err(EINVAL);
     }
-    if args.size == 0 {
-        return Err(EINVAL);
-    }
-    let size = page_align(args.size).ok_or(E2BIG)?;
+    let size = page_align(size).ok_or(E2BIG)?;
     if size > dev.limits.bo_max {
         return Err(E2BIG);
     }
@@ -82,15 +77,80 @@ pub(crate) fn bo_create(
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
     let bo = Bo::new(dev, len, data)?;
     let mapping = file.inner().vm.map(&bo)?;
-    let iova = mapping.iova();
     if !bo.mapping.populate(mapping) {
         return Err(EINVAL);
     }
-    let handle = bo.create_handle(file)?;
-    args.handle = handle;
+    Ok(bo)
+}
+
+/// A kernel-owned BO in `file`'s address space: no handle, never mapped
+/// to userspace (program copies).
+pub(crate) fn create_private(
+    dev: &Device<AneDriver>,
+    file: &File<AneDriver>,
+    size: u64,
+) -> Result<ARef<Bo>> {
+    create(dev, file, size)
+}
+
+/// `DRM_IOCTL_ANE_BO_CREATE`.
+pub(crate) fn bo_create(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::BoCreate,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.flags != 0 {
+        return Err(EINVAL);
+    }
+    let bo = create(dev, file, args.size)?;
+    args.handle = bo.create_handle(file)?;
     args.mmap_offset = bo.mmap_offset();
-    args.iova = iova;
+    args.iova = bo.mapping()?.iova();
     Ok(0)
+}
+
+/// Runs `f` on each page-sized piece of `[offset, offset + len)` of `bo`:
+/// the page, the offset in it, and the piece's offset and length.
+fn for_each_piece(
+    bo: &Bo,
+    offset: u64,
+    len: usize,
+    mut f: impl FnMut(&crate::ext::gem::PagePtr, usize, usize, usize) -> Result,
+) -> Result {
+    let end = offset.checked_add(len as u64).ok_or(EINVAL)?;
+    if end > bo.size() as u64 {
+        return Err(EINVAL);
+    }
+    let pages = bo.pages();
+    let mut done = 0usize;
+    while done < len {
+        let at = offset + done as u64;
+        let page = pages.get((at / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+        let in_page = (at % PAGE_SIZE) as usize;
+        let n = core::cmp::min(len - done, PAGE_SIZE as usize - in_page);
+        f(page, in_page, done, n)?;
+        done += n;
+    }
+    Ok(())
+}
+
+/// Copies bytes of `bo` at `offset` into `buf`.
+pub(crate) fn read(bo: &Bo, offset: u64, buf: &mut [u8]) -> Result {
+    let len = buf.len();
+    for_each_piece(bo, offset, len, |page, in_page, at, n| {
+        let dst = buf.get_mut(at..at + n).ok_or(EINVAL)?;
+        // SAFETY: `bo` is alive, so its pages are pinned.
+        unsafe { page.read(in_page, dst) }
+    })
+}
+
+/// Copies `buf` into `bo` at `offset`.
+pub(crate) fn write(bo: &Bo, offset: u64, buf: &[u8]) -> Result {
+    for_each_piece(bo, offset, buf.len(), |page, in_page, at, n| {
+        let src = buf.get(at..at + n).ok_or(EINVAL)?;
+        // SAFETY: `bo` is alive, so its pages are pinned.
+        unsafe { page.write(in_page, src) }
+    })
 }
 
 /// Looks up a BO of `file`: `ENOENT` for an unknown handle, `EACCES` for a

@@ -2,6 +2,10 @@
 
 //! The simulated ANE (test flavour only, `ANE_TEST=1`).
 //!
+//! Fault injection (for the recovery tests) through debugfs:
+//! `/sys/kernel/debug/ane-sim/hang` and `.../error` hold how many of the next
+//! pushes hang (no completion event ever comes) or latch an engine error.
+//!
 //! Module parameter `sim_soc` (a chip number: `0x8103`, `0x6001` or
 //! `0x6021`) registers a platform device named `ane` whose platform data
 //! names the SoC; the production platform driver binds it by name, so probe,
@@ -10,13 +14,19 @@
 //! software page table in place of the IOMMU.
 
 use kernel::{
+    debugfs::{Dir, File},
     prelude::*,
-    sync::{new_mutex, Arc, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        new_mutex, Arc, Mutex,
+    },
 };
 
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
+use crate::hw::engine;
 use crate::hw::soc::SocId;
+use crate::hw::tm::{self, mgr as tmr, tq};
 use crate::vm::PAGE_SIZE;
 
 /// Maps the `sim_soc` parameter to a table entry: T6001 is matched by the
@@ -42,6 +52,200 @@ pub(crate) fn register(sim_soc: u32) -> Result<Option<PlatformDevice>> {
     };
     pr_info!("registering a simulated {:?} ANE\n", soc);
     PlatformDevice::register(c"ane", 0, &(soc as u32).to_ne_bytes()).map(Some)
+}
+
+/// The simulated engine: a register file with the task manager's map
+/// (`hw::tm`) whose PUSH runs the job through the functional model
+/// (`hw::engine`) over the attached page table, like the hardware fetching
+/// through its IOMMU.
+///
+/// Like the hardware, it forgets all register state when powered down
+/// ([`SimEngine::power_down`]): the driver must run the enable sequence
+/// again after resume, or pushes are ignored and jobs time out.
+#[pin_data]
+pub(crate) struct SimEngine {
+    #[pin]
+    state: Mutex<SimState>,
+    _dir: Dir,
+    #[pin]
+    hang: File<Atomic<u32>>,
+    #[pin]
+    error: File<Atomic<u32>>,
+}
+
+/// Error-latch code the simulator reports for an injected engine error.
+const INJECTED_ERROR: u32 = 0xe0;
+
+struct SimState {
+    words: KVVec<u32>,
+    events: KVec<u32>,
+    attached: Option<SimPageTable>,
+}
+
+/// DMA of the engine model through a software page table.
+struct PtDma<'a>(&'a SimPageTable);
+
+impl engine::Dma for PtDma<'_> {
+    fn read(&mut self, iova: u64, buf: &mut [u8]) -> core::result::Result<(), engine::Fault> {
+        self.0.read(iova, buf).map_err(|_| engine::Fault { iova })
+    }
+
+    fn write(&mut self, iova: u64, buf: &[u8]) -> core::result::Result<(), engine::Fault> {
+        self.0.write(iova, buf).map_err(|_| engine::Fault { iova })
+    }
+}
+
+impl SimEngine {
+    /// A powered-down engine.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        let mut words = KVVec::with_capacity(tm::ENGINE_WINDOW / 4, GFP_KERNEL)?;
+        words.resize(tm::ENGINE_WINDOW / 4, 0, GFP_KERNEL)?;
+        let dir = Dir::new(c"ane-sim");
+        Arc::pin_init(
+            try_pin_init!(Self {
+                state <- new_mutex!(SimState {
+                    words,
+                    events: KVec::new(),
+                    attached: None,
+                }),
+                hang <- dir.read_write_file(c"hang", Atomic::<u32>::new(0)),
+                error <- dir.read_write_file(c"error", Atomic::<u32>::new(0)),
+                _dir: dir,
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Points the engine's DMA at `pt` (the IOMMU attach of real hardware).
+    pub(crate) fn attach(&self, pt: &SimPageTable) {
+        self.state.lock().attached = Some(SimPageTable(pt.0.clone()));
+    }
+
+    /// Detaches the page table.
+    pub(crate) fn detach(&self) {
+        self.state.lock().attached = None;
+    }
+
+    /// Power loss: every register and pending event is gone.
+    pub(crate) fn power_down(&self) {
+        let mut s = self.state.lock();
+        for w in s.words.iter_mut() {
+            *w = 0;
+        }
+        s.events.clear();
+    }
+
+    /// A register read.
+    pub(crate) fn read32(&self, off: usize) -> u32 {
+        let mut s = self.state.lock();
+        if off == tm::tm_reg(tmr::EVT_COUNT) {
+            return s.events.len() as u32;
+        }
+        if off == tm::tm_reg(tmr::EVT_INFO) {
+            // Reading the info word pops the event.
+            return if s.events.is_empty() {
+                0
+            } else {
+                s.events.remove(0).unwrap_or(0)
+            };
+        }
+        s.words.get(off / 4).copied().unwrap_or(0)
+    }
+
+    /// A register write; a write to PUSH runs the queued job.
+    pub(crate) fn write32(&self, off: usize, val: u32) {
+        let mut s = self.state.lock();
+        if let Some(w) = s.words.get_mut(off / 4) {
+            *w = val;
+        }
+        if off == tm::tm_reg(tmr::PUSH) {
+            let fault = if Self::take(&self.hang) {
+                Some(None)
+            } else if Self::take(&self.error) {
+                Some(Some(INJECTED_ERROR))
+            } else {
+                None
+            };
+            match fault {
+                // A hang: the job never completes and posts no event.
+                Some(None) => {}
+                Some(Some(code)) => Self::latch(&mut s, code),
+                None => Self::push(&mut s, val),
+            }
+        }
+        // Turning the queues off resets them: the error latches clear. (The
+        // driver's recovery does this; what the hardware clears exactly is
+        // not known.)
+        if off == tm::tm_reg(tmr::TQ_EN) && val & tmr::TQ_EN_ON == 0 {
+            for r in tmr::ERROR {
+                if let Some(w) = s.words.get_mut(tm::tm_reg(r) / 4) {
+                    *w = 0;
+                }
+            }
+            s.events.clear();
+        }
+    }
+
+    /// Takes one from a fault-injection counter; whether there was one.
+    fn take(counter: &Atomic<u32>) -> bool {
+        let v = counter.load(Relaxed);
+        if v == 0 {
+            return false;
+        }
+        counter.store(v - 1, Relaxed);
+        true
+    }
+
+    fn reg(s: &SimState, off: usize) -> u32 {
+        s.words.get(off / 4).copied().unwrap_or(0)
+    }
+
+    fn push(s: &mut SimState, val: u32) {
+        // Queues off (after a power cycle without the enable sequence): the
+        // push goes nowhere.
+        if Self::reg(s, tm::tm_reg(tmr::TQ_EN)) & tmr::TQ_EN_ON == 0 {
+            return;
+        }
+        let q = ((val >> 8) & 7) as usize;
+        let mut bars = [0u64; 32];
+        for (i, bar) in bars.iter_mut().enumerate() {
+            *bar = u64::from(Self::reg(s, tm::tq_reg(q, tq::BAR + 4 * i)));
+        }
+        let addr = u64::from(Self::reg(s, tm::tm_reg(tmr::ADDR)));
+        let info = Self::reg(s, tm::tm_reg(tmr::INFO));
+        let td_size = ((info >> 16) & 0x1ff).saturating_add(1) * 4;
+        let td_count = info & 0xffff;
+        let Some(pt) = s.attached.as_ref().map(|p| SimPageTable(p.0.clone())) else {
+            Self::latch(s, 1);
+            return;
+        };
+        // The network id of the first TD comes back in the event.
+        let mut w0 = [0u8; 4];
+        if pt.read(addr, &mut w0).is_err() {
+            Self::latch(s, 2);
+            return;
+        }
+        let nid = w0[2];
+        let opts = engine::Options::default();
+        match engine::execute(&mut PtDma(&pt), addr, td_size, td_count, &bars, &opts) {
+            Ok(_) => {
+                let ev = (1u32 << 24) | (u32::from(nid) << 16);
+                if s.events.push(ev, GFP_KERNEL).is_err() {
+                    Self::latch(s, 3);
+                }
+            }
+            Err(e) => {
+                pr_debug!("simulated engine: {:?}\n", e);
+                Self::latch(s, 0x100);
+            }
+        }
+    }
+
+    fn latch(s: &mut SimState, code: u32) {
+        if let Some(w) = s.words.get_mut(tm::tm_reg(tmr::ERROR[0]) / 4) {
+            *w = code;
+        }
+    }
 }
 
 /// One mapped buffer of the software page table.
@@ -112,7 +316,6 @@ impl SimPageTable {
     }
 
     /// DMA read of `buf.len()` bytes at `iova`.
-    #[expect(dead_code, reason = "the engine model is the next step")]
     pub(crate) fn read(&self, iova: u64, buf: &mut [u8]) -> Result {
         let len = buf.len();
         self.walk(iova, len, |page, in_page, at, n| {
@@ -124,7 +327,6 @@ impl SimPageTable {
     }
 
     /// DMA write of `buf` at `iova`.
-    #[expect(dead_code, reason = "the engine model is the next step")]
     pub(crate) fn write(&self, iova: u64, buf: &[u8]) -> Result {
         self.walk(iova, buf.len(), |page, in_page, at, n| {
             let src = buf.get(at..at + n).ok_or(EFAULT)?;

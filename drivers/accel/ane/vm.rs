@@ -13,8 +13,9 @@
 //! domain, on the simulator a software page table with the same interface.
 
 use kernel::{
+    device,
     prelude::*,
-    sync::{new_mutex, Arc, Mutex},
+    sync::{aref::ARef, new_mutex, Arc, Mutex},
 };
 
 use crate::ext::iommu::IommuDomain;
@@ -56,7 +57,7 @@ impl RangeStore for KVecStore {
 pub(crate) enum AddressSpace {
     /// An IOMMU (DART) paging domain, attached to the engine for this
     /// client's jobs.
-    Iommu(IommuDomain),
+    Iommu(IommuSpace),
     /// The simulated engine's software page table.
     #[cfg(ane_test)]
     Sim(crate::sim::SimPageTable),
@@ -65,7 +66,7 @@ pub(crate) enum AddressSpace {
 impl AddressSpace {
     fn map(&self, iova: u64, bo: &Bo) -> Result {
         match self {
-            AddressSpace::Iommu(d) => d.map_object(iova, bo),
+            AddressSpace::Iommu(d) => d.domain.map_object(iova, bo),
             #[cfg(ane_test)]
             AddressSpace::Sim(pt) => pt.map(iova, bo.pages()),
         }
@@ -73,10 +74,36 @@ impl AddressSpace {
 
     fn unmap(&self, iova: u64, size: u64) {
         match self {
-            AddressSpace::Iommu(d) => d.unmap(iova, size),
+            AddressSpace::Iommu(d) => d.domain.unmap(iova, size),
             #[cfg(ane_test)]
             AddressSpace::Sim(pt) => pt.unmap(iova, size),
         }
+    }
+}
+
+/// An IOMMU domain and the engine device it is attached to for jobs.
+pub(crate) struct IommuSpace {
+    domain: IommuDomain,
+    dev: ARef<device::Device>,
+}
+
+impl IommuSpace {
+    /// A new paging domain for `dev`.
+    pub(crate) fn new(dev: &device::Device) -> Result<Self> {
+        Ok(Self {
+            domain: IommuDomain::new(dev)?,
+            dev: dev.into(),
+        })
+    }
+
+    /// Attaches the domain to the engine.
+    pub(crate) fn attach(&self) -> Result {
+        self.domain.attach(&self.dev)
+    }
+
+    /// Detaches it again.
+    pub(crate) fn detach(&self) {
+        self.domain.detach(&self.dev)
     }
 }
 
@@ -89,6 +116,11 @@ pub(crate) struct Vm {
 }
 
 impl Vm {
+    /// The page tables.
+    pub(crate) fn space(&self) -> &AddressSpace {
+        &self.space
+    }
+
     /// A new, empty address space over `window`.
     pub(crate) fn new(window: IovaWindow, space: AddressSpace) -> Result<Arc<Self>> {
         let alloc = IovaAllocator::new(

@@ -68,7 +68,7 @@ pub trait Driver: Sized + 'static {
     const IOCTLS: &'static [bindings::drm_ioctl_desc];
 
     /// Creates the data of a newly opened file.
-    fn open(dev: &Device<Self>) -> Result<KBox<Self::File>>;
+    fn open(dev: &Device<Self>) -> Result<Pin<KBox<Self::File>>>;
 }
 
 /// A DRM accel device with the driver's data.
@@ -236,8 +236,11 @@ impl<T: Driver> Device<T> {
         match T::open(dev) {
             Ok(data) => {
                 // SAFETY: `raw_file` is the file being opened; nothing else
-                // uses `driver_priv` until `postclose`.
-                unsafe { (*raw_file).driver_priv = KBox::into_raw(data).cast() };
+                // uses `driver_priv` until `postclose`. The data stays where
+                // it is until `postclose` rebuilds the box to drop it.
+                unsafe {
+                    (*raw_file).driver_priv = KBox::into_raw(Pin::into_inner_unchecked(data)).cast()
+                };
                 0
             }
             Err(e) => e.to_errno(),
@@ -330,11 +333,11 @@ impl<T: Driver> File<T> {
     }
 
     /// The driver's data of this file.
-    pub fn inner(&self) -> &T::File {
-        // SAFETY: By the type invariant, `open_callback` stored a live
-        // `KBox<T::File>` there, which lives until `postclose`, after every
-        // ioctl on this file has returned.
-        unsafe { &*(*self.as_raw()).driver_priv.cast::<T::File>() }
+    pub fn inner(&self) -> Pin<&T::File> {
+        // SAFETY: By the type invariant, `open_callback` stored a live,
+        // pinned `KBox<T::File>` there, which lives until `postclose`, after
+        // every ioctl on this file has returned.
+        unsafe { Pin::new_unchecked(&*(*self.as_raw()).driver_priv.cast::<T::File>()) }
     }
 }
 

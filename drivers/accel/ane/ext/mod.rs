@@ -15,9 +15,11 @@
 //! - [`platform`]: module-registered platform devices (the simulator).
 //! - [`pm`]: runtime PM and a platform driver adapter that supplies
 //!   `dev_pm_ops`.
+//! - [`time`]: absolute monotonic time for deadlines.
 
 pub mod accel;
 pub mod gem;
 pub mod iommu;
 pub mod platform;
 pub mod pm;
+pub mod time;

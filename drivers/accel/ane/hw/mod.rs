@@ -15,7 +15,9 @@
 //! Files in this tree therefore never carry crate-level attributes, and every
 //! public item is documented (the kernel builds with `-Wmissing_docs`).
 
+pub mod engine;
 pub mod iova;
 pub mod soc;
 pub mod td;
+pub mod tm;
 pub mod uapi;

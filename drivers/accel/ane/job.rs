@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Jobs: one execution of a program with a set of buffer bindings.
+//!
+//! EXEC checks every binding against the program's validated summary (each
+//! slot the program uses is bound, large enough, with the right direction;
+//! nothing else is bound), builds the slot table of device addresses, and
+//! queues the job on the engine. The job holds references to the program and
+//! to every BO it uses, and a runtime-PM reference, until it ends — so
+//! closing handles, destroying the program or closing the file while it runs
+//! frees nothing the engine is using.
+//!
+//! WAIT sleeps until the job ends or an absolute `CLOCK_MONOTONIC` deadline
+//! passes. A job's final status is reported once, then the job is
+//! forgotten.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use kernel::{
+    prelude::*,
+    sync::{aref::ARef, new_condvar, new_mutex, Arc, CondVar, Mutex},
+    time::msecs_to_jiffies,
+    uaccess::UserSlice,
+};
+
+use crate::ext::accel::{Device, File};
+use crate::ext::pm::PmRef;
+use crate::gem::{self, Bo};
+use crate::hw::td::{SlotUsage, BAR_SLOTS, SLOT_COMMAND, SLOT_KERNEL};
+use crate::hw::uapi::{self, bind, job_status};
+use crate::program::Program;
+use crate::vm::Vm;
+use crate::AneDriver;
+
+/// Jobs a file may have queued or unwaited at once.
+pub(crate) const MAX_JOBS_PER_FILE: usize = 64;
+
+/// Device addresses of buffers must be 64-byte aligned (the DMA granule).
+const BIND_ALIGN: u64 = 64;
+
+/// One queued or finished job.
+#[pin_data]
+pub(crate) struct Job {
+    /// The id returned by EXEC.
+    pub(crate) id: u64,
+    /// Which file submitted it (for fair scheduling).
+    pub(crate) owner: usize,
+    /// UAPI priority.
+    pub(crate) priority: u32,
+    /// Device address per buffer slot.
+    pub(crate) bars: [u64; BAR_SLOTS],
+    program: Arc<Program>,
+    vm: Arc<Vm>,
+    _bos: KVec<ARef<Bo>>,
+    _pm: PmRef,
+    cancelled: AtomicBool,
+    #[pin]
+    state: Mutex<(u32, u64)>,
+    #[pin]
+    done: CondVar,
+}
+
+impl Job {
+    /// The program.
+    pub(crate) fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// The address space the job runs in.
+    pub(crate) fn vm(&self) -> &Arc<Vm> {
+        &self.vm
+    }
+
+    /// Whether the submitting file went away before the job ran.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    /// Records the job's end and wakes its waiters.
+    pub(crate) fn complete(&self, status: u32, fault: u64) {
+        *self.state.lock() = (status, fault);
+        self.done.notify_all();
+    }
+}
+
+/// The jobs of one file.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Jobs {
+    next_id: AtomicU64,
+    #[pin]
+    list: Mutex<KVec<Arc<Job>>>,
+}
+
+impl Jobs {
+    /// No jobs.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            next_id: AtomicU64::new(1),
+            list <- new_mutex!(KVec::new()),
+        })
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Jobs {
+    fn drop(self: Pin<&mut Self>) {
+        // The file is closing: jobs that have not run yet are skipped.
+        for j in self.list.lock().iter() {
+            j.cancelled.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// Reads the binding array of an EXEC.
+fn read_bindings(args: &uapi::Exec) -> Result<KVec<uapi::Binding>> {
+    let count = args.binding_count as usize;
+    if count == 0 || count > BAR_SLOTS {
+        return Err(EINVAL);
+    }
+    let elem = args.binding_size as usize;
+    let ours = core::mem::size_of::<uapi::Binding>();
+    if elem < ours || elem > 4096 {
+        return Err(EINVAL);
+    }
+    let total = count.checked_mul(elem).ok_or(EINVAL)?;
+    let mut raw = KVec::<u8>::with_capacity(total, GFP_KERNEL)?;
+    UserSlice::new(UserPtr::from_addr(args.bindings as usize), total)
+        .reader()
+        .read_all(&mut raw, GFP_KERNEL)?;
+    let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
+    for chunk in raw.chunks_exact(elem) {
+        let (known, extra) = chunk.split_at(ours);
+        // A newer userspace's extra fields must be zero (unknown = unused).
+        if extra.iter().any(|b| *b != 0) {
+            return Err(EINVAL);
+        }
+        let word = |o: usize| -> Result<u32> {
+            let b = known.get(o..o + 4).ok_or(EINVAL)?;
+            Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        let dword =
+            |o: usize| -> Result<u64> { Ok(u64::from(word(o)?) | (u64::from(word(o + 4)?) << 32)) };
+        out.push(
+            uapi::Binding {
+                slot: word(0)?,
+                bo_handle: word(4)?,
+                offset: dword(8)?,
+                size: dword(16)?,
+                flags: word(24)?,
+                pad: word(28)?,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(out)
+}
+
+/// `DRM_IOCTL_ANE_EXEC`.
+pub(crate) fn exec(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::Exec,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.flags != 0 || args.pad != 0 {
+        return Err(EINVAL);
+    }
+    if args.priority > uapi::priority::MAX {
+        return Err(EINVAL);
+    }
+    let engine = dev.engine().ok_or(ENODEV)?;
+    let f = file.inner();
+    let program = f.programs.lock().get(args.program)?;
+    let bindings = read_bindings(args)?;
+
+    let summary = &program.summary;
+    let mut bars = [0u64; BAR_SLOTS];
+    let mut bound = 0u32;
+    let mut bos = KVec::with_capacity(bindings.len(), GFP_KERNEL)?;
+    for b in bindings.iter() {
+        let slot = u8::try_from(b.slot).map_err(|_| EINVAL)?;
+        if usize::from(slot) >= BAR_SLOTS || slot == SLOT_COMMAND || slot == SLOT_KERNEL {
+            return Err(EINVAL);
+        }
+        if bound & (1 << slot) != 0 {
+            return Err(EINVAL);
+        }
+        if b.pad != 0 || b.flags == 0 || b.flags & !bind::ALL != 0 {
+            return Err(EINVAL);
+        }
+        let info = summary.slot(slot).ok_or(EINVAL)?;
+        // Only slots the program uses may be bound, with the direction the
+        // program uses them in.
+        let usage = info.usage;
+        if usage.is_empty() {
+            return Err(EINVAL);
+        }
+        let read = usage.contains(SlotUsage::TILE_READ) || usage.contains(SlotUsage::KERNEL_READ);
+        let written = usage.contains(SlotUsage::TILE_WRITE);
+        if read && b.flags & bind::IN == 0 || written && b.flags & bind::OUT == 0 {
+            return Err(EINVAL);
+        }
+        if b.size == 0 || b.offset % BIND_ALIGN != 0 {
+            return Err(EINVAL);
+        }
+        let bo = gem::lookup(file, b.bo_handle)?;
+        let end = b.offset.checked_add(b.size).ok_or(EINVAL)?;
+        if end > bo.size() as u64 {
+            return Err(EINVAL);
+        }
+        if b.size < info.min_size {
+            return Err(ENOSPC);
+        }
+        if let Some(bar) = bars.get_mut(usize::from(slot)) {
+            *bar = bo.mapping()?.iova() + b.offset;
+        }
+        bound |= 1 << slot;
+        bos.push(bo, GFP_KERNEL)?;
+    }
+    // Every slot the program touches must be bound (0 and 1 are the
+    // program's own).
+    let kernel_slots = (1u32 << SLOT_COMMAND) | (1u32 << SLOT_KERNEL);
+    if summary.used().0 & !kernel_slots & !bound != 0 {
+        return Err(EINVAL);
+    }
+    bars[usize::from(SLOT_COMMAND)] = program.stream_iova;
+    bars[usize::from(SLOT_KERNEL)] = program.weights_iova;
+
+    let mut list = f.jobs.list.lock();
+    if list.len() >= MAX_JOBS_PER_FILE {
+        return Err(EBUSY);
+    }
+    let pm = dev.pm.get()?;
+    let id = f.jobs.next_id.fetch_add(1, Ordering::Relaxed);
+    let priority = args.priority;
+    let owner = f.owner;
+    let vm = f.vm.clone();
+    let job = Arc::pin_init(
+        pin_init!(Job {
+            id,
+            owner,
+            priority,
+            bars,
+            program,
+            vm,
+            _bos: bos,
+            _pm: pm,
+            cancelled: AtomicBool::new(false),
+            state <- new_mutex!((job_status::PENDING, 0)),
+            done <- new_condvar!(),
+        }),
+        GFP_KERNEL,
+    )?;
+    list.push(job.clone(), GFP_KERNEL)?;
+    if let Err(e) = engine.submit(job) {
+        let _ = list.pop();
+        return Err(e);
+    }
+    args.job_id = id;
+    Ok(0)
+}
+
+/// `DRM_IOCTL_ANE_WAIT`.
+pub(crate) fn wait(
+    _dev: &Device<AneDriver>,
+    args: &mut uapi::Wait,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.pad != 0 {
+        return Err(EINVAL);
+    }
+    let jobs = &file.inner().jobs;
+    let job = jobs
+        .list
+        .lock()
+        .iter()
+        .find(|j| j.id == args.job_id)
+        .cloned()
+        .ok_or(ENOENT)?;
+    let (status, fault) = {
+        let mut st = job.state.lock();
+        loop {
+            if st.0 != job_status::PENDING {
+                break *st;
+            }
+            let now = crate::ext::time::monotonic_ns();
+            if args.timeout_ns <= now {
+                return Err(ETIME);
+            }
+            let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
+            let jiffies = msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX));
+            if let kernel::sync::CondVarTimeoutResult::Signal { .. } =
+                job.done.wait_interruptible_timeout(&mut st, jiffies)
+            {
+                return Err(ERESTARTSYS);
+            }
+        }
+    };
+    args.status = status;
+    args.fault = fault;
+    jobs.list.lock().retain(|j| j.id != args.job_id);
+    Ok(0)
+}

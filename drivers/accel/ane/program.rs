@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Programs: compiled networks, validated once.
+//!
+//! PROGRAM_CREATE takes a range of one of the file's BOs holding the task
+//! stream (`tsk_size` bytes of TDs) followed, at `round_up(tsk_size, 16)`,
+//! by the weights. The kernel copies the range into a BO of its own that
+//! userspace cannot map or write, validates the task stream it copied
+//! ([`crate::hw::td`]: stream bounds, known registers, chain, per-slot DMA
+//! extents), and keeps the result. EXEC then only has to check the bindings
+//! against the validated summary, and what the engine runs is exactly what
+//! was validated.
+//!
+//! Slot 0 (the task stream) and slot 1 (the weights) of the program's
+//! buffer-slot table point into that private copy; a bootstrap copy of the
+//! first TD, stamped with the job's network id, sits in front of it.
+
+use kernel::{prelude::*, sync::aref::ARef, sync::Arc};
+
+use crate::ext::accel::{Device, File};
+use crate::gem::{self, Bo};
+use crate::hw::soc::BackendKind;
+use crate::hw::td::{self, ProgramSummary};
+use crate::hw::{tm, uapi};
+use crate::vm::PAGE_SIZE;
+use crate::AneDriver;
+
+/// Programs a file may hold at once.
+pub(crate) const MAX_PROGRAMS_PER_FILE: usize = 256;
+
+/// Alignment of the weights after the task stream ("packed at 16-byte
+/// granularity" in the hardware's command layout).
+const WEIGHTS_ALIGN: u64 = 16;
+
+/// Offset of the task stream in the private copy: the bootstrap TD comes
+/// first, in its own 64-byte-aligned slot.
+fn stream_offset(td_size: u32) -> u64 {
+    (u64::from(td_size) + 63) & !63
+}
+
+/// A validated program.
+pub(crate) struct Program {
+    /// The private copy; jobs keep it alive through the program.
+    _bo: ARef<Bo>,
+    /// What the validator found: per-slot usage and minimum sizes.
+    pub(crate) summary: ProgramSummary,
+    /// Bytes per TD.
+    pub(crate) td_size: u32,
+    /// Number of TDs.
+    pub(crate) td_count: u32,
+    /// Device address of the bootstrap TD.
+    pub(crate) bootstrap_iova: u64,
+    /// Device address of the task stream (slot 0).
+    pub(crate) stream_iova: u64,
+    /// Device address of the weights (slot 1).
+    pub(crate) weights_iova: u64,
+}
+
+/// The programs of one file.
+pub(crate) struct Programs {
+    next: u32,
+    list: KVec<(u32, Arc<Program>)>,
+}
+
+impl Programs {
+    /// No programs.
+    pub(crate) fn new() -> Self {
+        Self {
+            next: 1,
+            list: KVec::new(),
+        }
+    }
+
+    /// The program with `handle`: `ENOENT` if there is none.
+    pub(crate) fn get(&self, handle: u32) -> Result<Arc<Program>> {
+        self.list
+            .iter()
+            .find(|(h, _)| *h == handle)
+            .map(|(_, p)| p.clone())
+            .ok_or(ENOENT)
+    }
+}
+
+/// Copies `len` bytes at `src_off` of `src` into `dst` at `dst_off`.
+fn copy_bo(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
+    let mut buf = [0u8; 256];
+    let mut done = 0u64;
+    while done < len {
+        let n = core::cmp::min(len - done, buf.len() as u64) as usize;
+        let chunk = buf.get_mut(..n).ok_or(EINVAL)?;
+        gem::read(src, src_off + done, chunk)?;
+        gem::write(dst, dst_off + done, chunk)?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// `DRM_IOCTL_ANE_PROGRAM_CREATE`.
+pub(crate) fn program_create(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::ProgramCreate,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.flags != 0 || args.pad != 0 {
+        return Err(EINVAL);
+    }
+    match dev.soc.backend {
+        BackendKind::HostDriven => {
+            // H13 programs are plain TD streams: no firmware sections.
+            if args.sections != 0 || args.section_count != 0 || args.section_size != 0 {
+                return Err(EINVAL);
+            }
+        }
+        // The firmware backend (H14) loads programs by sections; it is not
+        // implemented yet.
+        BackendKind::Firmware => return Err(EOPNOTSUPP),
+    }
+    if args.size == 0 || args.tsk_size == 0 || args.td_size == 0 || args.td_count == 0 {
+        return Err(EINVAL);
+    }
+    if args.size > dev.limits.program_max {
+        return Err(E2BIG);
+    }
+    if args.tsk_size > args.size {
+        return Err(EINVAL);
+    }
+    let td_size = args.td_size;
+    if td_size % 4 != 0 || !(td::MIN_TD_SIZE..=td::MAX_TD_SIZE).contains(&td_size) {
+        return Err(EINVAL);
+    }
+    if args.td_count > td::MAX_TD_COUNT {
+        return Err(EINVAL);
+    }
+    let src = gem::lookup(file, args.bo_handle)?;
+    let end = args.offset.checked_add(args.size).ok_or(EINVAL)?;
+    if end > src.size() as u64 {
+        return Err(EINVAL);
+    }
+    let tsk = usize::try_from(args.tsk_size).map_err(|_| E2BIG)?;
+
+    // Stage the task stream in kernel memory and validate exactly those
+    // bytes: they are what goes into the private copy.
+    let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL)?;
+    stream.resize(tsk, 0, GFP_KERNEL)?;
+    gem::read(&src, args.offset, &mut stream)?;
+    let summary = td::Program::new(&stream, td_size, args.td_count)
+        .and_then(|p| p.validate())
+        .map_err(|e| {
+            pr_debug!("program rejected: {:?}\n", e);
+            EINVAL
+        })?;
+
+    // The private copy: bootstrap TD, task stream, weights.
+    let weights_len = args.size - args.tsk_size;
+    let stream_off = stream_offset(td_size);
+    let weights_off = stream_off
+        .checked_add((args.tsk_size + WEIGHTS_ALIGN - 1) & !(WEIGHTS_ALIGN - 1))
+        .ok_or(EINVAL)?;
+    let total = weights_off.checked_add(weights_len).ok_or(EINVAL)?;
+    let total = (total + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
+    let bo = gem::create_private(dev, file, total)?;
+    let mut first = KVec::<u8>::with_capacity(td_size as usize, GFP_KERNEL)?;
+    first.extend_from_slice(stream.get(..td_size as usize).ok_or(EINVAL)?, GFP_KERNEL)?;
+    // W0 bits 23:16 carry the network id the completion event reports.
+    if let Some(nid) = first.get_mut(2) {
+        *nid = tm::JOB_NID;
+    }
+    gem::write(&bo, 0, &first)?;
+    gem::write(&bo, stream_off, &stream)?;
+    copy_bo(
+        &src,
+        args.offset + args.tsk_size,
+        &bo,
+        weights_off,
+        weights_len,
+    )?;
+
+    let base = bo.mapping()?.iova();
+    let program = Arc::new(
+        Program {
+            summary,
+            td_size,
+            td_count: args.td_count,
+            bootstrap_iova: base,
+            stream_iova: base + stream_off,
+            weights_iova: base + weights_off,
+            _bo: bo,
+        },
+        GFP_KERNEL,
+    )?;
+
+    let inner = file.inner();
+    let mut progs = inner.programs.lock();
+    if progs.list.len() >= MAX_PROGRAMS_PER_FILE {
+        return Err(ENOSPC);
+    }
+    let handle = progs.next;
+    progs.next = progs.next.checked_add(1).ok_or(ENOSPC)?;
+    progs.list.push((handle, program), GFP_KERNEL)?;
+    args.handle = handle;
+    Ok(0)
+}
+
+/// `DRM_IOCTL_ANE_PROGRAM_DESTROY`. Jobs that use the program keep it alive
+/// until they end.
+pub(crate) fn program_destroy(
+    _dev: &Device<AneDriver>,
+    args: &mut uapi::ProgramDestroy,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.pad != 0 {
+        return Err(EINVAL);
+    }
+    let inner = file.inner();
+    let mut progs = inner.programs.lock();
+    let pos = progs
+        .list
+        .iter()
+        .position(|(h, _)| *h == args.handle)
+        .ok_or(ENOENT)?;
+    let _ = progs.list.remove(pos);
+    Ok(0)
+}
