@@ -8,6 +8,7 @@
 #   make demo            build everything in the project's chroot, boot QEMU,
 #                        load and unload the driver, show what happened
 #   make check           every test: host cargo tests, module builds, QEMU runs
+#   make bench           benchmarks (printed, not tests)
 #
 # KDIR must be a configured kernel build tree with Rust support; see the check
 # below for exactly what it needs. ARCH, LLVM and CROSS_COMPILE are passed
@@ -18,7 +19,7 @@ LLVM ?= 1
 KBUILD_ARGS := LLVM=$(LLVM) $(if $(ARCH),ARCH=$(ARCH)) $(if $(CROSS_COMPILE),CROSS_COMPILE=$(CROSS_COMPILE)) \
 	$(if $(CLIPPY),CLIPPY=$(CLIPPY)) $(if $(ANE_TEST),ANE_TEST=$(ANE_TEST)) $(if $(ANE_WERROR),ANE_WERROR=$(ANE_WERROR)) $(if $(V),V=$(V))
 
-.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check
+.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check bench
 
 all: modules
 
@@ -80,3 +81,6 @@ demo:
 check:
 	tools/check.sh
 
+
+bench:
+	tools/bench.sh

@@ -77,13 +77,15 @@ arm_dtb() {
 
 step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
 # One boot per architecture runs the suite: load/unload with no device, the
-# simulated device's node and runtime PM, then the ioctl suite (with its
-# bad-input table, lifecycle cases and a kmemleak scan).
-suite=load_unload,accel_smoke,ioctl
-step "qemu x86_64: load/unload, simulated T8103 accel node, ioctl suite" boot x86_64 "$kdir_x86" "$suite" suite
+# simulated device's node and runtime PM, the ioctl suite on the T8103 and
+# T6001 tables (bad-input table, lifecycle, execution of a real compiled
+# program against the CPU reference, injected hang and error recovery), and
+# unbind with the node held open; kmemleak scans after each.
+suite=load_unload,accel_smoke,ioctl,ioctl_t6001,unbind_open
+step "qemu x86_64: load/unload, accel node, ioctl suite (T8103, T6001), unbind while open" boot x86_64 "$kdir_x86" "$suite" suite
 step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"
 step "guest arm64: test-flavour module + initramfs" guest arm64 "$kdir_arm"
-step "qemu arm64 (16K pages): load/unload, simulated T8103, ioctl suite" boot arm64 "$kdir_arm" "$suite" suite
+step "qemu arm64 (16K pages): the same suite" boot arm64 "$kdir_arm" "$suite" suite
 step "qemu arm64: dtb with ANE nodes" arm_dtb
 step "qemu arm64: modalias load, bind, sysfs unbind/rebind" \
 	boot arm64 "$kdir_arm" bind bind "$(guest_dir arm64)/ane-virt.dtb"

@@ -46,6 +46,12 @@ cp /src/tools/qemu/tests/*.sh "$root/tests/"
 cp "$out/ane.ko" "$root/lib/modules/$krel/extra/"
 cp "$kdir/modules.builtin" "$kdir/modules.builtin.modinfo" "$kdir/modules.order" "$root/lib/modules/$krel/"
 depmod -b "$root" "$krel"
-cp "$bins/ane-probe" "$bins/ane-ioctl-tests" "$root/bin/"
+cp "$bins/ane-probe" "$bins/ane-ioctl-tests" "$bins/ane-bench" "$root/bin/"
+# Real compiled programs for the execution tests (test data from ../shared,
+# never committed; the tests say SKIP when it is absent).
+if [ -d /shared/fixtures ]; then
+	mkdir -p "$root/fixtures"
+	cp /shared/fixtures/*.hwx "$root/fixtures/"
+fi
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$out/initramfs.cpio.gz"
 echo "$out/initramfs.cpio.gz"

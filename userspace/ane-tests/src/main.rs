@@ -188,6 +188,35 @@ fn close_fd_with_live_bos(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// Holds the device open across a sysfs unbind done by the caller (who
+/// creates `flag` afterwards): ioctls must then fail with ENODEV, and the
+/// BO mapping made before must still be usable.
+fn after_unbind(path: &str, flag: &str) -> TestResult {
+    let d = Device::open(path).map_err(|e| e.to_string())?;
+    let mut bo = d.bo_create(4096).map_err(|e| e.to_string())?;
+    let m = bo.map().map_err(|e| e.to_string())?;
+    m.fill(0x3c);
+    let ptr = m.as_mut_ptr();
+    let len = m.len();
+    println!("READY");
+    let mut waited = 0;
+    while !std::path::Path::new(flag).exists() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        waited += 1;
+        check!(waited < 600, "nobody unbound the device");
+    }
+    let mut a = uapi::GetParam::default();
+    let r = raw::get_param(d.fd(), &mut a);
+    check!(r == Err(Errno::NODEV), "ioctl after unbind: {r:?}");
+    let r = d.bo_create(4096).map(|_| ());
+    check!(r.is_err(), "BO_CREATE after unbind succeeded");
+    // SAFETY: `bo` (and its mapping) is alive.
+    let m = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
+    check!(m.iter().all(|b| *b == 0x3c), "mapping lost its contents");
+    m.fill(0x5a);
+    Ok(())
+}
+
 /// The child half of [`two_processes`]: BO traffic on its own fd.
 fn child_bo_traffic(path: &str) -> Result<(), String> {
     let c = Device::open(path).map_err(|e| e.to_string())?;
@@ -258,6 +287,259 @@ fn device_total_cap(d: &Device) -> TestResult {
         pad: 0,
     };
     raw::gem_close(d.fd(), &mut c).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- programs
+
+/// Where the guest finds the compiled fixtures (copied from ../shared by
+/// the harness); tests that need them are skipped when it is absent.
+fn fixture(name: &str) -> Option<ane::hwx::Hwx> {
+    let dir = std::env::var("ANE_FIXTURES").unwrap_or_else(|_| "/fixtures".into());
+    let bytes = std::fs::read(format!("{dir}/{name}")).ok()?;
+    ane::hwx::Hwx::parse(&bytes).ok()
+}
+
+const SKIP: &str = "SKIP";
+
+/// The elementwise add program: in the guest, from its HWX.
+fn sum_program(d: &Device) -> Result<ane::device::Program<'_>, String> {
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    d.load_hwx(&hwx).map_err(|e| e.to_string())
+}
+
+fn program_create_destroy(d: &Device) -> TestResult {
+    let p = sum_program(d)?;
+    let h = p.handle();
+    drop(p);
+    let mut a = uapi::ProgramDestroy { handle: h, pad: 0 };
+    check!(
+        errno(raw::program_destroy(d.fd(), &mut a)) == Some(Errno::NOENT),
+        "destroyed twice"
+    );
+    Ok(())
+}
+
+/// Deterministic finite fp16 test data.
+fn data(seed: u32, n: usize) -> Vec<half::f16> {
+    let mut x = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            half::f16::from_f32(((x % 20001) as f32 - 10000.0) / 97.0)
+        })
+        .collect()
+}
+
+/// tinygrad's sum: two (1,64,1,1) fp16 inputs (slots 5 and 6), one output
+/// (slot 4), one element per 64-byte plane.
+fn exec_sum_matches_reference(d: &Device) -> TestResult {
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let prog = d.load_hwx(&hwx).map_err(|e| e.to_string())?;
+    let mut slots = Vec::new();
+    for t in hwx.tensors() {
+        slots.push((t.slot, t.direction, t.buffer_size, t.strides));
+    }
+    let n = 64usize;
+    let a = data(1, n);
+    let b = data(2, n);
+    let mut bos = Vec::new();
+    let mut bindings = Vec::new();
+    let mut inputs = vec![a.clone(), b.clone()].into_iter();
+    let mut out_index = None;
+    for (slot, dir, size, strides) in &slots {
+        let mut bo = d.bo_create(*size).map_err(|e| e.to_string())?;
+        let m = bo.map().map_err(|e| e.to_string())?;
+        let plane = strides[1] as usize;
+        let input = *dir == ane::hwx::Direction::Input;
+        if input {
+            let v = inputs.next().ok_or("more than two inputs")?;
+            for (c, x) in v.iter().enumerate() {
+                m[c * plane..c * plane + 2].copy_from_slice(&x.to_bits().to_le_bytes());
+            }
+        } else {
+            out_index = Some(bos.len());
+            m.fill(0xff);
+        }
+        bindings.push(uapi::Binding {
+            slot: *slot as u32,
+            bo_handle: bo.handle(),
+            offset: 0,
+            size: *size,
+            flags: if input {
+                uapi::bind::IN
+            } else {
+                uapi::bind::OUT
+            },
+            pad: 0,
+        });
+        bos.push((bo, plane));
+    }
+    let id = d
+        .exec(&prog, &bindings, uapi::priority::NORMAL)
+        .map_err(|e| e.to_string())?;
+    let st = d
+        .wait(id, std::time::Duration::from_secs(10))
+        .map_err(|e| e.to_string())?;
+    check!(st == Some(ane::device::JobStatus::Done), "job ended {st:?}");
+    // The output is the reference sum, bit for bit. Which input is which
+    // does not matter for addition.
+    let (bo, plane) = bos.get_mut(out_index.ok_or("no output")?).ok_or("output")?;
+    let plane = *plane;
+    let m = bo.map().map_err(|e| e.to_string())?;
+    let got: Vec<half::f16> = (0..n)
+        .map(|c| half::f16::from_bits(u16::from_le_bytes([m[c * plane], m[c * plane + 1]])))
+        .collect();
+    let want = ane::reference::add(&a, &b, ane::reference::Rounding::NearestEven)
+        .map_err(|e| e.to_string())?;
+    let stats = ane::reference::compare(&want, &got, 0).map_err(|e| e.to_string())?;
+    check!(stats.passed(), "sum differs from the reference: {stats:?}");
+    // A second job on the same buffers (the TM was left ready).
+    let id = d
+        .exec(&prog, &bindings, uapi::priority::HIGH)
+        .map_err(|e| e.to_string())?;
+    check!(
+        d.wait(id, std::time::Duration::from_secs(10))
+            .map_err(|e| e.to_string())?
+            == Some(ane::device::JobStatus::Done),
+        "second job"
+    );
+    Ok(())
+}
+
+/// Submits one sum job on fresh buffers and waits for it.
+fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let mut prog = uapi::ProgramDestroy {
+        handle: r.prog,
+        pad: 0,
+    };
+    let mut a = uapi::Exec {
+        program: r.prog,
+        binding_count: r.bindings.len() as u32,
+        bindings: r.bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+    let st = d
+        .wait(a.job_id, std::time::Duration::from_secs(20))
+        .map_err(|e| e.to_string())?
+        .ok_or("job still pending after 20 s")?;
+    let _ = raw::program_destroy(d.fd(), &mut prog);
+    Ok(st)
+}
+
+const SIM_DEBUGFS: &str = "/sys/kernel/debug/ane-sim";
+
+fn inject(what: &str, n: u32) -> TestResult {
+    std::fs::write(format!("{SIM_DEBUGFS}/{what}"), n.to_string())
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+fn job_after_autosuspend(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let status = format!(
+        "/sys/class/accel/{}/device/power/runtime_status",
+        d.path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("accel0")
+    );
+    // The suite loads the module with a short autosuspend delay.
+    let mut state = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        state = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
+        if state.trim() == "suspended" {
+            break;
+        }
+    }
+    check!(
+        state.trim() == "suspended",
+        "device never autosuspended: {}",
+        state.trim()
+    );
+    // The engine lost its state while suspended; resume must restore it.
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after resume: {st:?}"
+    );
+    Ok(())
+}
+
+fn injected_hang_recovers(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    if !std::path::Path::new(SIM_DEBUGFS).exists() {
+        return Err(SKIP.into());
+    }
+    inject("hang", 1)?;
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Timeout,
+        "hung job ended {st:?}"
+    );
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after recovery: {st:?}"
+    );
+    Ok(())
+}
+
+fn injected_error_is_a_fault(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    if !std::path::Path::new(SIM_DEBUGFS).exists() {
+        return Err(SKIP.into());
+    }
+    inject("error", 1)?;
+    let st = run_sum(d)?;
+    check!(
+        matches!(st, ane::device::JobStatus::Fault(f) if f != 0),
+        "errored job ended {st:?}"
+    );
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after recovery: {st:?}"
+    );
+    Ok(())
+}
+
+fn close_fd_with_pending_job(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    if !std::path::Path::new(SIM_DEBUGFS).exists() {
+        return Err(SKIP.into());
+    }
+    {
+        let d2 = Device::open(d.path()).map_err(|e| e.to_string())?;
+        let r = ready(&d2).map_err(|e| format!("setup: {e}"))?;
+        // The first job hangs, so the second is still queued at close.
+        inject("hang", 1)?;
+        for _ in 0..2 {
+            let mut a = uapi::Exec {
+                program: r.prog,
+                binding_count: r.bindings.len() as u32,
+                bindings: r.bindings.as_ptr() as u64,
+                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                ..Default::default()
+            };
+            raw::exec(d2.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+        }
+        // Everything goes away with jobs in flight.
+    }
+    // If the worker had not reached them, the closed file's jobs were
+    // dropped unrun and the injected hang is still armed: disarm it.
+    inject("hang", 0)?;
+    // The device still works for others (after a hung job times out).
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after the close: {st:?}"
+    );
     Ok(())
 }
 
@@ -363,8 +645,364 @@ const BAD_INPUTS: &[Case] = &[
     }),
 ];
 
+/// A staged copy of the sum program in a BO, ready for PROGRAM_CREATE.
+struct Staged<'d> {
+    bo: ane::device::Bo<'d>,
+    args: uapi::ProgramCreate,
+}
+
+fn staged(d: &Device) -> Result<Staged<'_>, Errno> {
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(Errno::NOSYS)?;
+    let stream = hwx.task_stream();
+    let tsk = stream.len() as u64;
+    let size = tsk.div_ceil(16) * 16 + hwx.weights().len() as u64;
+    let mut bo = d.bo_create(size.max(1)).map_err(|_| Errno::IO)?;
+    bo.map().map_err(|_| Errno::IO)?[..stream.len()].copy_from_slice(stream);
+    let args = uapi::ProgramCreate {
+        bo_handle: bo.handle(),
+        offset: 0,
+        size,
+        td_size: hwx.td_size(),
+        td_count: hwx.td_count(),
+        tsk_size: tsk,
+        ..Default::default()
+    };
+    Ok(Staged { bo, args })
+}
+
+fn create_with(d: &Device, f: impl FnOnce(&mut uapi::ProgramCreate)) -> Result<(), Errno> {
+    let s = staged(d)?;
+    let mut a = s.args;
+    f(&mut a);
+    let r = raw::program_create(d.fd(), &mut a);
+    if r.is_ok() {
+        let mut x = uapi::ProgramDestroy {
+            handle: a.handle,
+            pad: 0,
+        };
+        let _ = raw::program_destroy(d.fd(), &mut x);
+    }
+    drop(s.bo);
+    r
+}
+
+fn corrupt_stream(d: &Device, at: usize, val: u32) -> Result<(), Errno> {
+    let mut s = staged(d)?;
+    let m = s.bo.map().map_err(|_| Errno::IO)?;
+    m[at..at + 4].copy_from_slice(&val.to_le_bytes());
+    let mut a = s.args;
+    raw::program_create(d.fd(), &mut a)
+}
+
+/// A created sum program with valid bindings, for EXEC rows.
+struct Ready<'d> {
+    prog: u32,
+    bos: Vec<ane::device::Bo<'d>>,
+    bindings: Vec<uapi::Binding>,
+}
+
+fn ready(d: &Device) -> Result<Ready<'_>, Errno> {
+    let s = staged(d)?;
+    let mut a = s.args;
+    raw::program_create(d.fd(), &mut a)?;
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(Errno::NOSYS)?;
+    let mut bos = Vec::new();
+    let mut bindings = Vec::new();
+    for t in hwx.tensors() {
+        let bo = d.bo_create(t.buffer_size).map_err(|_| Errno::IO)?;
+        bindings.push(uapi::Binding {
+            slot: t.slot as u32,
+            bo_handle: bo.handle(),
+            offset: 0,
+            size: t.buffer_size,
+            flags: if t.direction == ane::hwx::Direction::Input {
+                uapi::bind::IN
+            } else {
+                uapi::bind::OUT
+            },
+            pad: 0,
+        });
+        bos.push(bo);
+    }
+    Ok(Ready {
+        prog: a.handle,
+        bos,
+        bindings,
+    })
+}
+
+fn exec_with(
+    d: &Device,
+    f: impl FnOnce(&mut uapi::Exec, &mut Vec<uapi::Binding>, &Ready<'_>),
+) -> Result<(), Errno> {
+    let r = ready(d)?;
+    let mut bindings = r.bindings.clone();
+    let mut a = uapi::Exec {
+        program: r.prog,
+        priority: uapi::priority::NORMAL,
+        binding_count: bindings.len() as u32,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    f(&mut a, &mut bindings, &r);
+    if a.bindings == 0 {
+        a.bindings = bindings.as_ptr() as u64;
+    } else if a.bindings == 1 {
+        a.bindings = 0; // the caller asked for NULL
+    }
+    let res = raw::exec(d.fd(), &mut a);
+    if res.is_ok() {
+        let mut w = uapi::Wait {
+            job_id: a.job_id,
+            timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+            ..Default::default()
+        };
+        let _ = raw::wait(d.fd(), &mut w);
+    }
+    drop(r.bos);
+    res
+}
+
+fn slot_of(r: &Ready<'_>, output: bool) -> usize {
+    r.bindings
+        .iter()
+        .position(|b| (b.flags == uapi::bind::OUT) == output)
+        .unwrap_or(0)
+}
+
+/// Rows that need the sum fixture (skipped without it).
+const PROGRAM_BAD_INPUTS: &[Case] = &[
+    ("program_create: flags != 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.flags = 1)
+    }),
+    ("program_create: pad != 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.pad = 1)
+    }),
+    ("program_create: size 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.size = 0)
+    }),
+    ("program_create: tsk_size 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.tsk_size = 0)
+    }),
+    ("program_create: td_size 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.td_size = 0)
+    }),
+    ("program_create: td_count 0", Errno::INVAL, |d| {
+        create_with(d, |a| a.td_count = 0)
+    }),
+    (
+        "program_create: td_size not a multiple of 4",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.td_size = 0x273),
+    ),
+    (
+        "program_create: td_size beyond the maximum",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.td_size = 0x10000),
+    ),
+    ("program_create: td_count u32::MAX", Errno::INVAL, |d| {
+        create_with(d, |a| a.td_count = u32::MAX)
+    }),
+    ("program_create: tsk_size > size", Errno::INVAL, |d| {
+        create_with(d, |a| a.tsk_size = a.size + 1)
+    }),
+    (
+        "program_create: offset + size beyond the BO",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.offset = 1 << 20),
+    ),
+    (
+        "program_create: offset + size overflows",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.offset = u64::MAX),
+    ),
+    (
+        "program_create: size beyond the program maximum",
+        Errno::TOOBIG,
+        |d| create_with(d, |a| a.size = 1 << 40),
+    ),
+    ("program_create: unknown BO handle", Errno::NOENT, |d| {
+        create_with(d, |a| a.bo_handle = 0xdead)
+    }),
+    ("program_create: sections on H13", Errno::INVAL, |d| {
+        create_with(d, |a| a.section_count = 1)
+    }),
+    ("program_create: section_size on H13", Errno::INVAL, |d| {
+        create_with(d, |a| a.section_size = 24)
+    }),
+    (
+        "program_create: td_count larger than the stream",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.td_count = 2),
+    ),
+    ("program_create: corrupt stream header", Errno::INVAL, |d| {
+        corrupt_stream(d, 0x28, 0xffff_ffff)
+    }),
+    (
+        "program_create: unknown register block",
+        Errno::INVAL,
+        |d| corrupt_stream(d, 0x124, 0x3c00_7000),
+    ),
+    ("program_destroy: unknown handle", Errno::NOENT, |d| {
+        let mut a = uapi::ProgramDestroy {
+            handle: 0xbeef,
+            pad: 0,
+        };
+        raw::program_destroy(d.fd(), &mut a)
+    }),
+    ("program_destroy: pad != 0", Errno::INVAL, |d| {
+        let mut a = uapi::ProgramDestroy { handle: 1, pad: 1 };
+        raw::program_destroy(d.fd(), &mut a)
+    }),
+    ("exec: unknown program", Errno::NOENT, |d| {
+        exec_with(d, |a, _, _| a.program = 0xbeef)
+    }),
+    ("exec: flags != 0", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.flags = 1)
+    }),
+    ("exec: pad != 0", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.pad = 1)
+    }),
+    ("exec: priority beyond HIGH", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.priority = 3)
+    }),
+    ("exec: no bindings", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.binding_count = 0)
+    }),
+    ("exec: 33 bindings", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.binding_count = 33)
+    }),
+    (
+        "exec: binding_size smaller than the struct",
+        Errno::INVAL,
+        |d| exec_with(d, |a, _, _| a.binding_size = 16),
+    ),
+    ("exec: binding_size huge", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.binding_size = 1 << 20)
+    }),
+    ("exec: bindings pointer NULL", Errno::FAULT, |d| {
+        exec_with(d, |a, _, _| a.bindings = 1)
+    }),
+    ("exec: bind slot 0 (command)", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].slot = 0)
+    }),
+    ("exec: bind slot 1 (weights)", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].slot = 1)
+    }),
+    ("exec: bind slot 32", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].slot = 32)
+    }),
+    ("exec: same slot twice", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[1].slot = b[0].slot)
+    }),
+    ("exec: binding flags 0", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].flags = 0)
+    }),
+    ("exec: unknown binding flag", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].flags |= 1 << 7)
+    }),
+    ("exec: binding pad != 0", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].pad = 1)
+    }),
+    ("exec: unknown BO handle", Errno::NOENT, |d| {
+        exec_with(d, |_, b, _| b[0].bo_handle = 0xdead)
+    }),
+    ("exec: offset + size beyond the BO", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].offset = 1 << 20)
+    }),
+    ("exec: offset + size overflows", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].offset = u64::MAX - 63)
+    }),
+    ("exec: misaligned offset", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| {
+            b[0].offset = 8;
+            b[0].size -= 64;
+        })
+    }),
+    ("exec: binding size 0", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].size = 0)
+    }),
+    (
+        "exec: buffer smaller than the program needs",
+        Errno::NOSPC,
+        |d| exec_with(d, |_, b, _| b[0].size = 64),
+    ),
+    ("exec: a used slot left unbound", Errno::INVAL, |d| {
+        exec_with(d, |a, b, _| {
+            b.truncate(2);
+            a.binding_count = 2;
+        })
+    }),
+    ("exec: a slot the program does not use", Errno::INVAL, |d| {
+        exec_with(d, |_, b, _| b[0].slot = 9)
+    }),
+    ("exec: output bound as input only", Errno::INVAL, |d| {
+        exec_with(d, |_, b, r| {
+            let i = slot_of(r, true);
+            b[i].flags = uapi::bind::IN;
+        })
+    }),
+    ("exec: input bound as output only", Errno::INVAL, |d| {
+        exec_with(d, |_, b, r| {
+            let i = slot_of(r, false);
+            b[i].flags = uapi::bind::OUT;
+        })
+    }),
+    ("wait: unknown job", Errno::NOENT, |d| {
+        let mut w = uapi::Wait {
+            job_id: 1 << 40,
+            timeout_ns: ane::device::monotonic_ns(),
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w)
+    }),
+    ("wait: pad != 0", Errno::INVAL, |d| {
+        let mut w = uapi::Wait {
+            job_id: 1,
+            pad: 1,
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w)
+    }),
+    ("wait: a finished job twice", Errno::NOENT, |d| {
+        let r = ready(d)?;
+        let mut a = uapi::Exec {
+            program: r.prog,
+            binding_count: r.bindings.len() as u32,
+            bindings: r.bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            ..Default::default()
+        };
+        raw::exec(d.fd(), &mut a)?;
+        let mut w = uapi::Wait {
+            job_id: a.job_id,
+            timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w)?;
+        raw::wait(d.fd(), &mut w)
+    }),
+];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--after-unbind") {
+        let path = args
+            .get(2)
+            .map(String::as_str)
+            .unwrap_or("/dev/accel/accel0");
+        let flag = args.get(3).map(String::as_str).unwrap_or("/tmp/unbound");
+        return match after_unbind(path, flag) {
+            Ok(()) => {
+                println!("after-unbind: ok");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("after-unbind: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if args.get(1).map(String::as_str) == Some("--child-bo-traffic") {
         let path = args
             .get(2)
@@ -394,13 +1032,35 @@ fn main() -> ExitCode {
         ("close fd with live BOs", close_fd_with_live_bos),
         ("two processes at once", two_processes),
         ("device total cap", device_total_cap),
+        ("program create/destroy", program_create_destroy),
+        (
+            "exec: sum matches the CPU reference",
+            exec_sum_matches_reference,
+        ),
+        (
+            "job after autosuspend (engine state restored)",
+            job_after_autosuspend,
+        ),
+        (
+            "injected hang: timeout, recovery, next job runs",
+            injected_hang_recovers,
+        ),
+        (
+            "injected engine error: fault, recovery",
+            injected_error_is_a_fault,
+        ),
+        ("close fd with a job pending", close_fd_with_pending_job),
     ];
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (name, t) in tests {
         match t(&dev) {
             Ok(()) => {
                 println!("PASS {name}");
                 passed += 1;
+            }
+            Err(e) if e == SKIP => {
+                println!("SKIP {name}: no fixtures (ANE_FIXTURES)");
+                skipped += 1;
             }
             Err(e) => {
                 println!("FAIL {name}: {e}");
@@ -420,8 +1080,29 @@ fn main() -> ExitCode {
             }
         }
     }
-    println!("bad-input table: {} rows", BAD_INPUTS.len());
-    println!("{passed} passed, {failed} failed");
+    let have_fixtures = fixture("tinygrad_sum.hwx").is_some();
+    for (name, want, f) in PROGRAM_BAD_INPUTS {
+        if !have_fixtures {
+            println!("SKIP bad input: {name}: no fixtures");
+            skipped += 1;
+            continue;
+        }
+        match f(&dev) {
+            Err(e) if e == *want => {
+                println!("PASS bad input: {name} -> {want:?}");
+                passed += 1;
+            }
+            other => {
+                println!("FAIL bad input: {name}: got {other:?}, want {want:?}");
+                failed += 1;
+            }
+        }
+    }
+    println!(
+        "bad-input table: {} rows",
+        BAD_INPUTS.len() + PROGRAM_BAD_INPUTS.len()
+    );
+    println!("{passed} passed, {failed} failed, {skipped} skipped");
     if failed == 0 {
         ExitCode::SUCCESS
     } else {

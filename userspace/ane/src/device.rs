@@ -157,6 +157,23 @@ pub mod raw {
         /// `DRM_IOCTL_ANE_BO_INFO`.
         bo_info, uapi::cmd::BO_INFO, uapi::BoInfo
     );
+    rw!(
+        /// `DRM_IOCTL_ANE_PROGRAM_CREATE`.
+        program_create, uapi::cmd::PROGRAM_CREATE, uapi::ProgramCreate
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_PROGRAM_DESTROY`.
+        program_destroy, uapi::cmd::PROGRAM_DESTROY, uapi::ProgramDestroy
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_EXEC`. The kernel reads `binding_count` elements of
+        /// `binding_size` bytes at the user pointer `bindings`.
+        exec, uapi::cmd::EXEC, uapi::Exec
+    );
+    rw!(
+        /// `DRM_IOCTL_ANE_WAIT`.
+        wait, uapi::cmd::WAIT, uapi::Wait
+    );
 }
 
 /// `DRM_IOCTL_VERSION`'s answer.
@@ -382,6 +399,167 @@ impl Device {
         })?;
         bo.size = info.size;
         Ok(bo)
+    }
+}
+
+/// Bytes between the task stream and the weights of a program range: the
+/// kernel finds the weights at `round_up(tsk_size, 16)`.
+pub const WEIGHTS_ALIGN: u64 = 16;
+
+/// A validated program held by the kernel; destroyed when dropped.
+#[derive(Debug)]
+pub struct Program<'d> {
+    dev: &'d Device,
+    handle: u32,
+}
+
+impl Program<'_> {
+    /// The program handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+}
+
+impl Drop for Program<'_> {
+    fn drop(&mut self) {
+        let mut a = uapi::ProgramDestroy {
+            handle: self.handle,
+            pad: 0,
+        };
+        let _ = raw::program_destroy(&self.dev.fd, &mut a);
+    }
+}
+
+/// How a job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobStatus {
+    /// Completed.
+    Done,
+    /// The engine did not finish in time (it was recovered).
+    Timeout,
+    /// The engine reported an error; the detail is backend-specific.
+    Fault(u64),
+    /// It never ran to completion.
+    Aborted,
+}
+
+/// The current `CLOCK_MONOTONIC` time in nanoseconds.
+pub fn monotonic_ns() -> i64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    t.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec)
+}
+
+impl Device {
+    /// Hands `size` bytes at `offset` of `bo` (task stream of `tsk_size`
+    /// bytes, then the weights at `round_up(tsk_size, 16)`) to the kernel,
+    /// which copies and validates them.
+    pub fn program_create(
+        &self,
+        bo: &Bo<'_>,
+        offset: u64,
+        size: u64,
+        td_size: u32,
+        td_count: u32,
+        tsk_size: u64,
+    ) -> Result<Program<'_>> {
+        let mut a = uapi::ProgramCreate {
+            bo_handle: bo.handle,
+            offset,
+            size,
+            td_size,
+            td_count,
+            tsk_size,
+            ..Default::default()
+        };
+        raw::program_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+            source,
+        })?;
+        Ok(Program {
+            dev: self,
+            handle: a.handle,
+        })
+    }
+
+    /// Loads a compiled HWX program: its task stream and weights are laid
+    /// out in a staging BO the way the kernel expects, then handed over.
+    pub fn load_hwx(&self, hwx: &crate::hwx::Hwx) -> Result<Program<'_>> {
+        let stream = hwx.task_stream();
+        let tsk = stream.len() as u64;
+        let woff = tsk.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
+        let weights = hwx.weights();
+        let size = woff + weights.len() as u64;
+        let mut bo = self.bo_create(size)?;
+        let m = bo.map()?;
+        m[..stream.len()].copy_from_slice(stream);
+        m[woff as usize..woff as usize + weights.len()].copy_from_slice(weights);
+        self.program_create(&bo, 0, size, hwx.td_size(), hwx.td_count(), tsk)
+    }
+
+    /// Submits a job; returns its id.
+    pub fn exec(
+        &self,
+        program: &Program<'_>,
+        bindings: &[uapi::Binding],
+        priority: u32,
+    ) -> Result<u64> {
+        let mut a = uapi::Exec {
+            program: program.handle,
+            priority,
+            binding_count: u32::try_from(bindings.len()).map_err(|_| Error::Invalid {
+                field: "binding_count",
+                value: bindings.len() as u64,
+                reason: "too many bindings",
+            })?,
+            bindings: bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            ..Default::default()
+        };
+        raw::exec(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_EXEC",
+            source,
+        })?;
+        Ok(a.job_id)
+    }
+
+    /// Waits up to `timeout` for job `id`. `Ok(None)` when the time passed
+    /// first (the job is still pending and can be waited for again).
+    pub fn wait(&self, id: u64, timeout: std::time::Duration) -> Result<Option<JobStatus>> {
+        let deadline =
+            monotonic_ns().saturating_add(i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX));
+        let mut a = uapi::Wait {
+            job_id: id,
+            timeout_ns: deadline,
+            ..Default::default()
+        };
+        loop {
+            match raw::wait(&self.fd, &mut a) {
+                Ok(()) => break,
+                Err(Errno::TIME) => return Ok(None),
+                Err(Errno::INTR) => continue,
+                Err(source) => {
+                    return Err(Error::Ioctl {
+                        ioctl: "DRM_IOCTL_ANE_WAIT",
+                        source,
+                    })
+                }
+            }
+        }
+        Ok(Some(match a.status {
+            uapi::job_status::DONE => JobStatus::Done,
+            uapi::job_status::TIMEOUT => JobStatus::Timeout,
+            uapi::job_status::FAULT => JobStatus::Fault(a.fault),
+            uapi::job_status::ABORTED => JobStatus::Aborted,
+            other => {
+                return Err(Error::Invalid {
+                    field: "status",
+                    value: u64::from(other),
+                    reason: "unknown job status from the kernel",
+                })
+            }
+        }))
     }
 }
 

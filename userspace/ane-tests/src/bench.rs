@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! `ane-bench`: driver overhead benchmarks, run in a QEMU guest by
+//! `make bench` (or on a Mac). Not a test: it prints measurements.
+//!
+//! - a null ioctl (`DRM_IOCTL_VERSION`) against an EXEC+WAIT round trip of
+//!   the smallest real program (tinygrad's 64-element add), as medians, and
+//!   their ratio;
+//! - creating, mapping (touching every page) and freeing a 256 MiB BO.
+
+use std::time::{Duration, Instant};
+
+use ane::device::{raw, version, Device};
+use ane::hw::uapi;
+
+fn main() {
+    let d = match Device::discover() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("ane-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    // Guest clocks under TCG can be coarse (a jiffy), so every figure is a
+    // batch total divided by its count.
+    let n = 20_000u32;
+    let t = Instant::now();
+    for _ in 0..n {
+        let _ = version(d.fd());
+    }
+    let null = t.elapsed() / n;
+    println!("null ioctl (DRM_IOCTL_VERSION): mean {:?} over {n}", null);
+
+    let dir = std::env::var("ANE_FIXTURES").unwrap_or_else(|_| "/fixtures".into());
+    match std::fs::read(format!("{dir}/tinygrad_sum.hwx")) {
+        Err(_) => println!("exec+wait: skipped (no fixtures)"),
+        Ok(bytes) => {
+            let hwx = ane::hwx::Hwx::parse(&bytes).expect("fixture parses");
+            let prog = d.load_hwx(&hwx).expect("program");
+            let mut bos = Vec::new();
+            let mut bindings = Vec::new();
+            for t in hwx.tensors() {
+                let bo = d.bo_create(t.buffer_size).expect("bo");
+                bindings.push(uapi::Binding {
+                    slot: t.slot as u32,
+                    bo_handle: bo.handle(),
+                    offset: 0,
+                    size: t.buffer_size,
+                    flags: if t.direction == ane::hwx::Direction::Input {
+                        uapi::bind::IN
+                    } else {
+                        uapi::bind::OUT
+                    },
+                    pad: 0,
+                });
+                bos.push(bo);
+            }
+            let runs = 500u32;
+            let mut t = Instant::now();
+            for i in 0..runs + 20 {
+                if i == 20 {
+                    t = Instant::now();
+                }
+                let id = d
+                    .exec(&prog, &bindings, uapi::priority::NORMAL)
+                    .expect("exec");
+                let st = d.wait(id, Duration::from_secs(10)).expect("wait");
+                assert_eq!(st, Some(ane::device::JobStatus::Done));
+            }
+            let rt = t.elapsed() / runs;
+            println!(
+                "exec+wait round trip (64-element add): mean {:?} over {runs}",
+                rt
+            );
+            println!(
+                "ratio exec+wait / null ioctl: {:.1}x (goal <= 5x)",
+                rt.as_secs_f64() / null.as_secs_f64()
+            );
+        }
+    }
+
+    let size: u64 = 256 << 20;
+    let t = Instant::now();
+    let mut bo = d.bo_create(size).expect("256 MiB BO");
+    let created = t.elapsed();
+    let m = bo.map().expect("map");
+    let page = rustix::param::page_size();
+    for i in (0..m.len()).step_by(page) {
+        m[i] = 1;
+    }
+    let mapped = t.elapsed();
+    drop(bo);
+    let freed = t.elapsed();
+    println!(
+        "256 MiB BO: create {:?}, + map and touch every page {:?}, + free {:?} (total)",
+        created,
+        mapped - created,
+        freed - mapped
+    );
+    let mut a = uapi::GetParam::default();
+    let _ = raw::get_param(d.fd(), &mut a);
+}
