@@ -151,11 +151,12 @@ pub(crate) fn program_create(
         })?;
 
     // The private copy: bootstrap TD, task stream, weights.
-    let weights_len = args.size - args.tsk_size;
+    // The weights start at round_up(tsk_size, 16) in the user's range and
+    // keep that distance from the stream in the copy.
+    let weights_at = (args.tsk_size + WEIGHTS_ALIGN - 1) & !(WEIGHTS_ALIGN - 1);
+    let weights_len = args.size.saturating_sub(weights_at);
     let stream_off = stream_offset(td_size);
-    let weights_off = stream_off
-        .checked_add((args.tsk_size + WEIGHTS_ALIGN - 1) & !(WEIGHTS_ALIGN - 1))
-        .ok_or(EINVAL)?;
+    let weights_off = stream_off.checked_add(weights_at).ok_or(EINVAL)?;
     let total = weights_off.checked_add(weights_len).ok_or(EINVAL)?;
     let total = (total + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
     let bo = gem::create_private(dev, file, total)?;
@@ -169,7 +170,7 @@ pub(crate) fn program_create(
     gem::write(&bo, stream_off, &stream)?;
     copy_bo(
         &src,
-        args.offset + args.tsk_size,
+        args.offset + weights_at,
         &bo,
         weights_off,
         weights_len,

@@ -409,6 +409,140 @@ fn exec_sum_matches_reference(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// The reference of one fixture: inputs (in tensor order) to outputs.
+type Reference = fn(&[Vec<half::f16>], &[[u32; 4]]) -> Vec<half::f16>;
+/// The same, as a closure.
+type RefFn<'a> = &'a dyn Fn(&[Vec<half::f16>], &[[u32; 4]]) -> Vec<half::f16>;
+
+fn conv_all(w: f32) -> impl Fn(&[Vec<half::f16>], &[[u32; 4]]) -> Vec<half::f16> {
+    move |ins: &[Vec<half::f16>], dims: &[[u32; 4]]| {
+        let [n, c, h, wd] = dims[0];
+        let shape = ane::tensor::Shape::new(n as usize, c as usize, h as usize, wd as usize)
+            .expect("shape");
+        let weights = vec![half::f16::from_f32(w); (c * c) as usize];
+        ane::reference::conv1x1(
+            &ins[0],
+            &shape,
+            &weights,
+            c as usize,
+            None,
+            ane::reference::Rounding::NearestEven,
+        )
+        .expect("conv")
+        .1
+    }
+}
+
+/// Runs compiled fixture `name` on the simulator with deterministic inputs
+/// and compares every output element with `reference` (within `ulp`).
+fn run_fixture(d: &Device, name: &str, ulp: u32, reference: RefFn<'_>) -> TestResult {
+    let hwx = fixture(name).ok_or(SKIP)?;
+    let prog = d.load_hwx(&hwx).map_err(|e| e.to_string())?;
+    let mut bos = Vec::new();
+    let mut bindings = Vec::new();
+    let mut inputs = Vec::new();
+    let mut in_dims = Vec::new();
+    let mut outputs = Vec::new();
+    // Element offset of (n, c, h, w) from the tensor's byte strides.
+    let at = |st: &[u64; 4], n: u64, c: u64, h: u64, w: u64| {
+        (n * st[0] + c * st[1] + h * st[2] + w * st[3]) as usize
+    };
+    for (i, t) in hwx.tensors().iter().enumerate() {
+        let mut bo = d.bo_create(t.buffer_size).map_err(|e| e.to_string())?;
+        let m = bo.map().map_err(|e| e.to_string())?;
+        let [n, c, h, w] = t.dims.map(u64::from);
+        let input = t.direction == ane::hwx::Direction::Input;
+        if input {
+            let v = data(i as u32 + 7, (n * c * h * w) as usize);
+            let mut k = 0;
+            for a in 0..n {
+                for b in 0..c {
+                    for y in 0..h {
+                        for x in 0..w {
+                            let o = at(&t.strides, a, b, y, x);
+                            m[o..o + 2].copy_from_slice(&v[k].to_bits().to_le_bytes());
+                            k += 1;
+                        }
+                    }
+                }
+            }
+            inputs.push(v);
+            in_dims.push(t.dims);
+        } else {
+            m.fill(0xff);
+            outputs.push((bos.len(), t.dims, t.strides));
+        }
+        bindings.push(uapi::Binding {
+            slot: t.slot as u32,
+            bo_handle: bo.handle(),
+            offset: 0,
+            size: t.buffer_size,
+            flags: if input {
+                uapi::bind::IN
+            } else {
+                uapi::bind::OUT
+            },
+            pad: 0,
+        });
+        bos.push(bo);
+    }
+    let id = d
+        .exec(&prog, &bindings, uapi::priority::NORMAL)
+        .map_err(|e| e.to_string())?;
+    let st = d
+        .wait(id, std::time::Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    check!(
+        st == Some(ane::device::JobStatus::Done),
+        "{name}: job ended {st:?}"
+    );
+    let want = reference(&inputs, &in_dims);
+    let mut got = Vec::new();
+    for (idx, dims, strides) in outputs {
+        let m = bos[idx].map().map_err(|e| e.to_string())?;
+        let [n, c, h, w] = dims.map(u64::from);
+        for a in 0..n {
+            for b in 0..c {
+                for y in 0..h {
+                    for x in 0..w {
+                        let o = at(&strides, a, b, y, x);
+                        got.push(half::f16::from_bits(u16::from_le_bytes([m[o], m[o + 1]])));
+                    }
+                }
+            }
+        }
+    }
+    let stats = ane::reference::compare(&want, &got, ulp).map_err(|e| e.to_string())?;
+    check!(stats.passed(), "{name}: {stats:?}");
+    println!(
+        "     {name}: {} elements, max {} ulp, {} mismatches",
+        stats.count, stats.max_ulp, stats.mismatches
+    );
+    Ok(())
+}
+
+fn fixtures_match_reference(d: &Device) -> TestResult {
+    use ane::reference::{self as r, Rounding::NearestEven as Rne};
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let add: Reference = |i, _| r::add(&i[0], &i[1], Rne).expect("add");
+    let mul: Reference = |i, _| r::mul(&i[0], &i[1], Rne).expect("mul");
+    let relu: Reference = |i, _| r::relu(&i[0]);
+    let concat: Reference = |i, _| i.concat();
+    run_fixture(d, "tinygrad_sum.hwx", 0, &add)?;
+    run_fixture(d, "mul_zin541_macos12.hwx", 0, &mul)?;
+    run_fixture(d, "mul_zin764_macos14.hwx", 0, &mul)?;
+    run_fixture(d, "tinygrad_relu.hwx", 0, &relu)?;
+    run_fixture(d, "tinygrad_concat.hwx", 0, &concat)?;
+    // 1x1 convolutions with the compiled weights (all 2.0 / all 3.0):
+    // accumulations, within 2 ulp.
+    run_fixture(d, "tinygrad_conv.hwx", 2, &conv_all(2.0))?;
+    run_fixture(d, "tinygrad_conv3_w3.hwx", 2, &conv_all(3.0))?;
+    // 512 -> 512 inner product whose compiled weights are all zero.
+    let zeros: Reference = |_, dims| vec![half::f16::ZERO; dims[0][1] as usize];
+    run_fixture(d, "tinygrad_gemm.hwx", 0, &zeros)?;
+    Ok(())
+}
+
 /// Submits one sum job on fresh buffers and waits for it.
 fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
@@ -1036,6 +1170,10 @@ fn main() -> ExitCode {
         (
             "exec: sum matches the CPU reference",
             exec_sum_matches_reference,
+        ),
+        (
+            "compiled fixtures match the CPU reference",
+            fixtures_match_reference,
         ),
         (
             "job after autosuspend (engine state restored)",
