@@ -16,7 +16,7 @@ arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/u
 esac
 
 mkdir -p "$out"
-rsync -a --delete --exclude=.git --exclude=target /src/ "$out/src/"
+rsync -a --delete --exclude=.git --exclude=/userspace/target /src/ "$out/src/"
 
 # The module, test flavour (Kbuild makes warnings errors).
 make -C "$out/src" KDIR="$kdir" ARCH="$karch" ANE_TEST=1 modules >"$out/module-build.log" 2>&1 || {
@@ -27,7 +27,8 @@ cp "$out/src/ane.ko" "$out/ane.ko"
 
 # Userspace, static, with the chroot's Rust toolchain (the same rustc that
 # built the kernel; also proves the crates build with the minimum version).
-export CARGO_TARGET_DIR=/cache/cargo-target/$arch
+# Per output directory, so concurrent builds never swap binaries.
+export CARGO_TARGET_DIR=$out/target
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export RUSTFLAGS="-C target-feature=+crt-static"
 cargo build --quiet --locked --release --manifest-path "$out/src/userspace/Cargo.toml" \

@@ -15,10 +15,10 @@ dtc -q -I dtb -O dts -o "$tmp/virt.dts" "$tmp/virt.dtb"
 cat >>"$tmp/virt.dts" <<'DTS'
 
 / {
-	ane-t8103 { compatible = "apple,t8103-ane"; };
-	ane-t6000 { compatible = "apple,t6000-ane"; };
-	ane-t6020 { compatible = "apple,t6020-ane"; };
-	ane-t6021 { compatible = "apple,t6021-ane"; };
+	ane-t8103 { compatible = "apple,t8103-ane"; reg = <0x0 0x0c000000 0x0 0x24000>; reg-names = "engine"; };
+	ane-t6000 { compatible = "apple,t6000-ane"; reg = <0x0 0x0c040000 0x0 0x24000>; reg-names = "engine"; };
+	ane-t6020 { compatible = "apple,t6020-ane"; reg = <0x0 0x0c080000 0x0 0x24000>; reg-names = "engine"; };
+	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x0c0c0000 0x0 0x24000>; reg-names = "engine"; };
 };
 DTS
 dtc -q -I dts -O dtb -o "$out" "$tmp/virt.dts"

@@ -252,10 +252,12 @@ impl Engine {
         )
     }
 
-    /// Called after the device powered up: restores the task manager.
+    /// Called after the device powered up. The task manager lost its state;
+    /// it is enabled again before the next job runs, not here: the driver
+    /// core also resumes a device just to unbind it, and that must not
+    /// depend on the engine answering.
     pub(crate) fn resume(&self) {
-        self.backend.enable();
-        self.enabled.store(true, Ordering::Release);
+        self.enabled.store(false, Ordering::Release);
         self.powered.store(true, Ordering::Release);
     }
 
@@ -346,8 +348,8 @@ impl Engine {
                 fault: u64::MAX,
             };
         }
-        // Probe touches no register; the first job after it enables the
-        // task manager (every resume does so too).
+        // Probe and resume touch no register: the first job after either
+        // enables the task manager.
         if !self.enabled.swap(true, Ordering::AcqRel) {
             self.backend.enable();
         }
