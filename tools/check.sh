@@ -91,4 +91,10 @@ step "qemu arm64: modalias load, bind, sysfs unbind/rebind" \
 	boot arm64 "$kdir_arm" bind bind "$(guest_dir arm64)/ane-virt.dtb"
 step "qemu arm64: warning canary caught" canary arm64 "$kdir_arm"
 
+# Installation: device tree, DKMS, packages (each builds for real in the
+# chroot; see the scripts).
+step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
+step "dkms: real add/build against both test kernels" tools/dkms/check.sh
+step "packaging: makepkg + rpmbuild, contents" tools/packaging/check.sh
+
 summary

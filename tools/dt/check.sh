@@ -1,0 +1,273 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0-only OR MIT
+#
+# Device-tree checks of the ANE overlays (dts/*.dts) and binding
+# (dts/bindings/apple,ane.yaml), against the upstream 7.3 board trees.
+#
+#   tools/dt/check.sh            (from the repository root, on the host)
+#
+# Runs itself inside the build chroot. For each SoC it builds upstream board
+# DTBs from the kernel source (in the cached arm64 build tree), merges the
+# overlay with tools/dt/merge.sh (fdtoverlay), and proves:
+#   - the overlay compiles without warnings beyond the ones inherent to
+#     overlays (dtc cannot know a target's #address-cells);
+#   - the merged tree survives a dtc round trip (dtb -> dts -> dtb -> dts
+#     is identical) and dtc reports nothing new compared with the stock tree;
+#   - tools/dt/dtcheck.py: compatible and every stock node and property kept,
+#     only the overlay's nodes added, every phandle reference resolves;
+#   - dt-schema: the merged tree has no finding the stock tree lacks and
+#     every added node matches a schema (ours for the ANE, upstream ones for
+#     the DARTs, PMGR power states, mailbox and reserved memory);
+# plus the binding itself (yamllint with the kernel's rules, dt-doc-validate
+# against the meta-schema, its examples validated) and negative cases that
+# show the checks do fail (a broken merge, a wrong board, a bad node).
+#
+# dt-schema: a pinned release (tools/dt/dtschema-requirements.txt) in a venv
+# under /cache, keyed by that file and the Python version; the processed
+# schema (all 7.3 bindings + ours) under /cache, keyed by dt-schema, the
+# kernel source and our binding. Ends with "N passed, N failed".
+set -euo pipefail
+
+if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
+	top=$(cd "$(dirname "$0")/../.." && pwd)
+	kdir=$("$top/tools/kernel/build.sh" arm64)
+	exec "$top/tools/env/run.sh" /usr/bin/env ANE_IN_CHROOT=1 ANE_KDIR="$kdir" tools/dt/check.sh "$@"
+fi
+
+cd /src
+kdir=$ANE_KDIR
+# The build tree's Makefile includes the source tree's.
+ksrc=$(sed -n 's#^include \(.*\)/Makefile$#\1#p' "$kdir/Makefile")
+[ -f "$ksrc/Makefile" ] || { echo "cannot find the kernel source of $kdir" >&2; exit 1; }
+bindings=$ksrc/Documentation/devicetree/bindings
+
+passed=0 failed=0 results=()
+# step NAME COMMAND...: run one check, record it, keep going.
+step() {
+	local name=$1 rc=0
+	shift
+	printf '\n--- %s\n' "$name"
+	"$@" || rc=$?
+	if [ "$rc" = 0 ]; then
+		passed=$((passed + 1)) results+=("PASS  $name")
+	else
+		failed=$((failed + 1)) results+=("FAIL  $name")
+	fi
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# --- dt-schema (pinned, in a venv under /cache) -------------------------------
+pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+venv_key=$( { echo "py $pyver"; cat tools/dt/dtschema-requirements.txt; } | sha256sum | cut -c1-16)
+venv=/cache/dtschema-venv-$venv_key
+setup_venv() {
+	[ -f "$venv/.ane-ready" ] && return 0
+	exec {lockfd}>/cache/.lock-dtschema-venv
+	flock "$lockfd"
+	[ -f "$venv/.ane-ready" ] && return 0
+	rm -rf "$venv"
+	python3 -m venv --system-site-packages "$venv"
+	"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
+		-r tools/dt/dtschema-requirements.txt
+	touch "$venv/.ane-ready"
+}
+setup_venv || { echo "dt-schema venv setup failed" >&2; exit 1; }
+export PATH=$venv/bin:$PATH
+dtschema_ver=$(dt-validate -V)
+
+# Our binding, staged where its $id says it lives (npu/apple,ane.yaml).
+mkdir -p "$work/bindings/npu"
+cp dts/bindings/apple,ane.yaml "$work/bindings/npu/"
+schema_key=$( { echo "dtschema $dtschema_ver"; echo "$ksrc"; cat dts/bindings/apple,ane.yaml; } | sha256sum | cut -c1-16)
+schema=/cache/dt-processed-schema/$schema_key.json
+make_schema() {
+	[ -s "$schema" ] && return 0
+	mkdir -p /cache/dt-processed-schema
+	exec {lockfd2}>/cache/.lock-dt-processed-schema
+	flock "$lockfd2"
+	[ -s "$schema" ] && return 0
+	echo "processing the 7.3 bindings + ours with dt-schema $dtschema_ver (about a minute)"
+	dt-mk-schema -j "$bindings" "$work/bindings" >"$schema.tmp" 2>"$work/mk-schema.log" || {
+		cat "$work/mk-schema.log" >&2
+		rm -f "$schema.tmp"
+		return 1
+	}
+	mv "$schema.tmp" "$schema"
+}
+
+# --- the binding ------------------------------------------------------------------
+step "binding: yamllint (kernel rules)" yamllint -s -c "$bindings/.yamllint" dts/bindings/apple,ane.yaml
+step "binding: dt-doc-validate against the meta-schema" dt-doc-validate -u "$bindings" "$work/bindings/npu/apple,ane.yaml"
+step "dt-schema: processed schema of the 7.3 bindings + ours ($dtschema_ver)" make_schema
+[ -s "$schema" ] || { printf '%s\n' "${results[@]}"; echo "$passed passed, $failed failed"; exit 1; }
+
+# dt-validate exits 0 even when it reports problems: its output is the verdict.
+validate() { dt-validate -m -s "$schema" "$@" 2>&1 | sed "s#^$work/##"; }
+# Preprocess and compile a DTS as kbuild does.
+cpp_dtc() {
+	cpp -nostdinc -I "$ksrc/include" -I "$ksrc/scripts/dtc/include-prefixes" -undef -D__DTS__ \
+		-x assembler-with-cpp "$1" -o "$2.pre" && dtc -q -I dts -O dtb -o "$2" "$2.pre"
+}
+binding_examples() {
+	dt-extract-example dts/bindings/apple,ane.yaml >"$work/example.dts"
+	cpp_dtc "$work/example.dts" "$work/example.dtb" || return 1
+	out=$(validate "$work/example.dtb")
+	[ -z "$out" ] || { echo "$out"; return 1; }
+	echo "both examples validate"
+}
+step "binding: examples compile and validate" binding_examples
+
+# The compatibles the overlays use are the driver's (drivers/accel/ane/hw/soc.rs).
+compat_of() { sed -n 's/.*compatible = "\(apple,t[0-9]*-ane\)";.*/\1/p' "dts/$1-ane.dts"; }
+compatibles_known() {
+	local soc c ok=0
+	for soc in t8103 t6001 t6021; do
+		c=$(compat_of "$soc")
+		if grep -q "c\"$c\"" drivers/accel/ane/hw/soc.rs && grep -q -- "- $c\$" dts/bindings/apple,ane.yaml; then
+			echo "$soc-ane.dts: $c (in soc.rs and the binding)"
+		else
+			echo "$soc-ane.dts: compatible '$c' missing from soc.rs or the binding" >&2
+			ok=1
+		fi
+	done
+	return $ok
+}
+step "overlays use the driver's compatibles" compatibles_known
+
+# --- board DTBs from the 7.3 source -------------------------------------------
+# At least one board per SoC: Mac mini / MacBook (M1), MacBook Pro + Mac Studio
+# (M1 Max, M2 Max).
+boards_t8103="t8103-j274 t8103-j293 t8103-j313"
+boards_t6001="t6001-j314c t6001-j316c t6001-j375c"
+boards_t6021="t6021-j414c t6021-j416c t6021-j475c"
+all_boards="$boards_t8103 $boards_t6001 $boards_t6021"
+build_boards() {
+	local targets=() b
+	for b in $all_boards; do targets+=("apple/$b.dtb"); done
+	make -s -C "$ksrc" O="$kdir" ARCH=arm64 LLVM=1 "${targets[@]}"
+	for b in $all_boards; do
+		cp "$kdir/arch/arm64/boot/dts/apple/$b.dtb" "$work/$b.dtb"
+		echo "$b: $(fdtget -t s "$work/$b.dtb" / model)"
+	done
+}
+step "board DTBs built from the 7.3 source ($(echo $all_boards | wc -w) boards)" build_boards
+
+# --- overlays -------------------------------------------------------------------
+# Only the warnings every overlay gets (the target's #address-cells and
+# #size-cells are unknown to dtc when compiling a fragment) are silenced.
+compile_overlay() {
+	local soc=$1 log
+	log=$(dtc -@ -I dts -O dtb -o "$work/$soc-ane.dtbo" \
+		-Wno-reg_format -Wno-avoid_default_addr_size -Wno-unit_address_vs_reg \
+		"dts/$soc-ane.dts" 2>&1) || { echo "$log"; return 1; }
+	[ -z "$log" ] || { echo "$log"; return 1; }
+	echo "$soc-ane.dtbo: $(stat -c %s "$work/$soc-ane.dtbo") bytes, fixups: $(fdtget -p "$work/$soc-ane.dtbo" /__fixups__ | paste -sd' ')"
+}
+
+merge() { tools/dt/merge.sh "$work/$1.dtb" "$work/$2-ane.dtbo" "$work/$1-ane.dtb"; }
+
+round_trip() {
+	local m=$work/$1-ane.dtb
+	dtc -I dtb -O dts -o "$m.1.dts" "$m" 2>"$m.warn" || return 1
+	dtc -I dts -O dtb -o "$m.2.dtb" "$m.1.dts" 2>/dev/null || return 1
+	dtc -I dtb -O dts -o "$m.2.dts" "$m.2.dtb" 2>/dev/null || return 1
+	cmp -s "$m.1.dts" "$m.2.dts" || { diff "$m.1.dts" "$m.2.dts" | head; return 1; }
+	dtc -I dtb -O dts -o /dev/null "$work/$1.dtb" 2>"$work/$1.warn"
+	sed -i "s#^[^:]*: ##" "$m.warn" "$work/$1.warn"
+	new=$(comm -13 <(sort "$work/$1.warn") <(sort "$m.warn"))
+	[ -z "$new" ] || { echo "dtc warnings the stock tree does not have:"; echo "$new"; return 1; }
+	echo "round trip identical ($(grep -c '{' "$m.1.dts") nodes); dtc warnings: $(wc -l <"$m.warn") (stock: $(wc -l <"$work/$1.warn"))"
+}
+
+# dt-validate's findings for one tree, cached under /cache keyed by the
+# processed schema and the tree's own hash (validating a board tree takes
+# about ten seconds; the stock trees never change between runs).
+findings() {
+	local f=$1 sum out
+	sum=$(sha256sum "$f" | cut -c1-32)
+	out=/cache/dt-validate/$schema_key/$sum
+	if [ ! -f "$out" ]; then
+		mkdir -p "/cache/dt-validate/$schema_key"
+		dt-validate -m -s "$schema" "$f" 2>&1 | sed "s#^$f: ##" >"$out.tmp.$$"
+		mv "$out.tmp.$$" "$out"
+	fi
+	cat "$out"
+}
+schema_check() {
+	local b=$1 base merged new
+	base=$(findings "$work/$b.dtb")
+	merged=$(findings "$work/$b-ane.dtb")
+	new=$(comm -13 <(sort <<<"$base") <(sort <<<"$merged"))
+	if [ -n "$new" ]; then
+		echo "dt-schema findings the stock tree does not have:"
+		echo "$new"
+		return 1
+	fi
+	echo "no new dt-schema findings (stock tree: $(grep -c . <<<"$base" || true) lines)"
+}
+
+dtcheck() { python3 tools/dt/dtcheck.py "$work/$1.dtb" "$work/$2-ane.dtbo" "$work/$1-ane.dtb" "$3"; }
+
+for soc in t8103 t6001 t6021; do
+	compat=$(compat_of "$soc")
+	step "$soc: overlay compiles (dtc -@), no warnings" compile_overlay "$soc"
+	boards=boards_$soc
+	for b in ${!boards}; do
+		step "$b + $soc-ane: fdtoverlay merge (symbols by path)" merge "$b" "$soc"
+		[ -f "$work/$b-ane.dtb" ] || continue
+		step "$b + $soc-ane: dtc round trip, no new dtc warnings" round_trip "$b"
+		step "$b + $soc-ane: stock nodes kept, phandles resolve ($compat)" dtcheck "$b" "$soc" "$compat"
+	done
+done
+
+for soc in t8103 t6001 t6021; do
+	boards=boards_$soc
+	for b in ${!boards}; do
+		[ -f "$work/$b-ane.dtb" ] || continue
+		step "$b + $soc-ane: dt-schema (ours + upstream bindings)" schema_check "$b"
+	done
+done
+
+# --- the checks can fail ----------------------------------------------------------
+expect_fail() {
+	local what=$1
+	shift
+	if "$@" >"$work/neg.log" 2>&1; then
+		echo "NOT detected: $what" >&2
+		tail -n 5 "$work/neg.log" >&2
+		return 1
+	fi
+	echo "detected: $what ($(grep -m1 -E 'FAIL|merge:|failed|expected|required' "$work/neg.log" || tail -n1 "$work/neg.log"))"
+}
+negatives() {
+	local b=t8103-j274 m=$work/t8103-j274-ane.dtb rc=0
+	cp "$m" "$work/n1.dtb"
+	fdtput -r "$work/n1.dtb" /soc/power-management@23b700000/power-controller@470
+	expect_fail "a stock node removed" python3 tools/dt/dtcheck.py "$work/$b.dtb" "$work/t8103-ane.dtbo" "$work/n1.dtb" apple,t8103-ane || rc=1
+	cp "$m" "$work/n2.dtb"
+	fdtput -t x "$work/n2.dtb" /soc/npu@26bc04000 power-domains 1234 5678
+	expect_fail "a dangling power-domains phandle" python3 tools/dt/dtcheck.py "$work/$b.dtb" "$work/t8103-ane.dtbo" "$work/n2.dtb" apple,t8103-ane || rc=1
+	cp "$m" "$work/n3.dtb"
+	fdtput -t s "$work/n3.dtb" / compatible apple,j274 apple,t8112 apple,arm-platform
+	expect_fail "the board compatible changed" python3 tools/dt/dtcheck.py "$work/$b.dtb" "$work/t8103-ane.dtbo" "$work/n3.dtb" apple,t8103-ane || rc=1
+	expect_fail "the T8103 overlay onto an M1 Max board" tools/dt/merge.sh "$work/t6001-j314c.dtb" "$work/t8103-ane.dtbo" "$work/n4.dtb" || rc=1
+	cp "$m" "$work/n5.dtb"
+	fdtput -t s "$work/n5.dtb" /soc/npu@26bc04000 reg-names ctl
+	fdtput -d "$work/n5.dtb" /soc/npu@26bc04000 interrupts
+	out=$(validate "$work/n5.dtb")
+	if grep -q "apple,ane.yaml" <<<"$out"; then
+		echo "detected: a node that violates the binding ($(grep -c 'apple,ane.yaml' <<<"$out") findings)"
+	else
+		echo "NOT detected: a node that violates the binding" >&2
+		rc=1
+	fi
+	return $rc
+}
+step "negative cases are caught (broken merge, wrong board, bad node)" negatives
+
+printf '\n=== dt summary\n'
+printf '%s\n' "${results[@]}"
+printf '%s passed, %s failed\n' "$passed" "$failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,789 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! `ane-dt`: put the ANE device-tree overlay into the device trees the Mac
+//! boots with, the only way Asahi allows.
+//!
+//! m1n1 applies no overlays and a GRUB `devicetree` line would replace the
+//! tree m1n1 fixes up for every boot, so the overlay is merged offline into
+//! a copy of the board's stock DTB, and update-m1n1 is pointed at a DTB set
+//! made of that copy plus the other stock DTBs:
+//!
+//! - stock DTBs: the kernel's (`/boot/dtb/apple` on Fedora,
+//!   `/usr/lib/modules/<newest>/dtbs[/apple]` on Arch), never modified;
+//! - `/var/lib/ane-dt/dtbs/apple/*.dtb`: links to the stock DTBs, and the
+//!   merged one for this board;
+//! - `/var/lib/ane-dt/update-m1n1.sh`: sets `DTBS` to that directory, but
+//!   only while the stock DTB it was made from is unchanged (after a kernel
+//!   update the stock trees are used until `ane-dt install` runs again);
+//! - one marked block at the end of `/etc/default/update-m1n1` sources it;
+//! - `/var/lib/ane-dt/backup`: the configuration and stock DTB as they were
+//!   before the first install.
+//!
+//! Every operation is idempotent, refuses boards without an overlay, and
+//! never runs update-m1n1 itself.
+
+pub mod boards;
+pub mod fdt;
+pub mod sha256;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use boards::Board;
+use fdt::Fdt;
+
+/// Where things are. Every absolute path is taken below `root` (`/` on a
+/// real system; a fake tree in the tests).
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The system root.
+    pub root: PathBuf,
+    /// Directory of the compiled overlays (`<soc>-ane.dtbo`), absolute.
+    pub overlays: String,
+    /// The stock DTB directory, absolute; found automatically when `None`.
+    pub dtbs: Option<String>,
+    /// The board's DTB name (`t8103-j274`); read from the running device
+    /// tree when `None`.
+    pub board: Option<String>,
+}
+
+/// The directory ane-dt owns.
+pub const STATE_DIR: &str = "/var/lib/ane-dt";
+/// update-m1n1's configuration, sourced by it as a shell script.
+pub const M1N1_CONF: &str = "/etc/default/update-m1n1";
+/// The installed overlays.
+pub const OVERLAYS: &str = "/usr/share/ane/dt";
+const BEGIN: &str = "# BEGIN ane-dt: ANE device-tree overlay (undo with `ane-dt remove`)";
+const END: &str = "# END ane-dt";
+
+impl Default for Env {
+    fn default() -> Self {
+        Env {
+            root: PathBuf::from("/"),
+            overlays: OVERLAYS.to_string(),
+            dtbs: None,
+            board: None,
+        }
+    }
+}
+
+/// Why an operation did not happen.
+#[derive(Debug)]
+pub enum Error {
+    /// Refused on purpose (unknown board, missing input, ...); exit 1.
+    Refused(String),
+    /// A file operation failed.
+    Io(String, io::Error),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Refused(m) => write!(f, "{m}"),
+            Error::Io(what, e) => write!(f, "{what}: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn refuse<T>(msg: impl Into<String>) -> Result<T, Error> {
+    Err(Error::Refused(msg.into()))
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(io::Error) -> Error {
+    let what = what.into();
+    move |e| Error::Io(what, e)
+}
+
+/// Merges an overlay into a board DTB. The real one uses dtc's tools; the
+/// tests can substitute their own.
+pub trait Merger {
+    /// Writes `out` = `base` + `overlay`.
+    fn merge(&self, base: &Path, overlay: &Path, out: &Path) -> Result<(), Error>;
+}
+
+/// The merge recipe of `tools/dt/merge.sh`, with `fdtput` and `fdtoverlay`:
+/// map the overlay's `ane-base-symbols` into a temporary `/__symbols__`
+/// (giving a fresh phandle to a mapped node that has none), apply, and drop
+/// the temporary `/__symbols__` again.
+#[derive(Debug, Default)]
+pub struct DtcMerger;
+
+fn run(tool: &str, args: &[&str]) -> Result<(), Error> {
+    let out = Command::new(tool).args(args).output().map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            Error::Refused(format!(
+                "{tool} not found: install dtc (Arch: dtc, Fedora: dtc, Debian: device-tree-compiler)"
+            ))
+        } else {
+            Error::Io(format!("running {tool}"), e)
+        }
+    })?;
+    if !out.status.success() {
+        return refuse(format!(
+            "{tool} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}
+
+fn read_fdt(path: &Path) -> Result<Fdt, Error> {
+    let blob = fs::read(path).map_err(io(format!("reading {}", path.display())))?;
+    Fdt::parse(&blob).map_err(|e| Error::Refused(format!("{}: {e}", path.display())))
+}
+
+/// The overlay's label → stock path table.
+pub fn base_symbols(overlay: &Fdt) -> Vec<(String, String)> {
+    overlay
+        .nodes
+        .get("/ane-base-symbols")
+        .map(|props| {
+            props
+                .iter()
+                .map(|(k, v)| {
+                    let path = String::from_utf8_lossy(v)
+                        .trim_end_matches('\0')
+                        .to_string();
+                    (k.clone(), path)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Merger for DtcMerger {
+    fn merge(&self, base: &Path, overlay: &Path, out: &Path) -> Result<(), Error> {
+        let b = read_fdt(base)?;
+        let o = read_fdt(overlay)?;
+        let symbols = base_symbols(&o);
+        if symbols.is_empty() {
+            return refuse(format!(
+                "{} has no ane-base-symbols table",
+                overlay.display()
+            ));
+        }
+        let work = out.with_extension("work");
+        fs::copy(base, &work).map_err(io(format!("copying {}", base.display())))?;
+        let w = work.to_str().expect("UTF-8 path");
+        let mut next = b.max_phandle();
+        let had_symbols = b.has_node("/__symbols__");
+        if !had_symbols {
+            run("fdtput", &["-c", w, "/__symbols__"])?;
+        }
+        for (label, path) in &symbols {
+            if !b.has_node(path) {
+                let _ = fs::remove_file(&work);
+                return refuse(format!(
+                    "{} has no node {path} (label {label}): the overlay does not fit this tree",
+                    base.display()
+                ));
+            }
+            if b.phandle(path).is_none() {
+                next += 1;
+                run(
+                    "fdtput",
+                    &["-t", "u", w, path, "phandle", &next.to_string()],
+                )?;
+            }
+            run("fdtput", &["-t", "s", w, "/__symbols__", label, path])?;
+        }
+        let o_str = overlay.to_str().expect("UTF-8 path");
+        let out_str = out.to_str().expect("UTF-8 path");
+        let res = run("fdtoverlay", &["-i", w, "-o", out_str, o_str]);
+        let _ = fs::remove_file(&work);
+        res?;
+        if !had_symbols {
+            run("fdtput", &["-r", out_str, "/__symbols__"])?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the installed state stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct State {
+    /// The board.
+    pub board: String,
+    /// The stock DTB the merged one was made from (absolute).
+    pub stock: String,
+    /// Its SHA-256.
+    pub stock_sha256: String,
+    /// SHA-256 of the overlay that was applied.
+    pub overlay_sha256: String,
+    /// SHA-256 of the merged DTB.
+    pub merged_sha256: String,
+}
+
+impl State {
+    fn to_text(&self) -> String {
+        format!(
+            "board={}\nstock={}\nstock_sha256={}\noverlay_sha256={}\nmerged_sha256={}\n",
+            self.board, self.stock, self.stock_sha256, self.overlay_sha256, self.merged_sha256
+        )
+    }
+
+    fn parse(text: &str) -> Option<State> {
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                .map(str::to_string)
+        };
+        Some(State {
+            board: get("board")?,
+            stock: get("stock")?,
+            stock_sha256: get("stock_sha256")?,
+            overlay_sha256: get("overlay_sha256")?,
+            merged_sha256: get("merged_sha256")?,
+        })
+    }
+}
+
+impl Env {
+    /// `abs` (an absolute system path) below the root.
+    pub fn at(&self, abs: &str) -> PathBuf {
+        self.root.join(abs.trim_start_matches('/'))
+    }
+
+    /// The board, from `--board` or the running device tree's root
+    /// compatible. Unknown boards are refused.
+    pub fn board(&self) -> Result<&'static Board, Error> {
+        if let Some(name) = &self.board {
+            return boards::by_dtb(name).map_or_else(
+                || refuse(format!("no ANE overlay for board {name}; {}", supported())),
+                Ok,
+            );
+        }
+        let path = self.at("/sys/firmware/devicetree/base/compatible");
+        let raw = match fs::read(&path) {
+            Ok(r) => r,
+            Err(_) => {
+                return refuse(format!(
+                    "cannot read {}: not a device-tree machine?",
+                    path.display()
+                ))
+            }
+        };
+        let compatible: Vec<String> = raw
+            .split(|&c| c == 0)
+            .filter(|s| !s.is_empty())
+            .map(|s| String::from_utf8_lossy(s).into_owned())
+            .collect();
+        boards::by_root_compatible(&compatible).map_or_else(
+            || {
+                refuse(format!(
+                    "no ANE overlay for this machine ({}); {}",
+                    compatible.join(", "),
+                    supported()
+                ))
+            },
+            Ok,
+        )
+    }
+
+    /// The stock DTB directory holding `board`'s DTB: `--dtbs`, else
+    /// `/boot/dtb/apple`, `/boot/dtb`, then `/usr/lib/modules/<kernel>/dtbs/apple`
+    /// and `.../dtbs` for the newest kernel first (update-m1n1 uses the newest).
+    pub fn stock_dir(&self, board: &Board) -> Result<String, Error> {
+        let file = format!("{}.dtb", board.dtb);
+        if let Some(d) = &self.dtbs {
+            if self.at(d).join(&file).is_file() {
+                return Ok(d.trim_end_matches('/').to_string());
+            }
+            return refuse(format!("{d} has no {file}"));
+        }
+        let mut candidates = vec!["/boot/dtb/apple".to_string(), "/boot/dtb".to_string()];
+        let mut kernels: Vec<String> = fs::read_dir(self.at("/usr/lib/modules"))
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        kernels.sort_by(|a, b| version_cmp(b, a));
+        for k in kernels {
+            candidates.push(format!("/usr/lib/modules/{k}/dtbs/apple"));
+            candidates.push(format!("/usr/lib/modules/{k}/dtbs"));
+        }
+        for c in candidates {
+            if self.at(&c).join(&file).is_file() {
+                return Ok(c);
+            }
+        }
+        refuse(format!(
+            "no stock {file} found (looked in /boot/dtb and /usr/lib/modules/*/dtbs); pass --dtbs DIR"
+        ))
+    }
+
+    fn overlay_path(&self, board: &Board) -> PathBuf {
+        self.at(&self.overlays)
+            .join(format!("{}-ane.dtbo", board.overlay))
+    }
+
+    fn state(&self) -> Option<State> {
+        State::parse(&fs::read_to_string(self.at(&format!("{STATE_DIR}/state"))).ok()?)
+    }
+
+    fn hook_present(&self) -> bool {
+        fs::read_to_string(self.at(M1N1_CONF))
+            .map(|t| t.lines().any(|l| l == BEGIN))
+            .unwrap_or(false)
+    }
+}
+
+fn supported() -> String {
+    let names: Vec<&str> = boards::BOARDS.iter().map(|b| b.dtb).collect();
+    format!("overlays exist for: {}", names.join(", "))
+}
+
+/// Compares kernel release strings numerically where they hold numbers
+/// (`7.10.1` > `7.9.2`).
+pub fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, String)> {
+        let mut out: Vec<(bool, String)> = Vec::new();
+        for c in s.chars() {
+            let d = c.is_ascii_digit();
+            match out.last_mut() {
+                Some((kind, cur)) if *kind == d => cur.push(c),
+                _ => out.push((d, c.to_string())),
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for (x, y) in ca.iter().zip(cb.iter()) {
+        let o = if x.0 && y.0 {
+            let (nx, ny) = (x.1.trim_start_matches('0'), y.1.trim_start_matches('0'));
+            nx.len().cmp(&ny.len()).then_with(|| nx.cmp(ny))
+        } else {
+            x.1.cmp(&y.1)
+        };
+        if o != std::cmp::Ordering::Equal {
+            return o;
+        }
+    }
+    ca.len().cmp(&cb.len())
+}
+
+/// A shell-quoted string.
+fn sq(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// update-m1n1 only takes these from a DTB directory.
+fn m1n1_takes(name: &str) -> bool {
+    name.ends_with(".dtb") && (name.starts_with("t6") || name.starts_with("t81"))
+}
+
+/// What `status` found, as lines of text.
+pub fn status(env: &Env) -> Result<String, Error> {
+    let mut s = String::new();
+    let board = match env.board() {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = writeln!(s, "board:      unsupported ({e})");
+            return Ok(s);
+        }
+    };
+    let _ = writeln!(
+        s,
+        "board:      {} ({}), overlay {}-ane",
+        board.dtb, board.name, board.overlay
+    );
+    let ovl = env.overlay_path(board);
+    let _ = writeln!(
+        s,
+        "overlay:    {}{}",
+        ovl.display(),
+        if ovl.is_file() {
+            ""
+        } else {
+            " (missing: install ane-tools)"
+        }
+    );
+    match env.stock_dir(board) {
+        Ok(dir) => {
+            let stock = format!("{dir}/{}.dtb", board.dtb);
+            let _ = writeln!(s, "stock dtb:  {stock}");
+            if let Ok(f) = read_fdt(&env.at(&stock)) {
+                let anes: Vec<String> = f
+                    .find_ane_nodes()
+                    .into_iter()
+                    .filter(|p| f.enabled(p))
+                    .collect();
+                if !anes.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "            already has an enabled ANE node: {}",
+                        anes.join(", ")
+                    );
+                }
+            }
+            match env.state() {
+                None => {
+                    let _ = writeln!(s, "installed:  no");
+                }
+                Some(st) => {
+                    let now = fs::read(env.at(&st.stock)).map(|b| sha256::hex(&b)).ok();
+                    let ovl_now = fs::read(&ovl).map(|b| sha256::hex(&b)).ok();
+                    let fresh = now.as_deref() == Some(&st.stock_sha256)
+                        && ovl_now.as_deref() == Some(&st.overlay_sha256)
+                        && st.stock == stock;
+                    let _ = writeln!(
+                        s,
+                        "installed:  {} (made from {})",
+                        if fresh {
+                            "yes, current"
+                        } else {
+                            "STALE: the stock tree or the overlay changed; run `ane-dt install`"
+                        },
+                        st.stock
+                    );
+                }
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(s, "stock dtb:  {e}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "update-m1n1: {}",
+        if env.hook_present() {
+            format!("{M1N1_CONF} sources {STATE_DIR}/update-m1n1.sh")
+        } else {
+            format!("{M1N1_CONF} not hooked")
+        }
+    );
+    let running = running_ane_nodes(&env.at("/sys/firmware/devicetree/base"));
+    let _ = writeln!(
+        s,
+        "running:    {}",
+        if running.is_empty() {
+            "the booted device tree has no ANE node".to_string()
+        } else {
+            format!("ANE node in the booted tree: {}", running.join(", "))
+        }
+    );
+    Ok(s)
+}
+
+fn running_ane_nodes(base: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![(base.to_path_buf(), String::new())];
+    while let Some((dir, rel)) = stack.pop() {
+        if let Ok(c) = fs::read(dir.join("compatible")) {
+            if c.split(|&b| b == 0)
+                .any(|x| x.starts_with(b"apple,t") && x.ends_with(b"-ane"))
+            {
+                out.push(if rel.is_empty() {
+                    "/".into()
+                } else {
+                    rel.clone()
+                });
+            }
+        }
+        if rel.matches('/').count() >= 3 {
+            continue;
+        }
+        if let Ok(rd) = fs::read_dir(&dir) {
+            for e in rd.filter_map(|e| e.ok()) {
+                let p = e.path();
+                if p.is_dir() && !p.is_symlink() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    stack.push((p, format!("{rel}/{name}")));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Saves the pre-install state (update-m1n1's configuration and the stock
+/// board DTB) once; later calls keep the first backup.
+pub fn backup(env: &Env) -> Result<String, Error> {
+    let board = env.board()?;
+    let dir = env.stock_dir(board)?;
+    let bdir = env.at(&format!("{STATE_DIR}/backup"));
+    if bdir.join("done").is_file() {
+        return Ok(format!(
+            "backup already present in {STATE_DIR}/backup (kept)\n"
+        ));
+    }
+    fs::create_dir_all(&bdir).map_err(io(format!("creating {}", bdir.display())))?;
+    match fs::read(env.at(M1N1_CONF)) {
+        Ok(conf) => {
+            if env.hook_present() {
+                return refuse(format!(
+                    "{M1N1_CONF} already holds the ane-dt block but no backup exists; run `ane-dt remove` first"
+                ));
+            }
+            fs::write(bdir.join("update-m1n1"), conf).map_err(io("writing the backup"))?
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            fs::write(bdir.join("update-m1n1.absent"), b"").map_err(io("writing the backup"))?
+        }
+        Err(e) => return Err(Error::Io(format!("reading {M1N1_CONF}"), e)),
+    }
+    let stock = format!("{dir}/{}.dtb", board.dtb);
+    fs::copy(env.at(&stock), bdir.join(format!("{}.dtb", board.dtb)))
+        .map_err(io(format!("copying {stock}")))?;
+    fs::write(bdir.join("done"), format!("stock={stock}\n")).map_err(io("writing the backup"))?;
+    Ok(format!(
+        "saved {M1N1_CONF} and {stock} to {STATE_DIR}/backup\n"
+    ))
+}
+
+/// Merges the overlay for this board and hooks update-m1n1 up to the result.
+pub fn install(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
+    let board = env.board()?;
+    let ovl = env.overlay_path(board);
+    if !ovl.is_file() {
+        return refuse(format!("{} is missing (install ane-tools)", ovl.display()));
+    }
+    let dir = env.stock_dir(board)?;
+    let stock = format!("{dir}/{}.dtb", board.dtb);
+    let stock_blob = fs::read(env.at(&stock)).map_err(io(format!("reading {stock}")))?;
+    let base = Fdt::parse(&stock_blob).map_err(|e| Error::Refused(format!("{stock}: {e}")))?;
+    if base.strings("/", "compatible").first().map(String::as_str) != Some(board.compatible) {
+        return refuse(format!(
+            "{stock} is not the tree of {} ({})",
+            board.dtb, board.compatible
+        ));
+    }
+    let existing: Vec<String> = base
+        .find_ane_nodes()
+        .into_iter()
+        .filter(|p| base.enabled(p))
+        .collect();
+    if !existing.is_empty() {
+        return Ok(format!(
+            "{stock} already describes the ANE ({}); nothing to do{}\n",
+            existing.join(", "),
+            if env.hook_present() {
+                " (`ane-dt remove` drops the old overlay setup)"
+            } else {
+                ""
+            }
+        ));
+    }
+    let ovl_blob = fs::read(&ovl).map_err(io(format!("reading {}", ovl.display())))?;
+    let stock_sha = sha256::hex(&stock_blob);
+    let ovl_sha = sha256::hex(&ovl_blob);
+    let sdir = env.at(STATE_DIR);
+    let merged = sdir.join("dtbs/apple").join(format!("{}.dtb", board.dtb));
+
+    if let Some(st) = env.state() {
+        let merged_ok = fs::read(&merged)
+            .map(|b| sha256::hex(&b) == st.merged_sha256)
+            .unwrap_or(false);
+        if st.stock == stock
+            && st.stock_sha256 == stock_sha
+            && st.overlay_sha256 == ovl_sha
+            && merged_ok
+            && env.hook_present()
+        {
+            return Ok(format!(
+                "already installed for {} from {stock}; nothing to do\n",
+                board.dtb
+            ));
+        }
+    }
+
+    let mut report = backup(env)?;
+
+    // Merge into a new DTB set next to the old one, check it, then swap.
+    let new = sdir.join("dtbs.new");
+    let _ = fs::remove_dir_all(&new);
+    fs::create_dir_all(new.join("apple")).map_err(io(format!("creating {}", new.display())))?;
+    let out = new.join("apple").join(format!("{}.dtb", board.dtb));
+    let merged_blob = merger
+        .merge(&env.at(&stock), &ovl, &out)
+        .and_then(|()| fs::read(&out).map_err(io("reading the merged tree")))
+        .and_then(|blob| verify(&base, &blob, board).map(|()| blob))
+        .inspect_err(|_| {
+            let _ = fs::remove_dir_all(&new);
+        })?;
+    let rd = fs::read_dir(env.at(&dir)).map_err(io(format!("listing {dir}")))?;
+    let mut linked = 0;
+    for e in rd.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !m1n1_takes(&name) || name == format!("{}.dtb", board.dtb) {
+            continue;
+        }
+        // The links name the real system path (what update-m1n1 will read).
+        std::os::unix::fs::symlink(format!("{dir}/{name}"), new.join("apple").join(&name))
+            .map_err(io("linking the stock DTBs"))?;
+        linked += 1;
+    }
+    let old = sdir.join("dtbs");
+    let _ = fs::remove_dir_all(&old);
+    fs::rename(&new, &old).map_err(io("installing the DTB set"))?;
+
+    let st = State {
+        board: board.dtb.to_string(),
+        stock: stock.clone(),
+        stock_sha256: stock_sha.clone(),
+        overlay_sha256: ovl_sha,
+        merged_sha256: sha256::hex(&merged_blob),
+    };
+    fs::write(sdir.join("state"), st.to_text()).map_err(io("writing the state"))?;
+    fs::write(sdir.join("update-m1n1.sh"), fragment(&stock, &stock_sha))
+        .map_err(io("writing the fragment"))?;
+    hook(env)?;
+    let _ = writeln!(
+        report,
+        "merged {}-ane into {} ({} other stock DTBs linked) in {STATE_DIR}/dtbs",
+        board.overlay, stock, linked
+    );
+    let _ = writeln!(
+        report,
+        "update-m1n1 now takes its device trees from there. Next: `sudo update-m1n1`, reboot, then `ane-probe info`."
+    );
+    Ok(report)
+}
+
+/// The merged tree keeps the board's compatible and every stock node, and
+/// has exactly one enabled node of the expected ANE compatible.
+pub fn verify(base: &Fdt, merged: &[u8], board: &Board) -> Result<(), Error> {
+    let m = Fdt::parse(merged).map_err(|e| Error::Refused(format!("merged tree: {e}")))?;
+    if m.prop("/", "compatible") != base.prop("/", "compatible") {
+        return refuse("merged tree: the board compatible changed");
+    }
+    if let Some(p) = base.nodes.keys().find(|p| !m.has_node(p)) {
+        return refuse(format!(
+            "merged tree: node {p} of the stock tree is missing"
+        ));
+    }
+    for p in base.nodes.keys() {
+        if base.phandle(p).is_some() && m.phandle(p) != base.phandle(p) {
+            return refuse(format!("merged tree: the phandle of {p} changed"));
+        }
+    }
+    if m.has_node("/__symbols__") && !base.has_node("/__symbols__")
+        || m.has_node("/ane-base-symbols")
+    {
+        return refuse("merged tree: overlay bookkeeping was left in");
+    }
+    let anes = m.find_compatible(board.ane_compatible);
+    match anes.as_slice() {
+        [p] if m.enabled(p) => Ok(()),
+        _ => refuse(format!(
+            "merged tree: expected one enabled {} node, found {:?}",
+            board.ane_compatible, anes
+        )),
+    }
+}
+
+/// The shell fragment update-m1n1 sources (it runs with `set -e`: nothing
+/// here may fail).
+pub fn fragment(stock: &str, stock_sha: &str) -> String {
+    format!(
+        "# Generated by ane-dt. Gives update-m1n1 the device trees with the ANE\n\
+         # overlay, as long as the stock tree they were made from is unchanged;\n\
+         # after a kernel update the stock trees are used until `ane-dt install`\n\
+         # runs again.\n\
+         ane_dt_stock={stock}\n\
+         ane_dt_sum={sum}\n\
+         if [ -r \"$ane_dt_stock\" ] && [ \"$(sha256sum <\"$ane_dt_stock\" | cut -d' ' -f1)\" = \"$ane_dt_sum\" ]; then\n\
+         \tDTBS={dtbs}\n\
+         else\n\
+         \techo \"ane-dt: $ane_dt_stock changed since 'ane-dt install'; using the stock device trees (run: ane-dt install)\" >&2\n\
+         fi\n\
+         unset ane_dt_stock ane_dt_sum\n",
+        stock = sq(stock),
+        sum = sq(stock_sha),
+        dtbs = sq(&format!("{STATE_DIR}/dtbs")),
+    )
+}
+
+fn hook(env: &Env) -> Result<(), Error> {
+    if env.hook_present() {
+        return Ok(());
+    }
+    let path = env.at(M1N1_CONF);
+    let mut text = fs::read_to_string(&path).unwrap_or_default();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    let _ = write!(
+        text,
+        "{BEGIN}\nif [ -r {f} ]; then . {f}; fi\n{END}\n",
+        f = sq(&format!("{STATE_DIR}/update-m1n1.sh"))
+    );
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
+    }
+    write_atomic(&path, text.as_bytes())
+}
+
+fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
+    let tmp = path.with_extension("ane-dt.tmp");
+    fs::write(&tmp, data).map_err(io(format!("writing {}", tmp.display())))?;
+    fs::rename(&tmp, path).map_err(io(format!("replacing {}", path.display())))
+}
+
+/// Undoes `install`: drops the block from update-m1n1's configuration (or the
+/// file, if ane-dt created it), the merged DTB set, the fragment and the
+/// state. The backup is kept.
+pub fn remove(env: &Env) -> Result<String, Error> {
+    let mut report = String::new();
+    let path = env.at(M1N1_CONF);
+    if env.hook_present() {
+        let text = fs::read_to_string(&path).map_err(io(format!("reading {M1N1_CONF}")))?;
+        let mut out = String::new();
+        let mut inside = false;
+        for line in text.lines() {
+            if line == BEGIN {
+                inside = true;
+            } else if inside && line == END {
+                inside = false;
+            } else if !inside {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        let created = env
+            .at(&format!("{STATE_DIR}/backup/update-m1n1.absent"))
+            .is_file();
+        if created && out.trim().is_empty() {
+            fs::remove_file(&path).map_err(io(format!("removing {M1N1_CONF}")))?;
+            let _ = writeln!(report, "removed {M1N1_CONF} (ane-dt had created it)");
+        } else {
+            write_atomic(&path, out.as_bytes())?;
+            let _ = writeln!(report, "removed the ane-dt block from {M1N1_CONF}");
+        }
+    }
+    let sdir = env.at(STATE_DIR);
+    let mut removed = false;
+    for name in ["dtbs", "dtbs.new"] {
+        if sdir.join(name).exists() {
+            fs::remove_dir_all(sdir.join(name))
+                .map_err(io(format!("removing {STATE_DIR}/{name}")))?;
+            removed = true;
+        }
+    }
+    for name in ["state", "update-m1n1.sh"] {
+        if sdir.join(name).exists() {
+            fs::remove_file(sdir.join(name)).map_err(io(format!("removing {STATE_DIR}/{name}")))?;
+            removed = true;
+        }
+    }
+    if report.is_empty() && !removed {
+        return Ok("nothing installed; nothing to remove\n".to_string());
+    }
+    if removed {
+        let _ = writeln!(report, "removed the merged device trees from {STATE_DIR}");
+    }
+    let _ = writeln!(
+        report,
+        "Next: `sudo update-m1n1` and reboot to boot the stock device tree again."
+    );
+    Ok(report)
+}

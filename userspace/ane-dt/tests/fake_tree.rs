@@ -1,0 +1,536 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! ane-dt on fake system trees: install, status, idempotence, staleness,
+//! backup, remove, refusals. The merge itself is faked (dtc's tools may be
+//! missing on the host); one test runs the real recipe when fdtoverlay is
+//! installed.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ane_dt::fdt::{Builder, Fdt};
+use ane_dt::{backup, fragment, install, remove, status, DtcMerger, Env, Error, Merger};
+
+static SEQ: AtomicUsize = AtomicUsize::new(0);
+
+struct Tree {
+    root: PathBuf,
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.root);
+    }
+}
+
+const STOCK: &str = "/usr/lib/modules/7.3.4-1-ARCH/dtbs/apple";
+const M1N1_ORIG: &str =
+    "# update-m1n1 configuration\nDTBS=/usr/lib/modules/7.3.4-1-ARCH/dtbs/apple\n";
+
+fn put(root: &Path, abs: &str, data: &[u8]) {
+    let p = root.join(abs.trim_start_matches('/'));
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, data).unwrap();
+}
+
+fn read(root: &Path, abs: &str) -> Vec<u8> {
+    fs::read(root.join(abs.trim_start_matches('/'))).unwrap()
+}
+
+fn exists(root: &Path, abs: &str) -> bool {
+    root.join(abs.trim_start_matches('/')).exists()
+}
+
+/// Writes a tree from a path → properties map, in proper nesting order.
+fn emit(nodes: &BTreeMap<String, BTreeMap<String, Vec<u8>>>) -> Vec<u8> {
+    fn parent(p: &str) -> &str {
+        match p.rfind('/') {
+            Some(0) => "/",
+            Some(i) => &p[..i],
+            None => "",
+        }
+    }
+    fn node(b: &mut Builder, nodes: &BTreeMap<String, BTreeMap<String, Vec<u8>>>, path: &str) {
+        let name = if path == "/" {
+            ""
+        } else {
+            path.rsplit('/').next().unwrap()
+        };
+        b.begin(name);
+        for (k, v) in &nodes[path] {
+            b.prop(k, v);
+        }
+        for child in nodes.keys().filter(|c| *c != "/" && parent(c) == path) {
+            node(b, nodes, child);
+        }
+        b.end();
+    }
+    let mut b = Builder::new();
+    node(&mut b, nodes, "/");
+    b.finish()
+}
+
+fn board_tree(compat: &[&str], extra: &str) -> Vec<u8> {
+    let mut b = Builder::new();
+    b.begin("")
+        .prop_strs("compatible", compat)
+        .prop_strs("model", &[extra])
+        .begin("soc")
+        .begin("power-management@23b700000")
+        .begin("power-controller@470")
+        .prop_u32s("#power-domain-cells", &[0])
+        .prop_u32s("phandle", &[5])
+        .end()
+        .end()
+        .end()
+        .end();
+    b.finish()
+}
+
+/// A compiled overlay as `dtc -@` makes it: one fragment by path, one
+/// reference to a stock node through ane-base-symbols.
+fn overlay(ane_compat: &str) -> Vec<u8> {
+    let mut b = Builder::new();
+    b.begin("")
+        .begin("ane-base-symbols")
+        .prop_strs(
+            "ps_ane_sys",
+            &["/soc/power-management@23b700000/power-controller@470"],
+        )
+        .end()
+        .begin("fragment@0")
+        .prop_strs("target-path", &["/soc"])
+        .begin("__overlay__")
+        .begin("npu@26bc04000")
+        .prop_strs("compatible", &[ane_compat])
+        .prop_u32s("power-domains", &[0xffff_ffff])
+        .prop_strs("status", &["okay"])
+        .end()
+        .end()
+        .end()
+        .begin("__fixups__")
+        .prop_strs(
+            "ps_ane_sys",
+            &["/fragment@0/__overlay__/npu@26bc04000:power-domains:0"],
+        )
+        .end()
+        .end();
+    b.finish()
+}
+
+fn fake_system(compat: &[&str]) -> Tree {
+    let root = std::env::temp_dir().join(format!(
+        "ane-dt-test-{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = fs::remove_dir_all(&root);
+    let mut c = Vec::new();
+    for s in compat {
+        c.extend_from_slice(s.as_bytes());
+        c.push(0);
+    }
+    put(&root, "/sys/firmware/devicetree/base/compatible", &c);
+    put(
+        &root,
+        &format!("{STOCK}/t8103-j274.dtb"),
+        &board_tree(&["apple,j274", "apple,t8103"], "stock"),
+    );
+    put(
+        &root,
+        &format!("{STOCK}/t8103-j293.dtb"),
+        &board_tree(&["apple,j293", "apple,t8103"], "stock"),
+    );
+    put(
+        &root,
+        &format!("{STOCK}/t6001-j314c.dtb"),
+        &board_tree(&["apple,j314c", "apple,t6001"], "x"),
+    );
+    put(
+        &root,
+        &format!("{STOCK}/t8112-j413.dtb"),
+        &board_tree(&["apple,j413", "apple,t8112"], "x"),
+    );
+    put(
+        &root,
+        &format!("{STOCK}/s5l8960x-j71.dtb"),
+        b"not taken by update-m1n1",
+    );
+    // An older kernel's trees: the newest kernel must win.
+    put(
+        &root,
+        "/usr/lib/modules/7.3.2-1-ARCH/dtbs/apple/t8103-j274.dtb",
+        &board_tree(&["apple,j274", "apple,t8103"], "old"),
+    );
+    put(
+        &root,
+        "/usr/share/ane/dt/t8103-ane.dtbo",
+        &overlay("apple,t8103-ane"),
+    );
+    put(&root, "/etc/default/update-m1n1", M1N1_ORIG.as_bytes());
+    Tree { root }
+}
+
+fn env(t: &Tree) -> Env {
+    Env {
+        root: t.root.clone(),
+        ..Env::default()
+    }
+}
+
+/// Adds the overlay's node by hand, as fdtoverlay would (or breaks the
+/// result on purpose).
+struct FakeMerger {
+    drop_stock_node: bool,
+    calls: std::cell::Cell<usize>,
+}
+
+impl FakeMerger {
+    fn good() -> Self {
+        FakeMerger {
+            drop_stock_node: false,
+            calls: 0.into(),
+        }
+    }
+}
+
+impl Merger for FakeMerger {
+    fn merge(&self, base: &Path, overlay: &Path, out: &Path) -> Result<(), Error> {
+        self.calls.set(self.calls.get() + 1);
+        let mut f = Fdt::parse(&fs::read(base).unwrap()).unwrap();
+        let o = Fdt::parse(&fs::read(overlay).unwrap()).unwrap();
+        let compat = o
+            .prop("/fragment@0/__overlay__/npu@26bc04000", "compatible")
+            .unwrap()
+            .to_vec();
+        let mut props = BTreeMap::new();
+        props.insert("compatible".to_string(), compat);
+        props.insert("power-domains".to_string(), 5u32.to_be_bytes().to_vec());
+        f.nodes.insert("/soc/npu@26bc04000".into(), props);
+        if self.drop_stock_node {
+            f.nodes
+                .remove("/soc/power-management@23b700000/power-controller@470");
+        }
+        fs::write(out, emit(&f.nodes)).unwrap();
+        Ok(())
+    }
+}
+
+#[test]
+fn install_status_idempotent_remove() {
+    let t = fake_system(&["apple,j274", "apple,t8103", "apple,arm-platform"]);
+    let e = env(&t);
+    let stock_before = read(&t.root, &format!("{STOCK}/t8103-j274.dtb"));
+
+    let s = status(&e).unwrap();
+    assert!(s.contains("board:      t8103-j274"), "{s}");
+    assert!(
+        s.contains(&format!("stock dtb:  {STOCK}/t8103-j274.dtb")),
+        "newest kernel first: {s}"
+    );
+    assert!(s.contains("installed:  no"), "{s}");
+    assert!(s.contains("not hooked"), "{s}");
+
+    let m = FakeMerger::good();
+    let out = install(&e, &m).unwrap();
+    assert!(out.contains("saved"), "first install backs up: {out}");
+    assert!(out.contains("sudo update-m1n1"), "{out}");
+    assert_eq!(m.calls.get(), 1);
+
+    // The stock tree is untouched; the merged copy has the ANE node.
+    assert_eq!(
+        read(&t.root, &format!("{STOCK}/t8103-j274.dtb")),
+        stock_before
+    );
+    let merged = Fdt::parse(&read(&t.root, "/var/lib/ane-dt/dtbs/apple/t8103-j274.dtb")).unwrap();
+    assert_eq!(
+        merged.find_compatible("apple,t8103-ane"),
+        ["/soc/npu@26bc04000"]
+    );
+    // The other trees update-m1n1 takes are linked; others are not.
+    let dir = t.root.join("var/lib/ane-dt/dtbs/apple");
+    for name in ["t8103-j293.dtb", "t6001-j314c.dtb", "t8112-j413.dtb"] {
+        let l = fs::read_link(dir.join(name)).unwrap();
+        assert_eq!(l, PathBuf::from(format!("{STOCK}/{name}")));
+    }
+    assert!(!dir.join("s5l8960x-j71.dtb").exists());
+
+    // update-m1n1's configuration: the original, then one block.
+    let conf = String::from_utf8(read(&t.root, "/etc/default/update-m1n1")).unwrap();
+    assert!(conf.starts_with(M1N1_ORIG), "{conf}");
+    assert_eq!(conf.matches("# BEGIN ane-dt").count(), 1);
+    assert!(conf.contains(
+        "if [ -r '/var/lib/ane-dt/update-m1n1.sh' ]; then . '/var/lib/ane-dt/update-m1n1.sh'; fi"
+    ));
+    // The backup holds the pre-install state.
+    assert_eq!(
+        read(&t.root, "/var/lib/ane-dt/backup/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    assert_eq!(
+        read(&t.root, "/var/lib/ane-dt/backup/t8103-j274.dtb"),
+        stock_before
+    );
+
+    let s = status(&e).unwrap();
+    assert!(s.contains("installed:  yes, current"), "{s}");
+    assert!(s.contains("sources /var/lib/ane-dt/update-m1n1.sh"), "{s}");
+
+    // Idempotent: nothing merged or written again.
+    let out = install(&e, &m).unwrap();
+    assert!(out.contains("nothing to do"), "{out}");
+    assert_eq!(m.calls.get(), 1);
+    assert_eq!(
+        String::from_utf8(read(&t.root, "/etc/default/update-m1n1")).unwrap(),
+        conf
+    );
+    assert!(backup(&e).unwrap().contains("kept"));
+
+    // A kernel update changes the stock tree: stale until installed again.
+    put(
+        &t.root,
+        &format!("{STOCK}/t8103-j274.dtb"),
+        &board_tree(&["apple,j274", "apple,t8103"], "new kernel"),
+    );
+    assert!(status(&e).unwrap().contains("STALE"));
+    let out = install(&e, &m).unwrap();
+    assert!(out.contains("merged"), "{out}");
+    assert_eq!(m.calls.get(), 2);
+    assert_eq!(
+        conf,
+        String::from_utf8(read(&t.root, "/etc/default/update-m1n1")).unwrap()
+    );
+    assert_eq!(
+        read(&t.root, "/var/lib/ane-dt/backup/t8103-j274.dtb"),
+        stock_before,
+        "first backup kept"
+    );
+
+    // Remove restores the configuration exactly and keeps the backup.
+    let out = remove(&e).unwrap();
+    assert!(out.contains("removed the ane-dt block"), "{out}");
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    assert!(!exists(&t.root, "/var/lib/ane-dt/dtbs"));
+    assert!(!exists(&t.root, "/var/lib/ane-dt/state"));
+    assert!(!exists(&t.root, "/var/lib/ane-dt/update-m1n1.sh"));
+    assert!(exists(&t.root, "/var/lib/ane-dt/backup/update-m1n1"));
+    assert!(remove(&e).unwrap().contains("nothing to remove"));
+    assert!(status(&e).unwrap().contains("installed:  no"));
+}
+
+#[test]
+fn unknown_boards_are_refused_and_nothing_is_written() {
+    let t = fake_system(&["apple,j413", "apple,t8112", "apple,arm-platform"]);
+    let e = env(&t);
+    let m = FakeMerger::good();
+    match install(&e, &m) {
+        Err(Error::Refused(msg)) => {
+            assert!(msg.contains("no ANE overlay for this machine"), "{msg}");
+            assert!(
+                msg.contains("t8103-j274"),
+                "lists the supported boards: {msg}"
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(matches!(backup(&e), Err(Error::Refused(_))));
+    assert!(status(&e).unwrap().contains("board:      unsupported"));
+    assert_eq!(m.calls.get(), 0);
+    assert!(!exists(&t.root, "/var/lib/ane-dt"));
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+
+    // An explicit board without an overlay (M1 Pro) is refused too.
+    let e2 = Env {
+        board: Some("t6000-j314s".into()),
+        ..env(&t)
+    };
+    assert!(matches!(install(&e2, &m), Err(Error::Refused(_))));
+    // A board whose compatible names another SoC is not a match.
+    let t3 = fake_system(&["apple,j274", "apple,t6001"]);
+    assert!(matches!(install(&env(&t3), &m), Err(Error::Refused(_))));
+}
+
+#[test]
+fn a_kernel_tree_with_an_ane_node_is_left_alone() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let m = FakeMerger::good();
+    // The "stock" tree already has the node (a future kernel).
+    let e = env(&t);
+    install(&e, &m).unwrap();
+    let merged = read(&t.root, "/var/lib/ane-dt/dtbs/apple/t8103-j274.dtb");
+    remove(&e).unwrap();
+    put(&t.root, &format!("{STOCK}/t8103-j274.dtb"), &merged);
+    let out = install(&e, &m).unwrap();
+    assert!(out.contains("already describes the ANE"), "{out}");
+    assert_eq!(m.calls.get(), 1);
+    assert!(!exists(&t.root, "/var/lib/ane-dt/state"));
+}
+
+#[test]
+fn a_bad_merge_is_caught_before_anything_is_hooked() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let e = env(&t);
+    let bad = FakeMerger {
+        drop_stock_node: true,
+        calls: 0.into(),
+    };
+    match install(&e, &bad) {
+        Err(Error::Refused(msg)) => assert!(msg.contains("is missing"), "{msg}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    assert!(!exists(&t.root, "/var/lib/ane-dt/state"));
+    assert!(!exists(&t.root, "/var/lib/ane-dt/dtbs"));
+    // A wrong overlay (another SoC's compatible) fails verification too.
+    put(
+        &t.root,
+        "/usr/share/ane/dt/t8103-ane.dtbo",
+        &overlay("apple,t6000-ane"),
+    );
+    assert!(matches!(
+        install(&e, &FakeMerger::good()),
+        Err(Error::Refused(_))
+    ));
+    assert!(!exists(&t.root, "/var/lib/ane-dt/state"));
+}
+
+#[test]
+fn missing_inputs_are_refused() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let e = env(&t);
+    fs::remove_file(t.root.join("usr/share/ane/dt/t8103-ane.dtbo")).unwrap();
+    assert!(
+        matches!(install(&e, &FakeMerger::good()), Err(Error::Refused(m)) if m.contains("install ane-tools"))
+    );
+    let e2 = Env {
+        dtbs: Some("/nowhere".into()),
+        ..env(&t)
+    };
+    assert!(matches!(
+        install(&e2, &FakeMerger::good()),
+        Err(Error::Refused(_))
+    ));
+}
+
+#[test]
+fn a_config_created_by_install_is_removed_again() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    fs::remove_file(t.root.join("etc/default/update-m1n1")).unwrap();
+    let e = Env {
+        dtbs: Some(STOCK.into()),
+        ..env(&t)
+    };
+    install(&e, &FakeMerger::good()).unwrap();
+    assert!(exists(&t.root, "/etc/default/update-m1n1"));
+    remove(&e).unwrap();
+    assert!(!exists(&t.root, "/etc/default/update-m1n1"));
+}
+
+/// The fragment update-m1n1 sources: DTBS points at the merged set only
+/// while the stock tree is unchanged, and it never fails under `set -e`.
+#[test]
+fn fragment_switches_dtbs_only_while_the_stock_tree_is_unchanged() {
+    if Command::new("sh")
+        .arg("-c")
+        .arg("command -v sha256sum")
+        .output()
+        .map(|o| !o.status.success())
+        .unwrap_or(true)
+    {
+        eprintln!("skipped: no sh/sha256sum");
+        return;
+    }
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let stock = t.root.join("stock.dtb");
+    fs::write(&stock, b"stock tree").unwrap();
+    let sum = ane_dt::sha256::hex(b"stock tree");
+    let frag = t.root.join("frag.sh");
+    fs::write(&frag, fragment(stock.to_str().unwrap(), &sum)).unwrap();
+    let run = || {
+        let o = Command::new("sh")
+            .arg("-ec")
+            .arg(format!(
+                "DTBS=stock-set; . '{}'; echo \"$DTBS\"",
+                frag.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (
+            String::from_utf8(o.stdout).unwrap().trim().to_string(),
+            String::from_utf8(o.stderr).unwrap(),
+        )
+    };
+    assert_eq!(run().0, "/var/lib/ane-dt/dtbs");
+    fs::write(&stock, b"updated kernel tree").unwrap();
+    let (dtbs, err) = run();
+    assert_eq!(dtbs, "stock-set");
+    assert!(err.contains("changed since 'ane-dt install'"), "{err}");
+    fs::remove_file(&stock).unwrap();
+    assert_eq!(run().0, "stock-set");
+}
+
+/// The real merge recipe, when dtc's tools are installed (the project's
+/// chroot has them; tools/dt/check.sh runs it on the real board trees).
+#[test]
+fn dtc_merger_resolves_base_labels_by_path() {
+    let have = Command::new("fdtoverlay").arg("--help").output().is_ok()
+        && Command::new("fdtput").arg("--help").output().is_ok();
+    if !have {
+        eprintln!("skipped: fdtoverlay/fdtput not installed");
+        return;
+    }
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let base = t
+        .root
+        .join(STOCK.trim_start_matches('/'))
+        .join("t8103-j274.dtb");
+    let ovl = t.root.join("usr/share/ane/dt/t8103-ane.dtbo");
+    let out = t.root.join("merged.dtb");
+    DtcMerger.merge(&base, &ovl, &out).unwrap();
+    let m = Fdt::parse(&fs::read(&out).unwrap()).unwrap();
+    let pd = m.prop("/soc/npu@26bc04000", "power-domains").unwrap();
+    assert_eq!(
+        pd,
+        5u32.to_be_bytes(),
+        "resolved to the stock node's phandle"
+    );
+    assert!(!m.has_node("/__symbols__") && !m.has_node("/ane-base-symbols"));
+    let b = Fdt::parse(&fs::read(&base).unwrap()).unwrap();
+    ane_dt::verify(
+        &b,
+        &fs::read(&out).unwrap(),
+        ane_dt::boards::by_dtb("t8103-j274").unwrap(),
+    )
+    .unwrap();
+
+    // Full install with the real merger.
+    let e = env(&t);
+    install(&e, &DtcMerger).unwrap();
+    assert!(status(&e).unwrap().contains("installed:  yes, current"));
+
+    // An overlay that names a node the tree lacks is refused.
+    let mut b = Builder::new();
+    b.begin("")
+        .begin("ane-base-symbols")
+        .prop_strs("x", &["/soc/nothing@0"])
+        .end()
+        .end();
+    let bad = t.root.join("bad.dtbo");
+    fs::write(&bad, b.finish()).unwrap();
+    assert!(
+        matches!(DtcMerger.merge(&base, &bad, &out), Err(Error::Refused(m)) if m.contains("has no node"))
+    );
+}
