@@ -37,24 +37,7 @@ fn main() {
         Ok(bytes) => {
             let hwx = ane::hwx::Hwx::parse(&bytes).expect("fixture parses");
             let prog = d.load_hwx(&hwx).expect("program");
-            let mut bos = Vec::new();
-            let mut bindings = Vec::new();
-            for t in hwx.tensors() {
-                let bo = d.bo_create(t.buffer_size).expect("bo");
-                bindings.push(uapi::Binding {
-                    slot: t.slot as u32,
-                    bo_handle: bo.handle(),
-                    offset: 0,
-                    size: t.buffer_size,
-                    flags: if t.direction == ane::hwx::Direction::Input {
-                        uapi::bind::IN
-                    } else {
-                        uapi::bind::OUT
-                    },
-                    pad: 0,
-                });
-                bos.push(bo);
-            }
+            let (_bos, bindings) = d.bind_hwx(&hwx).expect("buffers");
             let runs = 500u32;
             let mut t = Instant::now();
             for i in 0..runs + 20 {

@@ -333,82 +333,6 @@ fn data(seed: u32, n: usize) -> Vec<half::f16> {
         .collect()
 }
 
-/// tinygrad's sum: two (1,64,1,1) fp16 inputs (slots 5 and 6), one output
-/// (slot 4), one element per 64-byte plane.
-fn exec_sum_matches_reference(d: &Device) -> TestResult {
-    let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
-    let prog = d.load_hwx(&hwx).map_err(|e| e.to_string())?;
-    let mut slots = Vec::new();
-    for t in hwx.tensors() {
-        slots.push((t.slot, t.direction, t.buffer_size, t.strides));
-    }
-    let n = 64usize;
-    let a = data(1, n);
-    let b = data(2, n);
-    let mut bos = Vec::new();
-    let mut bindings = Vec::new();
-    let mut inputs = vec![a.clone(), b.clone()].into_iter();
-    let mut out_index = None;
-    for (slot, dir, size, strides) in &slots {
-        let mut bo = d.bo_create(*size).map_err(|e| e.to_string())?;
-        let m = bo.map().map_err(|e| e.to_string())?;
-        let plane = strides[1] as usize;
-        let input = *dir == ane::hwx::Direction::Input;
-        if input {
-            let v = inputs.next().ok_or("more than two inputs")?;
-            for (c, x) in v.iter().enumerate() {
-                m[c * plane..c * plane + 2].copy_from_slice(&x.to_bits().to_le_bytes());
-            }
-        } else {
-            out_index = Some(bos.len());
-            m.fill(0xff);
-        }
-        bindings.push(uapi::Binding {
-            slot: *slot as u32,
-            bo_handle: bo.handle(),
-            offset: 0,
-            size: *size,
-            flags: if input {
-                uapi::bind::IN
-            } else {
-                uapi::bind::OUT
-            },
-            pad: 0,
-        });
-        bos.push((bo, plane));
-    }
-    let id = d
-        .exec(&prog, &bindings, uapi::priority::NORMAL)
-        .map_err(|e| e.to_string())?;
-    let st = d
-        .wait(id, std::time::Duration::from_secs(10))
-        .map_err(|e| e.to_string())?;
-    check!(st == Some(ane::device::JobStatus::Done), "job ended {st:?}");
-    // The output is the reference sum, bit for bit. Which input is which
-    // does not matter for addition.
-    let (bo, plane) = bos.get_mut(out_index.ok_or("no output")?).ok_or("output")?;
-    let plane = *plane;
-    let m = bo.map().map_err(|e| e.to_string())?;
-    let got: Vec<half::f16> = (0..n)
-        .map(|c| half::f16::from_bits(u16::from_le_bytes([m[c * plane], m[c * plane + 1]])))
-        .collect();
-    let want = ane::reference::add(&a, &b, ane::reference::Rounding::NearestEven)
-        .map_err(|e| e.to_string())?;
-    let stats = ane::reference::compare(&want, &got, 0).map_err(|e| e.to_string())?;
-    check!(stats.passed(), "sum differs from the reference: {stats:?}");
-    // A second job on the same buffers (the TM was left ready).
-    let id = d
-        .exec(&prog, &bindings, uapi::priority::HIGH)
-        .map_err(|e| e.to_string())?;
-    check!(
-        d.wait(id, std::time::Duration::from_secs(10))
-            .map_err(|e| e.to_string())?
-            == Some(ane::device::JobStatus::Done),
-        "second job"
-    );
-    Ok(())
-}
-
 /// The reference of one fixture: inputs (in tensor order) to outputs.
 type Reference = fn(&[Vec<half::f16>], &[[u32; 4]]) -> Vec<half::f16>;
 /// The same, as a closure.
@@ -436,10 +360,20 @@ fn conv_all(w: f32) -> impl Fn(&[Vec<half::f16>], &[[u32; 4]]) -> Vec<half::f16>
 /// Runs compiled fixture `name` on the simulator with deterministic inputs
 /// and compares every output element with `reference` (within `ulp`).
 fn run_fixture(d: &Device, name: &str, ulp: u32, reference: RefFn<'_>) -> TestResult {
+    run_fixture_at(d, name, ulp, reference, uapi::priority::NORMAL)
+}
+
+/// [`run_fixture`] at a given job priority.
+fn run_fixture_at(
+    d: &Device,
+    name: &str,
+    ulp: u32,
+    reference: RefFn<'_>,
+    priority: u32,
+) -> TestResult {
     let hwx = fixture(name).ok_or(SKIP)?;
     let prog = d.load_hwx(&hwx).map_err(|e| e.to_string())?;
-    let mut bos = Vec::new();
-    let mut bindings = Vec::new();
+    let (mut bos, bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
     let mut inputs = Vec::new();
     let mut in_dims = Vec::new();
     let mut outputs = Vec::new();
@@ -447,12 +381,10 @@ fn run_fixture(d: &Device, name: &str, ulp: u32, reference: RefFn<'_>) -> TestRe
     let at = |st: &[u64; 4], n: u64, c: u64, h: u64, w: u64| {
         (n * st[0] + c * st[1] + h * st[2] + w * st[3]) as usize
     };
-    for (i, t) in hwx.tensors().iter().enumerate() {
-        let mut bo = d.bo_create(t.buffer_size).map_err(|e| e.to_string())?;
+    for (i, (t, bo)) in hwx.tensors().iter().zip(bos.iter_mut()).enumerate() {
         let m = bo.map().map_err(|e| e.to_string())?;
         let [n, c, h, w] = t.dims.map(u64::from);
-        let input = t.direction == ane::hwx::Direction::Input;
-        if input {
+        if t.direction == ane::hwx::Direction::Input {
             let v = data(i as u32 + 7, (n * c * h * w) as usize);
             let mut k = 0;
             for a in 0..n {
@@ -470,24 +402,11 @@ fn run_fixture(d: &Device, name: &str, ulp: u32, reference: RefFn<'_>) -> TestRe
             in_dims.push(t.dims);
         } else {
             m.fill(0xff);
-            outputs.push((bos.len(), t.dims, t.strides));
+            outputs.push((i, t.dims, t.strides));
         }
-        bindings.push(uapi::Binding {
-            slot: t.slot as u32,
-            bo_handle: bo.handle(),
-            offset: 0,
-            size: t.buffer_size,
-            flags: if input {
-                uapi::bind::IN
-            } else {
-                uapi::bind::OUT
-            },
-            pad: 0,
-        });
-        bos.push(bo);
     }
     let id = d
-        .exec(&prog, &bindings, uapi::priority::NORMAL)
+        .exec(&prog, &bindings, priority)
         .map_err(|e| e.to_string())?;
     let st = d
         .wait(id, std::time::Duration::from_secs(60))
@@ -528,7 +447,13 @@ fn fixtures_match_reference(d: &Device) -> TestResult {
     let mul: Reference = |i, _| r::mul(&i[0], &i[1], Rne).expect("mul");
     let relu: Reference = |i, _| r::relu(&i[0]);
     let concat: Reference = |i, _| i.concat();
-    run_fixture(d, "tinygrad_sum.hwx", 0, &add)?;
+    for prio in [
+        uapi::priority::LOW,
+        uapi::priority::NORMAL,
+        uapi::priority::HIGH,
+    ] {
+        run_fixture_at(d, "tinygrad_sum.hwx", 0, &add, prio)?;
+    }
     run_fixture(d, "mul_zin541_macos12.hwx", 0, &mul)?;
     run_fixture(d, "mul_zin764_macos14.hwx", 0, &mul)?;
     run_fixture(d, "tinygrad_relu.hwx", 0, &relu)?;
@@ -605,11 +530,18 @@ fn job_after_autosuspend(d: &Device) -> TestResult {
     Ok(())
 }
 
-fn injected_hang_recovers(d: &Device) -> TestResult {
+/// Skips a test that needs the sum fixture and the simulator's fault
+/// injection (absent on hardware).
+fn require_fault_injection() -> TestResult {
     fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
     if !std::path::Path::new(SIM_DEBUGFS).exists() {
         return Err(SKIP.into());
     }
+    Ok(())
+}
+
+fn injected_hang_recovers(d: &Device) -> TestResult {
+    require_fault_injection()?;
     inject("hang", 1)?;
     let st = run_sum(d)?;
     check!(
@@ -625,10 +557,7 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
 }
 
 fn injected_error_is_a_fault(d: &Device) -> TestResult {
-    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
-    if !std::path::Path::new(SIM_DEBUGFS).exists() {
-        return Err(SKIP.into());
-    }
+    require_fault_injection()?;
     inject("error", 1)?;
     let st = run_sum(d)?;
     check!(
@@ -644,10 +573,7 @@ fn injected_error_is_a_fault(d: &Device) -> TestResult {
 }
 
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
-    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
-    if !std::path::Path::new(SIM_DEBUGFS).exists() {
-        return Err(SKIP.into());
-    }
+    require_fault_injection()?;
     {
         let d2 = Device::open(d.path()).map_err(|e| e.to_string())?;
         let r = ready(&d2).map_err(|e| format!("setup: {e}"))?;
@@ -840,24 +766,7 @@ fn ready(d: &Device) -> Result<Ready<'_>, Errno> {
     let mut a = s.args;
     raw::program_create(d.fd(), &mut a)?;
     let hwx = fixture("tinygrad_sum.hwx").ok_or(Errno::NOSYS)?;
-    let mut bos = Vec::new();
-    let mut bindings = Vec::new();
-    for t in hwx.tensors() {
-        let bo = d.bo_create(t.buffer_size).map_err(|_| Errno::IO)?;
-        bindings.push(uapi::Binding {
-            slot: t.slot as u32,
-            bo_handle: bo.handle(),
-            offset: 0,
-            size: t.buffer_size,
-            flags: if t.direction == ane::hwx::Direction::Input {
-                uapi::bind::IN
-            } else {
-                uapi::bind::OUT
-            },
-            pad: 0,
-        });
-        bos.push(bo);
-    }
+    let (bos, bindings) = d.bind_hwx(&hwx).map_err(|_| Errno::IO)?;
     Ok(Ready {
         prog: a.handle,
         bos,
@@ -1167,10 +1076,6 @@ fn main() -> ExitCode {
         ("two processes at once", two_processes),
         ("device total cap", device_total_cap),
         ("program create/destroy", program_create_destroy),
-        (
-            "exec: sum matches the CPU reference",
-            exec_sum_matches_reference,
-        ),
         (
             "compiled fixtures match the CPU reference",
             fixtures_match_reference,

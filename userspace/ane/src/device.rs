@@ -498,6 +498,34 @@ impl Device {
         self.program_create(&bo, 0, size, hwx.td_size(), hwx.td_count(), tsk)
     }
 
+    /// One BO per tensor of a compiled HWX program, in tensor order, and
+    /// the bindings that attach each to its slot (inputs `IN`, outputs
+    /// `OUT`), ready for [`Device::exec`].
+    pub fn bind_hwx(&self, hwx: &crate::hwx::Hwx) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
+        let mut bos = Vec::new();
+        let mut bindings = Vec::new();
+        for t in hwx.tensors() {
+            let bo = self.bo_create(t.buffer_size)?;
+            bindings.push(uapi::Binding {
+                slot: u32::try_from(t.slot).map_err(|_| Error::Invalid {
+                    field: "slot",
+                    value: t.slot as u64,
+                    reason: "not a buffer slot",
+                })?,
+                bo_handle: bo.handle(),
+                offset: 0,
+                size: t.buffer_size,
+                flags: match t.direction {
+                    crate::hwx::Direction::Input => uapi::bind::IN,
+                    crate::hwx::Direction::Output => uapi::bind::OUT,
+                },
+                pad: 0,
+            });
+            bos.push(bo);
+        }
+        Ok((bos, bindings))
+    }
+
     /// Submits a job; returns its id.
     pub fn exec(
         &self,
