@@ -572,6 +572,43 @@ fn injected_error_is_a_fault(d: &Device) -> TestResult {
     Ok(())
 }
 
+fn extended_bindings_accepted(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    // A newer userspace's larger binding struct, extra bytes zero.
+    exec_extended(d, 0).map_err(|e| format!("extended bindings refused: {e}"))
+}
+
+fn wait_deadline_passes_first(d: &Device) -> TestResult {
+    require_fault_injection()?;
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    inject("hang", 1)?;
+    let mut a = uapi::Exec {
+        program: r.prog,
+        binding_count: r.bindings.len() as u32,
+        bindings: r.bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+    // A deadline in the past while the job hangs: ETIME, job kept.
+    let mut w = uapi::Wait {
+        job_id: a.job_id,
+        timeout_ns: ane::device::monotonic_ns() - 1,
+        ..Default::default()
+    };
+    let r1 = raw::wait(d.fd(), &mut w);
+    check!(r1 == Err(Errno::TIME), "past deadline: {r1:?}");
+    // Then it ends (timeout) and can still be waited for.
+    let st = d
+        .wait(a.job_id, std::time::Duration::from_secs(20))
+        .map_err(|e| e.to_string())?;
+    check!(
+        st == Some(ane::device::JobStatus::Timeout),
+        "hung job ended {st:?}"
+    );
+    Ok(())
+}
+
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
     require_fault_injection()?;
     {
@@ -806,6 +843,37 @@ fn exec_with(
     res
 }
 
+/// EXEC with bindings of `extra` bytes more than the kernel's struct, the
+/// first extra byte set to `tail`.
+fn exec_extended(d: &Device, tail: u8) -> Result<(), Errno> {
+    let r = ready(d)?;
+    let size = std::mem::size_of::<uapi::Binding>();
+    let elem = size + 8;
+    let mut raw_bindings = vec![0u8; elem * r.bindings.len()];
+    for (i, b) in r.bindings.iter().enumerate() {
+        // SAFETY: `Binding` is a plain `repr(C)` struct of integers.
+        let bytes =
+            unsafe { std::slice::from_raw_parts((b as *const uapi::Binding).cast::<u8>(), size) };
+        raw_bindings[i * elem..i * elem + size].copy_from_slice(bytes);
+        raw_bindings[i * elem + size] = tail;
+    }
+    let mut a = uapi::Exec {
+        program: r.prog,
+        priority: uapi::priority::NORMAL,
+        binding_count: r.bindings.len() as u32,
+        bindings: raw_bindings.as_ptr() as u64,
+        binding_size: elem as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a)?;
+    let mut w = uapi::Wait {
+        job_id: a.job_id,
+        timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+        ..Default::default()
+    };
+    raw::wait(d.fd(), &mut w)
+}
+
 fn slot_of(r: &Ready<'_>, output: bool) -> usize {
     r.bindings
         .iter()
@@ -870,6 +938,11 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
     ("program_create: sections on H13", Errno::INVAL, |d| {
         create_with(d, |a| a.section_count = 1)
     }),
+    (
+        "program_create: sections pointer on H13",
+        Errno::INVAL,
+        |d| create_with(d, |a| a.sections = 0x1000),
+    ),
     ("program_create: section_size on H13", Errno::INVAL, |d| {
         create_with(d, |a| a.section_size = 24)
     }),
@@ -962,6 +1035,11 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
             b[0].size -= 64;
         })
     }),
+    (
+        "exec: extended binding with a nonzero unknown byte",
+        Errno::INVAL,
+        |d| exec_extended(d, 1),
+    ),
     ("exec: binding size 0", Errno::INVAL, |d| {
         exec_with(d, |_, b, _| b[0].size = 0)
     }),
@@ -1093,6 +1171,14 @@ fn main() -> ExitCode {
             injected_error_is_a_fault,
         ),
         ("close fd with a job pending", close_fd_with_pending_job),
+        (
+            "extended binding structs accepted",
+            extended_bindings_accepted,
+        ),
+        (
+            "wait: deadline passes before the job ends",
+            wait_deadline_passes_first,
+        ),
     ];
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     for (name, t) in tests {
