@@ -34,18 +34,8 @@ if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 fi
 
 cd /src
-passed=0 failed=0 results=()
-step() {
-	local name=$1 rc=0
-	shift
-	printf '\n--- %s\n' "$name"
-	"$@" || rc=$?
-	if [ "$rc" = 0 ]; then
-		passed=$((passed + 1)) results+=("PASS  $name")
-	else
-		failed=$((failed + 1)) results+=("FAIL  $name")
-	fi
-}
+ANE_STEP_MARK=---
+source "$(dirname "${BASH_SOURCE[0]}")/../steps.sh"
 
 # Everything DKMS writes lives on tmpfs in this mount namespace only.
 for d in /usr/lib/modules /usr/src /var/lib/dkms; do
@@ -164,7 +154,4 @@ wrong_rustc() {
 }
 step "PRE_BUILD: a rustc other than the kernel's is refused, naming the version" wrong_rustc
 
-printf '\n=== dkms summary\n'
-printf '%s\n' "${results[@]}"
-printf '%s passed, %s failed\n' "$passed" "$failed"
-[ "$failed" = 0 ]
+summary "dkms summary"

@@ -41,19 +41,8 @@ ksrc=$(sed -n 's#^include \(.*\)/Makefile$#\1#p' "$kdir/Makefile")
 [ -f "$ksrc/Makefile" ] || { echo "cannot find the kernel source of $kdir" >&2; exit 1; }
 bindings=$ksrc/Documentation/devicetree/bindings
 
-passed=0 failed=0 results=()
-# step NAME COMMAND...: run one check, record it, keep going.
-step() {
-	local name=$1 rc=0
-	shift
-	printf '\n--- %s\n' "$name"
-	"$@" || rc=$?
-	if [ "$rc" = 0 ]; then
-		passed=$((passed + 1)) results+=("PASS  $name")
-	else
-		failed=$((failed + 1)) results+=("FAIL  $name")
-	fi
-}
+ANE_STEP_MARK=---
+source "$(dirname "${BASH_SOURCE[0]}")/../steps.sh"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -101,7 +90,7 @@ make_schema() {
 step "binding: yamllint (kernel rules)" yamllint -s -c "$bindings/.yamllint" dts/bindings/apple,ane.yaml
 step "binding: dt-doc-validate against the meta-schema" dt-doc-validate -u "$bindings" "$work/bindings/npu/apple,ane.yaml"
 step "dt-schema: processed schema of the 7.3 bindings + ours ($dtschema_ver)" make_schema
-[ -s "$schema" ] || { printf '%s\n' "${results[@]}"; echo "$passed passed, $failed failed"; exit 1; }
+[ -s "$schema" ] || { summary "dt summary"; exit 1; }
 
 # dt-validate exits 0 even when it reports problems: its output is the verdict.
 validate() { dt-validate -m -s "$schema" "$@" 2>&1 | sed "s#^$work/##"; }
@@ -267,7 +256,4 @@ negatives() {
 }
 step "negative cases are caught (broken merge, wrong board, bad node)" negatives
 
-printf '\n=== dt summary\n'
-printf '%s\n' "${results[@]}"
-printf '%s passed, %s failed\n' "$passed" "$failed"
-[ "$failed" = 0 ]
+summary "dt summary"

@@ -30,18 +30,8 @@ if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 fi
 
 cd /src
-passed=0 failed=0 results=()
-step() {
-	local name=$1 rc=0
-	shift
-	printf '\n--- %s\n' "$name"
-	"$@" || rc=$?
-	if [ "$rc" = 0 ]; then
-		passed=$((passed + 1)) results+=("PASS  $name")
-	else
-		failed=$((failed + 1)) results+=("FAIL  $name")
-	fi
-}
+ANE_STEP_MARK=---
+source "$(dirname "${BASH_SOURCE[0]}")/../steps.sh"
 fail() { echo "$*" >&2; return 1; }
 
 work=/tmp/ane-pkg
@@ -265,7 +255,4 @@ rpm_inspect() {
 }
 step "rpm: file lists, requires, scriptlets; DKMS tree identical to Arch's" rpm_inspect
 
-printf '\n=== packaging summary\n'
-printf '%s\n' "${results[@]}"
-printf '%s passed, %s failed\n' "$passed" "$failed"
-[ "$failed" = 0 ]
+summary "packaging summary"

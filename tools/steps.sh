@@ -1,0 +1,39 @@
+# shellcheck shell=bash
+# Step bookkeeping shared by tools/check.sh and the check scripts it runs
+# (tools/dt, tools/dkms, tools/packaging). Sourced; needs nothing else, so it
+# works on the host and inside the chroot alike.
+
+ANE_RESULTS=()
+ANE_PASSED=0
+ANE_FAILED=0
+# The heading mark of a step: "===" for make check's own steps, "---" for
+# the checks inside one of them.
+ANE_STEP_MARK=${ANE_STEP_MARK:-===}
+
+# step NAME COMMAND...: run one step, record its result and time, keep going.
+step() {
+	local name=$1
+	shift
+	local t0 rc
+	t0=$(date +%s)
+	printf '\n%s %s\n' "$ANE_STEP_MARK" "$name"
+	rc=0
+	"$@" || rc=$?
+	if [ "$rc" = 0 ]; then
+		ANE_PASSED=$((ANE_PASSED + 1))
+		ANE_RESULTS+=("PASS  $name ($(($(date +%s) - t0)) s)")
+	else
+		ANE_FAILED=$((ANE_FAILED + 1))
+		ANE_RESULTS+=("FAIL  $name ($(($(date +%s) - t0)) s)")
+	fi
+	return 0
+}
+
+# summary [TITLE]: print every step's result and the closing count line;
+# exit status is non-zero when any step failed.
+summary() {
+	printf '\n=== %s\n' "${1:-summary}"
+	printf '%s\n' "${ANE_RESULTS[@]}"
+	printf '%s passed, %s failed\n' "$ANE_PASSED" "$ANE_FAILED"
+	[ "$ANE_FAILED" = 0 ]
+}
