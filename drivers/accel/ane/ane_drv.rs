@@ -24,6 +24,7 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use kernel::{
     device::{self, Core},
+    irq::{self as kirq, ThreadedRegistration},
     of, platform,
     prelude::*,
     sync::{aref::ARef, Arc},
@@ -41,7 +42,7 @@ mod program;
 mod sim;
 mod vm;
 
-use engine::{Engine, Mmio, H13};
+use engine::{Engine, EngineIrq, Mmio, H13};
 use ext::accel::{self, DriverInfo};
 use ext::pm::{PmDriver, RuntimePm};
 use hw::soc::{SocId, SocInfo};
@@ -174,12 +175,23 @@ fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
 const JOB_TIMEOUT_MS: u32 = 2000;
 
 /// Data of a bound platform device.
-pub(crate) struct AneBound {
+pub(crate) struct AneBound<'bound> {
     soc: &'static SocInfo,
     engine: Option<Arc<Engine>>,
+    /// The engine's completion interrupt, when the node has one.
+    irq: Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>,
     #[cfg(ane_test)]
     sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
+}
+
+impl AneBound<'_> {
+    /// Waits for a running interrupt handler to finish.
+    fn sync_irq(&self) {
+        if let Some(irq) = &self.irq {
+            irq.synchronize();
+        }
+    }
 }
 
 /// The simulator's engine type, or a stand-in that never exists outside
@@ -196,14 +208,16 @@ mod sim_type {
 /// device's "engine" MMIO range. Mapping it touches no register.
 fn engine_mmio(
     pdev: &platform::Device<Core<'_>>,
+    soc: &SocInfo,
     simulated: bool,
 ) -> Result<(Mmio, Option<Arc<sim_type::SimEngine>>)> {
     #[cfg(ane_test)]
     if simulated {
-        let sim = sim::SimEngine::new()?;
+        let retention = soc.recovery == hw::soc::Recovery::Rebind;
+        let sim = sim::SimEngine::new(retention)?;
         return Ok((Mmio::Sim(sim.clone()), Some(sim)));
     }
-    let _ = simulated;
+    let _ = (simulated, soc);
     let req = pdev.io_request_by_name(c"engine").ok_or_else(|| {
         dev_err!(
             pdev.as_ref(),
@@ -231,9 +245,61 @@ fn probe_soc(pdev: &platform::Device<Core<'_>>, id: Option<&SocId>) -> Option<(S
     None
 }
 
+/// Attaches every power domain of the node and checks there are as many
+/// as the SoC needs: with an island off, the first engine access would
+/// wedge the SoC's fabric.
+fn attach_power_domains(
+    pdev: &platform::Device<Core<'_>>,
+    soc: &SocInfo,
+    simulated: bool,
+) -> Result {
+    let dev = pdev.as_ref();
+    let n = ext::pm::attach_power_domains(dev)?;
+    if simulated || n == soc.power_domains.len() {
+        return Ok(());
+    }
+    dev_err!(
+        dev,
+        "the device tree lists {} power domains, {:?} needs {} ({:?}): refusing to bind\n",
+        n,
+        soc.id,
+        soc.power_domains.len(),
+        soc.power_domains
+    );
+    Err(EINVAL)
+}
+
+/// Requests the engine's completion interrupt (the node's first), if the
+/// node has one and the `completion_irq` parameter allows it.
+fn request_completion_irq<'bound>(
+    pdev: &'bound platform::Device<Core<'_>>,
+    engine: &Arc<Engine>,
+) -> Result<Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>> {
+    if !module_parameters::completion_irq.value() {
+        return Ok(None);
+    }
+    // Without the line, completion is polled.
+    if pdev.optional_irq_by_index(0).is_err() {
+        return Ok(None);
+    }
+    // SAFETY: The registration is kept in the device's data until unbind;
+    // it is never leaked.
+    let init = unsafe {
+        pdev.request_threaded_irq_by_index(
+            kirq::Flags::ONESHOT,
+            0,
+            c"ane",
+            Ok::<_, Error>(EngineIrq::new(engine.clone())),
+        )
+    };
+    let reg = KBox::pin_init(init, GFP_KERNEL)?;
+    engine.set_irq(true);
+    Ok(Some(reg))
+}
+
 impl platform::Driver for AneDriver {
     type IdInfo = SocId;
-    type Data<'bound> = AneBound;
+    type Data<'bound> = AneBound<'bound>;
     const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&OF_TABLE);
 
     fn probe<'bound>(
@@ -248,8 +314,19 @@ impl platform::Driver for AneDriver {
             return Err(ENODEV);
         };
         let soc = id.info();
-        let (mmio, _sim) = engine_mmio(pdev, simulated)?;
-        let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS))?;
+        // Power first: nothing below may touch the engine before every
+        // island is up.
+        attach_power_domains(pdev, soc, simulated)?;
+        let (mmio, _sim) = engine_mmio(pdev, soc, simulated)?;
+        let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS), soc.recovery)?;
+        let irq = request_completion_irq(pdev, &engine)?;
+        #[cfg(ane_test)]
+        if let Some(sim) = &_sim {
+            if module_parameters::sim_irq.value() {
+                sim.connect_irq(engine.clone());
+                engine.set_irq(true);
+            }
+        }
         let mb = |v: u32| u64::from(v) << 20;
         let bo_total_max = mb(module_parameters::bo_total_mb.value());
         let data = AneData {
@@ -270,15 +347,21 @@ impl platform::Driver for AneDriver {
         let reg = accel::Registration::new(drm)?;
         dev_info!(
             dev,
-            "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend{}\n",
+            "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, completion by {}{}\n",
             soc.id,
             soc.marketing,
             soc.generation,
             soc.backend,
+            if engine.has_irq() {
+                "interrupt"
+            } else {
+                "polling"
+            },
             if simulated { ", simulated" } else { "" }
         );
         Ok(AneBound {
             soc,
+            irq,
             engine: Some(engine),
             #[cfg(ane_test)]
             sim: _sim,
@@ -294,6 +377,10 @@ impl platform::Driver for AneDriver {
         if let Some(e) = &this.engine {
             e.shutdown();
         }
+        #[cfg(ane_test)]
+        if let Some(sim) = &this.sim {
+            sim.disconnect_irq();
+        }
     }
 }
 
@@ -302,11 +389,14 @@ impl PmDriver for AneDriver {
         module_parameters::autosuspend_ms.value()
     }
 
-    fn runtime_suspend(data: Pin<&AneBound>) -> Result {
+    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
         pr_debug!("{:?}: runtime suspend\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.suspend();
         }
+        // The handler checks the power state first; one already running
+        // finishes before the domains go down.
+        data.sync_irq();
         // The simulated hardware loses its state like the real one.
         #[cfg(ane_test)]
         if let Some(sim) = &data.sim {
@@ -315,7 +405,7 @@ impl PmDriver for AneDriver {
         Ok(())
     }
 
-    fn runtime_resume(data: Pin<&AneBound>) -> Result {
+    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
         pr_debug!("{:?}: runtime resume\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.resume();
@@ -373,6 +463,10 @@ macro_rules! ane_module {
                     default: 8192,
                     description: "Cap on all buffer objects of a device in MiB (read at bind)",
                 },
+                completion_irq: bool {
+                    default: true,
+                    description: "Use the engine's completion interrupt when the device tree has one (read at bind); polling otherwise",
+                },
                 $($extra)*
             },
         }
@@ -391,6 +485,10 @@ ane_module! {
     sim_soc: u32 {
         default: 0,
         description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6001, 0x6021)",
+    },
+    sim_irq: bool {
+        default: true,
+        description: "Test flavour only: the simulated ANE signals completion by interrupt (read at bind)",
     },
 }
 

@@ -7,6 +7,7 @@
  */
 
 #include <linux/device.h>
+#include <linux/pm_domain.h>
 #include <linux/pm_runtime.h>
 
 #include "ane_glue.h"
@@ -57,4 +58,25 @@ int ane_glue_pm_force_suspend(struct device *dev)
 int ane_glue_pm_force_resume(struct device *dev)
 {
 	return pm_runtime_force_resume(dev);
+}
+
+/*
+ * Attach every power domain of the device's node, in the order of its
+ * "power-domains" list, with a runtime-PM device link to each (powered on
+ * now: the device counts as active after probe). The platform bus attaches
+ * a single domain itself and leaves lists of more to the driver. Detached
+ * by devres. Returns how many domains the device is attached to.
+ */
+int ane_glue_pm_domains_attach(struct device *dev)
+{
+	static const struct dev_pm_domain_attach_data data = {
+		.pd_flags = PD_FLAG_DEV_LINK_ON,
+	};
+	struct dev_pm_domain_list *list;
+	int ret;
+
+	ret = devm_pm_domain_attach_list(dev, &data, &list);
+	if (ret == -EEXIST)
+		return 1;	/* one domain, attached by the bus */
+	return ret;
 }

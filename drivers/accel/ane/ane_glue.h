@@ -13,5 +13,6 @@ int ane_glue_pm_resume_and_get(struct device *dev);
 void ane_glue_pm_put_autosuspend(struct device *dev);
 int ane_glue_pm_force_suspend(struct device *dev);
 int ane_glue_pm_force_resume(struct device *dev);
+int ane_glue_pm_domains_attach(struct device *dev);
 
 #endif

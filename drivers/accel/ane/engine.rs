@@ -14,19 +14,33 @@
 //! the completion event carrying the job's network id (not the idle bit,
 //! which can be stale), or an error latch, or the timeout. Registers go
 //! through [`Mmio`]: the real engine window, or the simulator's model of it.
+//!
+//! Completion: when the device has the engine's interrupt, its threaded
+//! handler ([`EngineIrq`]) drains the event FIFO and wakes the waiting
+//! worker; the worker still polls every [`IRQ_POLL_MS`] in case an
+//! interrupt is lost (eiln found it unreliable around runtime PM, hw.md
+//! §2.3). Without the interrupt it polls every [`POLL_US`].
+//!
+//! Recovery: after a timeout or fault the task queues are disabled and
+//! enabled again. If an error latch survives that, the engine is wedged
+//! and refuses jobs until the SoC's [`Recovery`] step has happened: the next
+//! runtime suspend (the task manager loses its state with its power
+//! domains) or a new binding (the state is kept in retention).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
     io::{mem::DevresIoMem, Io},
+    irq::{IrqReturn, ThreadedHandler},
     prelude::*,
     sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
-    time::Delta,
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
     workqueue,
 };
 
+use crate::hw::soc::Recovery;
 use crate::hw::tm::{self, mgr as tmr, tq};
-use crate::hw::uapi::job_status;
+use crate::hw::uapi::{engine_state, job_status};
 use crate::job::Job;
 use crate::vm::AddressSpace;
 
@@ -124,17 +138,15 @@ impl H13 {
         })
     }
 
-    /// Runs one job to completion, timeout or fault. The device is powered
-    /// and the job's address space is attached.
-    fn run(&self, job: &Job) -> Outcome {
+    /// Starts one job on its task queue; returns the queue. The device is
+    /// powered and the job's address space is attached. Events of earlier
+    /// jobs must have been drained (they would complete this one).
+    fn start(&self, job: &Job) -> usize {
         let q = tm::QUEUE_FOR_PRIORITY
             .get(job.priority as usize)
             .copied()
             .unwrap_or(tm::QUEUE_FOR_PRIORITY[1]);
         let prog = job.program();
-        // Events left over from an earlier job must not complete this one.
-        let _ = self.drain_events(tm::JOB_NID);
-
         let size = tm::size_field(prog.td_size);
         self.mmio.write32(tm::tq_reg(q, tq::STATUS), 1);
         for (i, bar) in job.bars.iter().enumerate() {
@@ -154,28 +166,12 @@ impl H13 {
         let prio = tm::TQ_PRIORITY.get(q).copied().unwrap_or(0);
         self.mmio
             .write32(tm::tm_reg(tmr::PUSH), prio | ((q as u32) << 8));
+        q
+    }
 
-        let done = kernel::io::poll::read_poll_timeout(
-            || Ok((self.drain_events(tm::JOB_NID), self.error_latch())),
-            |(seen, err)| *seen || *err != 0,
-            Delta::from_micros(20),
-            self.timeout,
-        );
+    /// Releases the task queue after the job ended.
+    fn finish(&self, q: usize) {
         self.mmio.write32(tm::tq_reg(q, tq::STATUS), 0);
-        match done {
-            Ok((_, 0)) => Outcome {
-                status: job_status::DONE,
-                fault: 0,
-            },
-            Ok((_, err)) => Outcome {
-                status: job_status::FAULT,
-                fault: err,
-            },
-            Err(_) => Outcome {
-                status: job_status::TIMEOUT,
-                fault: 0,
-            },
-        }
     }
 
     /// Points the engine's DMA at `space` for one job: attaches the client's
@@ -204,13 +200,30 @@ impl H13 {
     }
 
     /// Recovers the task manager after a timeout or fault: the queues are
-    /// disabled and enabled again, which drops the wedged job.
-    fn recover(&self) {
+    /// disabled and enabled again, which drops the failed job. Returns the
+    /// error latch afterwards: nonzero means the engine is still wedged.
+    fn recover(&self) -> u64 {
         let en = self.mmio.read32(tm::tm_reg(tmr::TQ_EN));
         self.mmio
             .write32(tm::tm_reg(tmr::TQ_EN), en & !tmr::TQ_EN_ON);
         self.enable();
+        let _ = self.drain_events(tm::JOB_NID);
+        self.error_latch()
     }
+}
+
+/// Poll period while waiting for a job without a completion interrupt.
+pub(crate) const POLL_US: i64 = 20;
+
+/// Poll period while waiting for a job with the completion interrupt: only
+/// a safety net for a lost interrupt.
+pub(crate) const IRQ_POLL_MS: u32 = 1;
+
+/// Completion events drained from the task manager, by the waiting worker
+/// or by the interrupt handler, whichever comes first.
+struct Events {
+    /// The running job's completion event was seen.
+    seen: bool,
 }
 
 struct Sched {
@@ -227,14 +240,23 @@ pub(crate) struct Engine {
     sched: Mutex<Sched>,
     #[pin]
     idle: CondVar,
+    #[pin]
+    events: Mutex<Events>,
+    #[pin]
+    event_cv: CondVar,
     backend: H13,
+    recovery: Recovery,
     powered: AtomicBool,
     enabled: AtomicBool,
+    irq: AtomicBool,
+    /// An `engine_state` value.
+    state: AtomicU64,
 }
 
 impl Engine {
-    /// An engine over `backend`; the device is powered (probe).
-    pub(crate) fn new(backend: H13) -> Result<Arc<Self>> {
+    /// An engine over `backend` that recovers as `recovery` says; the device
+    /// is powered (probe).
+    pub(crate) fn new(backend: H13, recovery: Recovery) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 sched <- new_mutex!(Sched {
@@ -244,12 +266,32 @@ impl Engine {
                     last_owner: 0,
                 }),
                 idle <- new_condvar!(),
+                events <- new_mutex!(Events { seen: false }),
+                event_cv <- new_condvar!(),
                 backend,
+                recovery,
                 powered: AtomicBool::new(true),
                 enabled: AtomicBool::new(false),
+                irq: AtomicBool::new(false),
+                state: AtomicU64::new(engine_state::READY),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// Whether the engine takes jobs: an `engine_state` value.
+    pub(crate) fn state(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Whether completion comes by interrupt.
+    pub(crate) fn has_irq(&self) -> bool {
+        self.irq.load(Ordering::Acquire)
+    }
+
+    /// Records that the completion interrupt is wired to [`Engine::interrupt`].
+    pub(crate) fn set_irq(&self, on: bool) {
+        self.irq.store(on, Ordering::Release);
     }
 
     /// Called after the device powered up. The task manager lost its state;
@@ -262,18 +304,87 @@ impl Engine {
     }
 
     /// Called before the device powers down: the task manager's state is
-    /// about to be lost.
+    /// about to be lost. The caller then waits for a running interrupt
+    /// handler, which touches no register once this returned.
     pub(crate) fn suspend(&self) {
         self.powered.store(false, Ordering::Release);
         self.enabled.store(false, Ordering::Release);
+        // A wedge that a power cycle cures is cured now.
+        let _ = self.state.compare_exchange(
+            engine_state::WEDGED_POWER_CYCLE,
+            engine_state::READY,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
-    /// Queues `job`; `ENODEV` once the engine has shut down.
+    /// The body of the completion interrupt's threaded handler: drains the
+    /// event FIFO and wakes the waiting worker. Whether the interrupt was
+    /// the engine's (an event or an error latch was pending).
+    pub(crate) fn interrupt(&self) -> bool {
+        let mut ev = self.events.lock();
+        // Never touch the registers of a powered-down engine (its islands
+        // are off: reads would wedge the fabric).
+        if !self.powered.load(Ordering::Acquire) {
+            return false;
+        }
+        let seen = self.backend.drain_events(tm::JOB_NID);
+        let latched = self.backend.error_latch() != 0;
+        ev.seen |= seen;
+        if seen || latched {
+            self.event_cv.notify_all();
+        }
+        seen || latched
+    }
+
+    /// Waits until the started job's completion event, an error latch or the
+    /// timeout.
+    fn wait_done(&self) -> Outcome {
+        let start = Instant::<Monotonic>::now();
+        let irq = self.has_irq();
+        loop {
+            let mut ev = self.events.lock();
+            ev.seen |= self.backend.drain_events(tm::JOB_NID);
+            let latch = self.backend.error_latch();
+            if latch != 0 {
+                return Outcome {
+                    status: job_status::FAULT,
+                    fault: latch,
+                };
+            }
+            if ev.seen {
+                return Outcome {
+                    status: job_status::DONE,
+                    fault: 0,
+                };
+            }
+            if start.elapsed() > self.backend.timeout {
+                return Outcome {
+                    status: job_status::TIMEOUT,
+                    fault: 0,
+                };
+            }
+            if irq {
+                let _ = self
+                    .event_cv
+                    .wait_interruptible_timeout(&mut ev, msecs_to_jiffies(IRQ_POLL_MS));
+            } else {
+                drop(ev);
+                fsleep(Delta::from_micros(POLL_US));
+            }
+        }
+    }
+
+    /// Queues `job`; `ENODEV` once the engine has shut down, `EIO` while it
+    /// is wedged.
     pub(crate) fn submit(self: &Arc<Self>, job: Arc<Job>) -> Result {
         let start = {
             let mut s = self.sched.lock();
             if s.dead {
                 return Err(ENODEV);
+            }
+            if self.state() != engine_state::READY {
+                return Err(EIO);
             }
             s.pending.push(job, GFP_KERNEL)?;
             !core::mem::replace(&mut s.running, true)
@@ -361,18 +472,57 @@ impl Engine {
                 fault: 0,
             };
         }
-        let outcome = self.backend.run(job);
+        // Events of an earlier job must not complete this one.
+        {
+            let mut ev = self.events.lock();
+            let _ = self.backend.drain_events(tm::JOB_NID);
+            ev.seen = false;
+        }
+        let q = self.backend.start(job);
+        let outcome = self.wait_done();
+        self.backend.finish(q);
         self.backend.detach(space);
         if outcome.status != job_status::DONE {
-            pr_warn!(
-                "job {} ended with status {} (fault {:#x}); recovering the task manager\n",
-                job.id,
-                outcome.status,
-                outcome.fault
-            );
-            self.backend.recover();
+            self.recover(job, &outcome);
         }
         outcome
+    }
+
+    /// Brings the task manager back after a failed job; marks the engine
+    /// wedged if an error latch survives, and aborts the queued jobs then.
+    fn recover(&self, job: &Job, outcome: &Outcome) {
+        pr_warn!(
+            "job {} ended with status {} (fault {:#x}); recovering the task manager\n",
+            job.id,
+            outcome.status,
+            outcome.fault
+        );
+        let latch = {
+            let _ev = self.events.lock();
+            self.backend.recover()
+        };
+        if latch == 0 {
+            return;
+        }
+        let (state, how) = match self.recovery {
+            Recovery::PowerCycle => (
+                engine_state::WEDGED_POWER_CYCLE,
+                "it recovers when the device next runtime-suspends",
+            ),
+            _ => (
+                engine_state::WEDGED_REBIND,
+                "its state is kept across power cycles: unbind and bind the device or reload the module",
+            ),
+        };
+        self.state.store(state, Ordering::Release);
+        pr_err!(
+            "engine wedged (error latch {:#x} survives a queue reset); {}\n",
+            latch,
+            how
+        );
+        for j in self.sched.lock().pending.drain_all() {
+            j.complete(job_status::ABORTED, 0);
+        }
     }
 
     /// Stops the engine at unbind: queued jobs are aborted, the running one
@@ -385,6 +535,30 @@ impl Engine {
         }
         while s.running {
             self.idle.wait(&mut s);
+        }
+    }
+}
+
+/// The completion interrupt's handler.
+pub(crate) struct EngineIrq {
+    engine: Arc<Engine>,
+}
+
+impl EngineIrq {
+    /// A handler for `engine`.
+    pub(crate) fn new(engine: Arc<Engine>) -> Self {
+        Self { engine }
+    }
+}
+
+impl ThreadedHandler for EngineIrq {
+    // The hard handler only wakes the thread (the default); the line stays
+    // masked (IRQF_ONESHOT) until the thread drained the events.
+    fn handle_threaded(&self) -> IrqReturn {
+        if self.engine.interrupt() {
+            IrqReturn::Handled
+        } else {
+            IrqReturn::None
         }
     }
 }

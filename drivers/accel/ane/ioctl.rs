@@ -34,12 +34,18 @@ pub(crate) fn get_param(
         param::MAX_PROGRAM_SIZE => dev.limits.program_max,
         param::FW_STATE => uapi::fw_state::NONE,
         param::FEATURES => {
+            let mut f = 0;
             if dev.simulated {
-                uapi::feature::SIMULATED
-            } else {
-                0
+                f |= uapi::feature::SIMULATED;
             }
+            if dev.engine().is_some_and(|e| e.has_irq()) {
+                f |= uapi::feature::COMPLETION_IRQ;
+            }
+            f
         }
+        param::ENGINE_STATE => dev
+            .engine()
+            .map_or(uapi::engine_state::READY, |e| e.state()),
         _ => return Err(EINVAL),
     };
     Ok(0)

@@ -4,7 +4,22 @@
 //!
 //! Fault injection (for the recovery tests) through debugfs:
 //! `/sys/kernel/debug/ane-sim/hang` and `.../error` hold how many of the next
-//! pushes hang (no completion event ever comes) or latch an engine error.
+//! pushes hang (no completion event ever comes) or latch an engine error;
+//! `.../sticky` how many of the next injected errors survive a queue reset
+//! (so only the SoC's wedge recovery clears them). `.../irqs` counts the
+//! simulated completion interrupts the driver's handler claimed.
+//!
+//! Per SoC: on T600x (retention) the task-manager registers survive power
+//! cycles and queue resets, and resetting the queues under a hung task
+//! latches TM_ERROR1/2 = 0x22222222, TM_ERROR3 = 0x2222, as the seed
+//! project recorded on T6001 (seed-repos.md §4). On T8103 power loss clears
+//! everything and a queue reset clears the latches (an assumption: what the
+//! hardware clears exactly is not known).
+//!
+//! Completion interrupt: with `sim_irq` set, a push that posts an event or
+//! latches an error then calls the driver's interrupt handler body
+//! ([`Engine::interrupt`]) once the register lock is dropped, as the
+//! engine's interrupt line would; without it the driver polls.
 //!
 //! Module parameter `sim_soc` (a chip number: `0x8103`, `0x6001` or
 //! `0x6021`) registers a platform device named `ane` whose platform data
@@ -22,6 +37,7 @@ use kernel::{
     },
 };
 
+use crate::engine::Engine;
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
 use crate::hw::engine;
@@ -71,6 +87,15 @@ pub(crate) struct SimEngine {
     hang: File<Atomic<u32>>,
     #[pin]
     error: File<Atomic<u32>>,
+    #[pin]
+    sticky: File<Atomic<u32>>,
+    #[pin]
+    irqs: File<Atomic<u32>>,
+    /// The driver's interrupt handler, while the "line" is connected.
+    #[pin]
+    irq_sink: Mutex<Option<Arc<Engine>>>,
+    /// The task manager is kept in retention (T600x).
+    retention: bool,
 }
 
 /// Error-latch code the simulator reports for an injected engine error.
@@ -80,7 +105,14 @@ struct SimState {
     words: KVVec<u32>,
     events: KVec<u32>,
     attached: Option<SimPageTable>,
+    /// A pushed task hangs.
+    hung: bool,
+    /// The latched error survives queue resets.
+    sticky: bool,
 }
+
+/// TM_ERROR1..3 after the queues are reset under a hung task on T6001.
+const RETENTION_HANG_LATCH: [u32; 3] = [0x2222_2222, 0x2222_2222, 0x2222];
 
 /// DMA of the engine model through a software page table.
 struct PtDma<'a>(&'a SimPageTable);
@@ -96,8 +128,9 @@ impl engine::Dma for PtDma<'_> {
 }
 
 impl SimEngine {
-    /// A powered-down engine.
-    pub(crate) fn new() -> Result<Arc<Self>> {
+    /// A powered-down engine; `retention` keeps the task manager's
+    /// registers across power cycles and queue resets (T600x).
+    pub(crate) fn new(retention: bool) -> Result<Arc<Self>> {
         let mut words = KVVec::with_capacity(tm::ENGINE_WINDOW / 4, GFP_KERNEL)?;
         words.resize(tm::ENGINE_WINDOW / 4, 0, GFP_KERNEL)?;
         let dir = Dir::new(c"ane-sim");
@@ -107,9 +140,15 @@ impl SimEngine {
                     words,
                     events: KVec::new(),
                     attached: None,
+                    hung: false,
+                    sticky: false,
                 }),
                 hang <- dir.read_write_file(c"hang", Atomic::<u32>::new(0)),
                 error <- dir.read_write_file(c"error", Atomic::<u32>::new(0)),
+                sticky <- dir.read_write_file(c"sticky", Atomic::<u32>::new(0)),
+                irqs <- dir.read_write_file(c"irqs", Atomic::<u32>::new(0)),
+                irq_sink <- new_mutex!(None),
+                retention,
                 _dir: dir,
             }? Error),
             GFP_KERNEL,
@@ -126,13 +165,29 @@ impl SimEngine {
         self.state.lock().attached = None;
     }
 
-    /// Power loss: every register and pending event is gone.
+    /// Connects the simulated completion interrupt to `engine`'s handler.
+    pub(crate) fn connect_irq(&self, engine: Arc<Engine>) {
+        *self.irq_sink.lock() = Some(engine);
+    }
+
+    /// Disconnects it (unbind; also breaks the reference cycle).
+    pub(crate) fn disconnect_irq(&self) {
+        *self.irq_sink.lock() = None;
+    }
+
+    /// Power loss: every register and pending event is gone, unless the
+    /// task manager is kept in retention.
     pub(crate) fn power_down(&self) {
+        if self.retention {
+            return;
+        }
         let mut s = self.state.lock();
         for w in s.words.iter_mut() {
             *w = 0;
         }
         s.events.clear();
+        s.hung = false;
+        s.sticky = false;
     }
 
     /// A register read.
@@ -154,35 +209,68 @@ impl SimEngine {
 
     /// A register write; a write to PUSH runs the queued job.
     pub(crate) fn write32(&self, off: usize, val: u32) {
+        if self.write_locked(off, val) {
+            // The interrupt line: the handler runs without the register
+            // lock, as it would in its own thread.
+            let sink = self.irq_sink.lock().clone();
+            if let Some(engine) = sink {
+                if engine.interrupt() {
+                    let n = self.irqs.load(Relaxed);
+                    self.irqs.store(n.wrapping_add(1), Relaxed);
+                }
+            }
+        }
+    }
+
+    /// The write under the register lock; whether it raised the interrupt.
+    fn write_locked(&self, off: usize, val: u32) -> bool {
         let mut s = self.state.lock();
         if let Some(w) = s.words.get_mut(off / 4) {
             *w = val;
         }
+        let mut raise = false;
         if off == tm::tm_reg(tmr::PUSH) {
-            let fault = if Self::take(&self.hang) {
-                Some(None)
-            } else if Self::take(&self.error) {
-                Some(Some(INJECTED_ERROR))
-            } else {
-                None
-            };
-            match fault {
+            if Self::take(&self.hang) {
                 // A hang: the job never completes and posts no event.
-                Some(None) => {}
-                Some(Some(code)) => Self::latch(&mut s, code),
-                None => Self::push(&mut s, val),
+                s.hung = true;
+            } else if Self::take(&self.error) {
+                s.sticky = Self::take(&self.sticky);
+                Self::latch(&mut s, INJECTED_ERROR);
+                raise = true;
+            } else {
+                raise = Self::push(&mut s, val);
             }
         }
-        // Turning the queues off resets them: the error latches clear. (The
-        // driver's recovery does this; what the hardware clears exactly is
-        // not known.)
         if off == tm::tm_reg(tmr::TQ_EN) && val & tmr::TQ_EN_ON == 0 {
-            for r in tmr::ERROR {
-                if let Some(w) = s.words.get_mut(tm::tm_reg(r) / 4) {
-                    *w = 0;
+            self.reset_queues(&mut s);
+        }
+        raise
+    }
+
+    /// Turning the queues off drops the running task and its events; on
+    /// T8103 it clears the error latches (the driver's recovery relies on
+    /// that), unless an injected error is sticky. On a retention SoC the
+    /// latches stay, and a hung task leaves the T6001 timeout signature.
+    fn reset_queues(&self, s: &mut SimState) {
+        s.events.clear();
+        if self.retention {
+            if core::mem::take(&mut s.hung) {
+                for (r, v) in tmr::ERROR.iter().zip(RETENTION_HANG_LATCH) {
+                    if let Some(w) = s.words.get_mut(tm::tm_reg(*r) / 4) {
+                        *w = v;
+                    }
                 }
             }
-            s.events.clear();
+            return;
+        }
+        s.hung = false;
+        if s.sticky {
+            return;
+        }
+        for r in tmr::ERROR {
+            if let Some(w) = s.words.get_mut(tm::tm_reg(r) / 4) {
+                *w = 0;
+            }
         }
     }
 
@@ -200,11 +288,13 @@ impl SimEngine {
         s.words.get(off / 4).copied().unwrap_or(0)
     }
 
-    fn push(s: &mut SimState, val: u32) {
+    /// Runs a pushed job; whether it raised the interrupt (an event or an
+    /// error latch).
+    fn push(s: &mut SimState, val: u32) -> bool {
         // Queues off (after a power cycle without the enable sequence): the
         // push goes nowhere.
         if Self::reg(s, tm::tm_reg(tmr::TQ_EN)) & tmr::TQ_EN_ON == 0 {
-            return;
+            return false;
         }
         let q = ((val >> 8) & 7) as usize;
         let mut bars = [0u64; 32];
@@ -217,13 +307,13 @@ impl SimEngine {
         let td_count = info & 0xffff;
         let Some(pt) = s.attached.as_ref().map(|p| SimPageTable(p.0.clone())) else {
             Self::latch(s, 1);
-            return;
+            return true;
         };
         // The network id of the first TD comes back in the event.
         let mut w0 = [0u8; 4];
         if pt.read(addr, &mut w0).is_err() {
             Self::latch(s, 2);
-            return;
+            return true;
         }
         let nid = w0[2];
         let opts = engine::Options::default();
@@ -239,6 +329,7 @@ impl SimEngine {
                 Self::latch(s, 0x100);
             }
         }
+        true
     }
 
     fn latch(s: &mut SimState, code: u32) {

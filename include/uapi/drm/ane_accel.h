@@ -49,6 +49,7 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_MAX_PROGRAM_SIZE = 10, /* largest program range, bytes */
 	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
 	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
+	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
 };
 
 enum drm_ane_backend {
@@ -63,8 +64,26 @@ enum drm_ane_fw_state {
 	DRM_ANE_FW_FAILED = 3,	/* start failed; the device stays bound but idle */
 };
 
+/*
+ * Whether the engine takes jobs. After a timeout or fault the driver resets
+ * the task queues; if the engine still reports an error it is wedged, EXEC
+ * fails with EIO, and it recovers as the state says.
+ */
+enum drm_ane_engine_state {
+	DRM_ANE_ENGINE_READY = 0,
+	DRM_ANE_ENGINE_WEDGED_POWER_CYCLE = 1, /* clears when the device next
+						* runtime-suspends (all jobs and
+						* waits done, autosuspend delay) */
+	DRM_ANE_ENGINE_WEDGED_REBIND = 2,	/* the engine keeps its state across
+						 * power cycles: unbind and bind the
+						 * device (or reload the module) */
+};
+
 /* The device is the simulated ANE of the driver's test flavour. */
 #define DRM_ANE_FEATURE_SIMULATED (1ULL << 0)
+/* Job completion is signalled by the engine's interrupt (polling remains the
+ * fallback). */
+#define DRM_ANE_FEATURE_COMPLETION_IRQ (1ULL << 1)
 
 struct drm_ane_get_param {
 	__u32 param;		/* in: enum drm_ane_param */

@@ -301,6 +301,7 @@ fn fixture(name: &str) -> Option<ane::hwx::Hwx> {
 }
 
 const SKIP: &str = "SKIP";
+const SKIP_RETENTION: &str = "SKIP-RETENTION";
 
 /// The elementwise add program: in the guest, from its HWX.
 fn sum_program(d: &Device) -> Result<ane::device::Program<'_>, String> {
@@ -500,27 +501,7 @@ fn inject(what: &str, n: u32) -> TestResult {
 
 fn job_after_autosuspend(d: &Device) -> TestResult {
     fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
-    let status = format!(
-        "/sys/class/accel/{}/device/power/runtime_status",
-        d.path()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("accel0")
-    );
-    // The suite loads the module with a short autosuspend delay.
-    let mut state = String::new();
-    for _ in 0..50 {
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        state = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
-        if state.trim() == "suspended" {
-            break;
-        }
-    }
-    check!(
-        state.trim() == "suspended",
-        "device never autosuspended: {}",
-        state.trim()
-    );
+    wait_suspended(d)?;
     // The engine lost its state while suspended; resume must restore it.
     let st = run_sum(d)?;
     check!(
@@ -540,8 +521,210 @@ fn require_fault_injection() -> TestResult {
     Ok(())
 }
 
-fn injected_hang_recovers(d: &Device) -> TestResult {
+/// The SoC's recovery strategy.
+fn recovery(d: &Device) -> Result<ane::hw::soc::Recovery, String> {
+    let id = param_value(d, param::SOC_ID)?;
+    let soc = ane::hw::soc::SocId::from_raw(id as u32).ok_or(format!("soc {id:#x}"))?;
+    Ok(soc.info().recovery)
+}
+
+/// Skips a test whose injected fault would wedge a SoC that keeps the task
+/// manager in retention (only a rebind recovers it; `--wedge` covers that).
+fn require_in_place_recovery(d: &Device) -> TestResult {
     require_fault_injection()?;
+    if recovery(d)? != ane::hw::soc::Recovery::PowerCycle {
+        return Err(SKIP_RETENTION.into());
+    }
+    Ok(())
+}
+
+fn param_value(d: &Device, p: u32) -> Result<u64, String> {
+    let mut a = uapi::GetParam {
+        param: p,
+        pad: 0,
+        value: 0,
+    };
+    raw::get_param(d.fd(), &mut a).map_err(|e| format!("GET_PARAM {p}: {e}"))?;
+    Ok(a.value)
+}
+
+fn engine_state(d: &Device) -> Result<u64, String> {
+    param_value(d, param::ENGINE_STATE)
+}
+
+/// EXEC of the sum program; the errno if it is refused.
+fn exec_sum_errno(d: &Device) -> Result<Option<Errno>, String> {
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let mut a = uapi::Exec {
+        program: r.prog,
+        binding_count: r.bindings.len() as u32,
+        bindings: r.bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    match raw::exec(d.fd(), &mut a) {
+        Err(e) => Ok(Some(e)),
+        Ok(()) => {
+            d.wait(a.job_id, std::time::Duration::from_secs(20))
+                .map_err(|e| e.to_string())?;
+            Ok(None)
+        }
+    }
+}
+
+/// Waits until the device runtime-suspends (the suite loads the module
+/// with a short autosuspend delay).
+fn wait_suspended(d: &Device) -> TestResult {
+    let status = format!(
+        "/sys/class/accel/{}/device/power/runtime_status",
+        d.path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("accel0")
+    );
+    let mut state = String::new();
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        state = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
+        if state.trim() == "suspended" {
+            return Ok(());
+        }
+    }
+    Err(format!("device never autosuspended: {}", state.trim()))
+}
+
+fn sticky_error_recovers_by_power_cycle(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
+    inject("sticky", 1)?;
+    inject("error", 1)?;
+    let st = run_sum(d)?;
+    check!(
+        matches!(st, ane::device::JobStatus::Fault(_)),
+        "errored job ended {st:?}"
+    );
+    let state = engine_state(d)?;
+    check!(
+        state == uapi::engine_state::WEDGED_POWER_CYCLE,
+        "engine state after a latch that survives the reset: {state}"
+    );
+    let e = exec_sum_errno(d)?;
+    check!(e == Some(Errno::IO), "EXEC on a wedged engine: {e:?}");
+    // Nothing holds the device awake now: it suspends, which cures it.
+    wait_suspended(d)?;
+    let state = engine_state(d)?;
+    check!(
+        state == uapi::engine_state::READY,
+        "engine state after the power cycle: {state}"
+    );
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after the power cycle: {st:?}"
+    );
+    Ok(())
+}
+
+fn completion_by_interrupt(d: &Device) -> TestResult {
+    require_fault_injection()?;
+    let want = std::env::var("ANE_EXPECT_IRQ").map_or(true, |v| v != "0");
+    let features = param_value(d, param::FEATURES)?;
+    check!(
+        (features & uapi::feature::COMPLETION_IRQ != 0) == want,
+        "features {features:#x}, completion interrupt expected: {want}"
+    );
+    let irqs = || -> Result<u64, String> {
+        let s =
+            std::fs::read_to_string(format!("{SIM_DEBUGFS}/irqs")).map_err(|e| e.to_string())?;
+        s.trim().parse::<u64>().map_err(|e| e.to_string())
+    };
+    let before = irqs()?;
+    let st = run_sum(d)?;
+    check!(st == ane::device::JobStatus::Done, "job: {st:?}");
+    let after = irqs()?;
+    if want {
+        check!(
+            after > before,
+            "no interrupt claimed the job ({before} -> {after})"
+        );
+    } else {
+        check!(
+            after == before,
+            "interrupts without a line ({before} -> {after})"
+        );
+    }
+    Ok(())
+}
+
+/// `--wedge hang|error`: on a SoC that keeps the task manager in retention,
+/// the injected fault wedges the engine; EXEC is refused with EIO until the
+/// device is bound again, and then jobs run.
+fn wedge_and_rebind(what: &str) -> TestResult {
+    let d = open()?;
+    require_fault_injection()?;
+    check!(
+        recovery(&d)? == ane::hw::soc::Recovery::Rebind,
+        "--wedge needs a retention SoC (sim_soc=0x6001)"
+    );
+    check!(
+        engine_state(&d)? == uapi::engine_state::READY,
+        "not ready at start"
+    );
+    inject(what, 1)?;
+    let st = run_sum(&d)?;
+    let want_fault = what == "error";
+    check!(
+        if want_fault {
+            matches!(st, ane::device::JobStatus::Fault(_))
+        } else {
+            st == ane::device::JobStatus::Timeout
+        },
+        "{what}: job ended {st:?}"
+    );
+    let state = engine_state(&d)?;
+    check!(
+        state == uapi::engine_state::WEDGED_REBIND,
+        "engine state after {what}: {state}"
+    );
+    let e = exec_sum_errno(&d)?;
+    check!(e == Some(Errno::IO), "EXEC on a wedged engine: {e:?}");
+    // A runtime power cycle does not help (retention): still wedged.
+    wait_suspended(&d)?;
+    check!(
+        engine_state(&d)? == uapi::engine_state::WEDGED_REBIND,
+        "a power cycle cleared a retention wedge"
+    );
+    let link = format!(
+        "/sys/class/accel/{}/device",
+        d.path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("accel0")
+    );
+    let pdev = std::fs::read_link(&link).map_err(|e| format!("{link}: {e}"))?;
+    let name = pdev
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or("platform device name")?
+        .to_string();
+    drop(d);
+    let drv = "/sys/bus/platform/drivers/ane";
+    std::fs::write(format!("{drv}/unbind"), &name).map_err(|e| format!("unbind: {e}"))?;
+    std::fs::write(format!("{drv}/bind"), &name).map_err(|e| format!("bind: {e}"))?;
+    let d = open()?;
+    check!(
+        engine_state(&d)? == uapi::engine_state::READY,
+        "not ready after rebind"
+    );
+    let st = run_sum(&d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job after rebind: {st:?}"
+    );
+    Ok(())
+}
+
+fn injected_hang_recovers(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
     inject("hang", 1)?;
     let st = run_sum(d)?;
     check!(
@@ -557,7 +740,7 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
 }
 
 fn injected_error_is_a_fault(d: &Device) -> TestResult {
-    require_fault_injection()?;
+    require_in_place_recovery(d)?;
     inject("error", 1)?;
     let st = run_sum(d)?;
     check!(
@@ -579,7 +762,7 @@ fn extended_bindings_accepted(d: &Device) -> TestResult {
 }
 
 fn wait_deadline_passes_first(d: &Device) -> TestResult {
-    require_fault_injection()?;
+    require_in_place_recovery(d)?;
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     inject("hang", 1)?;
     let mut a = uapi::Exec {
@@ -610,7 +793,7 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
 }
 
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
-    require_fault_injection()?;
+    require_in_place_recovery(d)?;
     {
         let d2 = Device::open(d.path()).map_err(|e| e.to_string())?;
         let r = ready(&d2).map_err(|e| format!("setup: {e}"))?;
@@ -1124,6 +1307,19 @@ fn main() -> ExitCode {
             }
         };
     }
+    if args.get(1).map(String::as_str) == Some("--wedge") {
+        let what = args.get(2).map(String::as_str).unwrap_or("hang");
+        return match wedge_and_rebind(what) {
+            Ok(()) => {
+                println!("PASS wedge ({what}) -> EIO, rebind recovers");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("FAIL wedge ({what}): {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if args.get(1).map(String::as_str) == Some("--child-bo-traffic") {
         let path = args
             .get(2)
@@ -1170,6 +1366,14 @@ fn main() -> ExitCode {
             "injected engine error: fault, recovery",
             injected_error_is_a_fault,
         ),
+        (
+            "sticky error: wedged (EIO) until the next power cycle",
+            sticky_error_recovers_by_power_cycle,
+        ),
+        (
+            "completion by interrupt or polling",
+            completion_by_interrupt,
+        ),
         ("close fd with a job pending", close_fd_with_pending_job),
         (
             "extended binding structs accepted",
@@ -1189,6 +1393,12 @@ fn main() -> ExitCode {
             }
             Err(e) if e == SKIP => {
                 println!("SKIP {name}: no fixtures (ANE_FIXTURES)");
+                skipped += 1;
+            }
+            Err(e) if e == SKIP_RETENTION => {
+                println!(
+                    "SKIP {name}: this SoC keeps the task manager in retention; a fault wedges it until rebind (--wedge)"
+                );
                 skipped += 1;
             }
             Err(e) => {

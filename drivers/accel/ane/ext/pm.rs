@@ -15,6 +15,8 @@
 //!   down itself if it was left active. System sleep forces runtime suspend.
 //! - [`RuntimePm`]/[`PmRef`]: take a usage reference (resuming the device)
 //!   and drop it with autosuspend.
+//! - [`attach_power_domains`]: genpd attach of every power domain of a
+//!   device node, which the platform bus only does for a single domain.
 
 use core::{ffi::c_int, marker::PhantomData};
 
@@ -38,6 +40,7 @@ extern "C" {
     fn ane_glue_pm_put_autosuspend(dev: *mut bindings::device);
     fn ane_glue_pm_force_suspend(dev: *mut bindings::device) -> c_int;
     fn ane_glue_pm_force_resume(dev: *mut bindings::device) -> c_int;
+    fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
 }
 
 fn raw_dev<Ctx: device::DeviceContext>(dev: &device::Device<Ctx>) -> *mut bindings::device {
@@ -221,4 +224,20 @@ impl Drop for PmRef {
         // SAFETY: We hold a usage reference taken by `RuntimePm::get`.
         unsafe { ane_glue_pm_put_autosuspend(raw_dev(&self.dev)) };
     }
+}
+
+/// Attaches `dev` to every power domain its device-tree node lists, in list
+/// order, each with a runtime-PM device link: from then on, resuming the
+/// device powers all of them (parents first, through genpd) and suspending
+/// it lets them go. The domains are powered when this returns, and stay
+/// attached until the device is unbound (devres).
+///
+/// Returns the number of domains: 0 for a device without a node or without
+/// `power-domains`, 1 when the bus already attached a single domain.
+/// `EPROBE_DEFER` while a domain's provider has not probed yet.
+pub fn attach_power_domains(dev: &device::Device<device::Core<'_>>) -> Result<usize> {
+    // SAFETY: `dev` is being probed, so it is valid and bound for devres.
+    let n = unsafe { ane_glue_pm_domains_attach(raw_dev(dev)) };
+    kernel::error::to_result(n)?;
+    Ok(n as usize)
 }

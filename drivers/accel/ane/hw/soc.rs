@@ -130,6 +130,35 @@ pub struct SocInfo {
     /// Root (machine) compatibles of the chips behind this entry, as found in
     /// a board device tree's `/compatible`.
     pub root_compatibles: &'static [&'static str],
+    /// The power domains the device node lists in `power-domains`, in that
+    /// order, which is the order they must come up in (the binding,
+    /// `dts/bindings/apple,ane.yaml`, fixes it). The driver refuses a node
+    /// whose list has another length: touching the engine with an island
+    /// off wedges the SoC fabric (seed-repos.md §3.8, hazards).
+    pub power_domains: &'static [&'static str],
+    /// What the driver can do after a job timed out or faulted.
+    pub recovery: Recovery,
+}
+
+/// How the task manager is brought back after a timeout or an error latch.
+///
+/// The first step is always the same: disable and re-enable the task
+/// queues. If an error latch survives that, the engine is *wedged* and the
+/// driver refuses jobs until the step below has happened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Recovery {
+    /// The task manager loses its state when the engine's power domains
+    /// cycle (T8103: the SET domains reset it, hw.md §2.3), so the next
+    /// runtime suspend/resume cycle clears a wedge.
+    PowerCycle = 1,
+    /// The task manager's registers are kept in retention across power
+    /// cycles (T600x: a timed-out task leaves TM_ERROR1/2 = 0x22222222 and
+    /// TM_ERROR3 = 0x2222 that survive genpd cycling; seed-repos.md §4), so
+    /// only a new binding (sysfs unbind/bind or a module reload) clears it.
+    Rebind = 2,
+    /// The firmware owns the engine (H14); its own recovery applies.
+    Firmware = 3,
 }
 
 impl SocInfo {
@@ -167,6 +196,8 @@ pub static T8103: SocInfo = SocInfo {
     backend: BackendKind::HostDriven,
     iova: H13_IOVA,
     root_compatibles: &["apple,t8103"],
+    power_domains: &["ane_set1", "ane_set2", "ane_set3", "ane_set4", "ane_set5"],
+    recovery: Recovery::PowerCycle,
 };
 
 /// M1 Pro / M1 Max.
@@ -178,6 +209,10 @@ pub static T6000: SocInfo = SocInfo {
     backend: BackendKind::HostDriven,
     iova: H13_IOVA,
     root_compatibles: &["apple,t6000", "apple,t6001", "apple,t6002"],
+    // The four SET leaves of the seed's layout; their parents come up
+    // through genpd (dts/README.md, decision 2).
+    power_domains: &["ane_set1", "ane_set2", "ane_set3", "ane_set4"],
+    recovery: Recovery::Rebind,
 };
 
 /// M2 Pro.
@@ -189,6 +224,17 @@ pub static T6020: SocInfo = SocInfo {
     backend: BackendKind::Firmware,
     iova: H13_IOVA,
     root_compatibles: &["apple,t6020"],
+    power_domains: &[
+        "ane_sys_mpm",
+        "ane_td",
+        "ane_base",
+        "ane_set1",
+        "ane_set2",
+        "ane_set3",
+        "ane_set4",
+        "ane_cpu",
+    ],
+    recovery: Recovery::Firmware,
 };
 
 /// M2 Max.
@@ -200,6 +246,17 @@ pub static T6021: SocInfo = SocInfo {
     backend: BackendKind::Firmware,
     iova: H13_IOVA,
     root_compatibles: &["apple,t6021"],
+    power_domains: &[
+        "ane_sys_mpm",
+        "ane_td",
+        "ane_base",
+        "ane_set1",
+        "ane_set2",
+        "ane_set3",
+        "ane_set4",
+        "ane_cpu",
+    ],
+    recovery: Recovery::Firmware,
 };
 
 /// Every supported SoC, in the order of the driver's OF match table.
@@ -213,6 +270,13 @@ mod tests {
     fn table_is_consistent() {
         for (i, soc) in TABLE.iter().enumerate() {
             assert_eq!(soc.id, SocId::ALL[i], "table order");
+            assert!(!soc.power_domains.is_empty(), "{:?} power domains", soc.id);
+            assert_eq!(
+                soc.recovery == Recovery::Firmware,
+                soc.backend == BackendKind::Firmware,
+                "{:?} recovery",
+                soc.id
+            );
             assert!(core::ptr::eq(soc.id.info(), *soc), "info() of {:?}", soc.id);
             assert_eq!(SocId::from_raw(soc.id as u32), Some(soc.id));
             // Generation and backend go together.

@@ -102,8 +102,10 @@ pub mod param {
     pub const FW_STATE: u32 = 11;
     /// [`super::feature`] bits.
     pub const FEATURES: u32 = 12;
+    /// A [`super::engine_state`] value.
+    pub const ENGINE_STATE: u32 = 13;
     /// One past the highest parameter.
-    pub const COUNT: u32 = 13;
+    pub const COUNT: u32 = 14;
 }
 
 /// `enum drm_ane_backend`.
@@ -126,10 +128,22 @@ pub mod fw_state {
     pub const FAILED: u64 = 3;
 }
 
+/// `enum drm_ane_engine_state`: whether the engine takes jobs.
+pub mod engine_state {
+    /// It does.
+    pub const READY: u64 = 0;
+    /// Wedged; clears at the device's next runtime suspend.
+    pub const WEDGED_POWER_CYCLE: u64 = 1;
+    /// Wedged; clears when the device is bound again.
+    pub const WEDGED_REBIND: u64 = 2;
+}
+
 /// `DRM_ANE_FEATURE_*` bits.
 pub mod feature {
     /// The device is the simulated ANE of the test flavour.
     pub const SIMULATED: u64 = 1 << 0;
+    /// Completion is signalled by the engine's interrupt.
+    pub const COMPLETION_IRQ: u64 = 1 << 1;
 }
 
 /// `DRM_ANE_BIND_*` binding flags.
@@ -446,6 +460,26 @@ mod tests {
             };
         }
         ane_uapi_structs!(emit);
+        // The enum and flag values too.
+        let consts: &[(&str, u64)] = &[
+            ("DRM_ANE_ABI_VERSION", u64::from(ABI_VERSION)),
+            ("DRM_ANE_PARAM_FW_STATE", u64::from(param::FW_STATE)),
+            ("DRM_ANE_PARAM_FEATURES", u64::from(param::FEATURES)),
+            ("DRM_ANE_PARAM_ENGINE_STATE", u64::from(param::ENGINE_STATE)),
+            ("DRM_ANE_FW_FAILED", fw_state::FAILED),
+            ("DRM_ANE_ENGINE_READY", engine_state::READY),
+            (
+                "DRM_ANE_ENGINE_WEDGED_POWER_CYCLE",
+                engine_state::WEDGED_POWER_CYCLE,
+            ),
+            ("DRM_ANE_ENGINE_WEDGED_REBIND", engine_state::WEDGED_REBIND),
+            ("DRM_ANE_FEATURE_SIMULATED", feature::SIMULATED),
+            ("DRM_ANE_FEATURE_COMPLETION_IRQ", feature::COMPLETION_IRQ),
+        ];
+        for (name, v) in consts {
+            c += &format!("printf(\"%s %llu\\n\", \"{name}\", (unsigned long long)({name}));\n");
+            want += &format!("{name} {v}\n");
+        }
         c += "return 0; }\n";
         let dir = std::env::temp_dir().join(format!("ane-uapi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
