@@ -24,6 +24,14 @@ make -C "$out/src" KDIR="$kdir" ARCH="$karch" ANE_TEST=1 modules >"$out/module-b
 	exit 1
 }
 cp "$out/src/ane.ko" "$out/ane.ko"
+# The test power-domain provider for the arm64 device-tree runs.
+if [ "$arch" = arm64 ]; then
+	make -C "$kdir" M="$out/src/tools/qemu/testpd" ARCH="$karch" LLVM=1 modules \
+		>"$out/testpd-build.log" 2>&1 || {
+		cat "$out/testpd-build.log" >&2
+		exit 1
+	}
+fi
 
 # Userspace, static, with the chroot's Rust toolchain (the same rustc that
 # built the kernel; also proves the crates build with the minimum version).
@@ -45,6 +53,9 @@ cp /src/tools/qemu/init.sh "$root/init"
 chmod +x "$root/init"
 cp /src/tools/qemu/tests/*.sh "$root/tests/"
 cp "$out/ane.ko" "$root/lib/modules/$krel/extra/"
+if [ "$arch" = arm64 ]; then
+	cp "$out/src/tools/qemu/testpd/ane_test_pd.ko" "$root/lib/modules/$krel/extra/"
+fi
 cp "$kdir/modules.builtin" "$kdir/modules.builtin.modinfo" "$kdir/modules.order" "$root/lib/modules/$krel/"
 depmod -b "$root" "$krel"
 cp "$bins/ane-probe" "$bins/ane-ioctl-tests" "$bins/ane-bench" "$root/bin/"

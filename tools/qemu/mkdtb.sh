@@ -1,8 +1,11 @@
 #!/bin/bash
 # Inside the chroot: the QEMU arm64 `virt` device tree plus one ANE node per
 # supported compatible, so the real OF matching and module aliases are
-# exercised on arm64. The nodes carry no resources: the driver binds them
-# without touching hardware (the simulator provides hardware behaviour).
+# exercised on arm64, with test power domains (tools/qemu/testpd) shaped like
+# each SoC's PMGR chain, so the genpd attach and runtime PM run for real; and
+# one node with the wrong number of domains, which the driver must refuse.
+# The engine windows are never touched: the driver binds without touching
+# hardware (the simulator provides hardware behaviour).
 #
 #   mkdtb.sh OUT.dtb
 #
@@ -15,10 +18,57 @@ dtc -q -I dtb -O dts -o "$tmp/virt.dts" "$tmp/virt.dtb"
 cat >>"$tmp/virt.dts" <<'DTS'
 
 / {
-	ane-t8103 { compatible = "apple,t8103-ane"; reg = <0x0 0x0c000000 0x0 0x24000>; reg-names = "engine"; };
-	ane-t6000 { compatible = "apple,t6000-ane"; reg = <0x0 0x0c040000 0x0 0x24000>; reg-names = "engine"; };
-	ane-t6020 { compatible = "apple,t6020-ane"; reg = <0x0 0x0c080000 0x0 0x24000>; reg-names = "engine"; };
-	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x0c0c0000 0x0 0x24000>; reg-names = "engine"; };
+	/* Test power domains (tools/qemu/testpd), shaped like each SoC's PMGR
+	 * chain; parents first. */
+	ane-test-pmgr {
+		compatible = "ane-test,pmgr";
+		t8103_sys: t8103-ane-sys { #power-domain-cells = <0>; };
+		t8103_sys_cpu: t8103-ane-sys-cpu { #power-domain-cells = <0>; power-domains = <&t8103_sys>; };
+		t8103_base: t8103-ane-base { #power-domain-cells = <0>; power-domains = <&t8103_sys_cpu>; };
+		t8103_set1: t8103-ane-set1 { #power-domain-cells = <0>; power-domains = <&t8103_base>; };
+		t8103_set2: t8103-ane-set2 { #power-domain-cells = <0>; power-domains = <&t8103_base>; };
+		t8103_set3: t8103-ane-set3 { #power-domain-cells = <0>; power-domains = <&t8103_base>; };
+		t8103_set4: t8103-ane-set4 { #power-domain-cells = <0>; power-domains = <&t8103_base>; };
+		t8103_set5: t8103-ane-set5 { #power-domain-cells = <0>; power-domains = <&t8103_base>; };
+		t6000_sys: t6000-ane-sys { #power-domain-cells = <0>; };
+		t6000_sys_cpu: t6000-ane-sys-cpu { #power-domain-cells = <0>; power-domains = <&t6000_sys>; };
+		t6000_set0: t6000-ane-set0 { #power-domain-cells = <0>; power-domains = <&t6000_sys_cpu>; };
+		t6000_base: t6000-ane-base { #power-domain-cells = <0>; power-domains = <&t6000_set0>; };
+		t6000_set1: t6000-ane-set1 { #power-domain-cells = <0>; power-domains = <&t6000_base>; };
+		t6000_set2: t6000-ane-set2 { #power-domain-cells = <0>; power-domains = <&t6000_base>; };
+		t6000_set3: t6000-ane-set3 { #power-domain-cells = <0>; power-domains = <&t6000_base>; };
+		t6000_set4: t6000-ane-set4 { #power-domain-cells = <0>; power-domains = <&t6000_base>; };
+		t6020_sys: t6020-ane-sys { #power-domain-cells = <0>; };
+		t6020_mpm: t6020-ane-sys-mpm { #power-domain-cells = <0>; power-domains = <&t6020_sys>; };
+		t6020_td: t6020-ane-td { #power-domain-cells = <0>; power-domains = <&t6020_sys>; };
+		t6020_cpu: t6020-ane-cpu { #power-domain-cells = <0>; power-domains = <&t6020_sys>; };
+		t6020_base: t6020-ane-base { #power-domain-cells = <0>; power-domains = <&t6020_td>; };
+		t6020_set1: t6020-ane-set1 { #power-domain-cells = <0>; power-domains = <&t6020_base>; };
+		t6020_set2: t6020-ane-set2 { #power-domain-cells = <0>; power-domains = <&t6020_set1>; };
+		t6020_set3: t6020-ane-set3 { #power-domain-cells = <0>; power-domains = <&t6020_set2>; };
+		t6020_set4: t6020-ane-set4 { #power-domain-cells = <0>; power-domains = <&t6020_set3>; };
+		t6021_sys: t6021-ane-sys { #power-domain-cells = <0>; };
+		t6021_mpm: t6021-ane-sys-mpm { #power-domain-cells = <0>; power-domains = <&t6021_sys>; };
+		t6021_td: t6021-ane-td { #power-domain-cells = <0>; power-domains = <&t6021_sys>; };
+		t6021_cpu: t6021-ane-cpu { #power-domain-cells = <0>; power-domains = <&t6021_sys>; };
+		t6021_base: t6021-ane-base { #power-domain-cells = <0>; power-domains = <&t6021_td>; };
+		t6021_set1: t6021-ane-set1 { #power-domain-cells = <0>; power-domains = <&t6021_base>; };
+		t6021_set2: t6021-ane-set2 { #power-domain-cells = <0>; power-domains = <&t6021_set1>; };
+		t6021_set3: t6021-ane-set3 { #power-domain-cells = <0>; power-domains = <&t6021_set2>; };
+		t6021_set4: t6021-ane-set4 { #power-domain-cells = <0>; power-domains = <&t6021_set3>; };
+	};
+
+	ane-t8103 { compatible = "apple,t8103-ane"; reg = <0x0 0x0c000000 0x0 0x24000>; reg-names = "engine";
+		power-domains = <&t8103_set1>, <&t8103_set2>, <&t8103_set3>, <&t8103_set4>, <&t8103_set5>; };
+	ane-t6000 { compatible = "apple,t6000-ane"; reg = <0x0 0x0c040000 0x0 0x24000>; reg-names = "engine";
+		power-domains = <&t6000_set1>, <&t6000_set2>, <&t6000_set3>, <&t6000_set4>; };
+	ane-t6020 { compatible = "apple,t6020-ane"; reg = <0x0 0x0c080000 0x0 0x24000>; reg-names = "engine";
+		power-domains = <&t6020_mpm>, <&t6020_td>, <&t6020_base>, <&t6020_set1>, <&t6020_set2>, <&t6020_set3>, <&t6020_set4>, <&t6020_cpu>; };
+	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x0c0c0000 0x0 0x24000>; reg-names = "engine";
+		power-domains = <&t6021_mpm>, <&t6021_td>, <&t6021_base>, <&t6021_set1>, <&t6021_set2>, <&t6021_set3>, <&t6021_set4>, <&t6021_cpu>; };
+	/* Wrong: two of T8103's five domains. The driver must refuse it. */
+	ane-bad { compatible = "apple,t8103-ane"; reg = <0x0 0x0c100000 0x0 0x24000>; reg-names = "engine";
+		power-domains = <&t8103_set1>, <&t8103_set2>; };
 };
 DTS
 dtc -q -I dts -O dtb -o "$out" "$tmp/virt.dts"

@@ -1,14 +1,47 @@
-# With ANE nodes in the device tree (the harness adds one per compatible),
-# the module is loaded through the modalias of a node, exactly as udev would,
-# binds every node with the right SoC data, unbinds through sysfs, and
-# unloads cleanly.
+# With ANE nodes in the device tree (the harness adds one per compatible,
+# each on test power domains shaped like its SoC's PMGR chain), the module is
+# loaded through the modalias of a node, exactly as udev would, binds every
+# node with the right SoC data and all of its power domains, refuses a node
+# with the wrong number of domains, lets the domains go down when the device
+# autosuspends and brings them up again in order on open, unbinds through
+# sysfs, and unloads cleanly.
 # Nodes with a reg get their address in the device name (c000000.ane-t8103).
 devname() { basename "$(ls -d /sys/bus/platform/devices/*ane-"$1")"; }
+# The transitions of one test domain, in order ("on"/"off" per line).
+pd_log() { dmesg | sed -n "s/.*ane_test_pd: $1 \(on\|off\)$/\1/p"; }
+pd_last() { pd_log "$1" | tail -n 1; }
+# The order in which the named domains first came up.
+pd_first_on() { dmesg | sed -n 's/.*ane_test_pd: \([a-z0-9-]*\) on$/\1/p' | grep "^$1" | awk '!seen[$0]++' | tr '\n' ' '; }
+
+modprobe ane_test_pd
 alias=$(cat "/sys/bus/platform/devices/$(devname t8103)/modalias")
 echo "modalias: $alias"
-modprobe "$alias"
+modprobe "$alias" autosuspend_ms=300
 module_loaded || fail "modalias did not load ane"
 expect_eq "bound devices" "$(bound_count)" 4
+[ ! -L "/sys/bus/platform/drivers/ane/$(devname bad)" ] || fail "the node with two of five domains was bound"
+dmesg | grep -q "ane-bad: the device tree lists 2 power domains, T8103 needs 5" ||
+	fail "no refusal message for the node with the wrong domains"
+# Probe brought every domain up, parents first, the SET leaves in list order.
+expect_eq "T8103 power-up order" "$(pd_first_on t8103-)" \
+	"t8103-ane-sys t8103-ane-sys-cpu t8103-ane-base t8103-ane-set1 t8103-ane-set2 t8103-ane-set3 t8103-ane-set4 t8103-ane-set5 "
+expect_eq "T6021 power-up order" "$(pd_first_on t6021-)" \
+	"t6021-ane-sys t6021-ane-sys-mpm t6021-ane-td t6021-ane-base t6021-ane-set1 t6021-ane-set2 t6021-ane-set3 t6021-ane-set4 t6021-ane-cpu "
+# Idle: the device autosuspends and every domain goes down.
+sleep 2
+for d in sys sys-cpu base set1 set2 set3 set4 set5; do
+	expect_eq "t8103-ane-$d after autosuspend" "$(pd_last "t8103-ane-$d")" off
+done
+expect_eq "runtime status" "$(cat "/sys/bus/platform/devices/$(devname t8103)/power/runtime_status")" suspended
+# Opening the node wakes the device: the domains come up again. (The open
+# itself then fails with ENODEV: QEMU gives these nodes no IOMMU, and every
+# client needs an address space.)
+node=$(ls "/sys/bus/platform/devices/$(devname t8103)/accel")
+ons=$(pd_log t8103-ane-set5 | grep -c on)
+sys_ons=$(pd_log t8103-ane-sys | grep -c on)
+(: <"/dev/accel/$node") 2>/dev/null || true
+expect_eq "t8103-ane-set5 on open" "$(pd_log t8103-ane-set5 | grep -c on)" $((ons + 1))
+expect_eq "t8103-ane-sys on open" "$(pd_log t8103-ane-sys | grep -c on)" $((sys_ons + 1))
 for soc in t8103:T8103 t6000:T6000 t6020:T6020 t6021:T6021; do
 	node=${soc%%:*} id=${soc##*:}
 	[ -L "/sys/bus/platform/drivers/ane/$(devname "$node")" ] || fail "ane-$node not bound"

@@ -354,4 +354,37 @@ mod tests {
         assert!(!w.contains_range(u64::MAX - 1, 2), "overflowing end");
         assert!(w.contains_range(0x4000, 0), "an empty range at the start");
     }
+
+    /// The overlays' ANE nodes list as many power domains as the table
+    /// expects, with the labels the table names, in the table's order (the
+    /// driver refuses any other count at probe).
+    #[test]
+    fn overlays_list_the_table_power_domains() {
+        extern crate std;
+        use std::string::String;
+        use std::vec::Vec;
+        let dts = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dts");
+        for (file, soc) in [
+            ("t8103-ane.dts", &T8103),
+            ("t6001-ane.dts", &T6000),
+            ("t6021-ane.dts", &T6021),
+        ] {
+            let text = std::fs::read_to_string(std::format!("{dts}/{file}")).unwrap();
+            let compat = std::format!(
+                "compatible = \"{}\"",
+                soc.compatible.to_str().unwrap()
+            );
+            let node = &text[text.find(&compat).unwrap()..];
+            let node = &node[..node.find("};").unwrap()];
+            let list = &node[node.find("power-domains =").unwrap()..];
+            let list = &list[..list.find(';').unwrap()];
+            // `<&ps_ane_set1>` -> `ane_set1`, the PMGR node's label.
+            let names: Vec<String> = list
+                .split("<&ps_")
+                .skip(1)
+                .map(|s| std::format!("ane_{}", &s[4..s.find('>').unwrap()]))
+                .collect();
+            assert_eq!(names, soc.power_domains, "{file}");
+        }
+    }
 }
