@@ -14,8 +14,11 @@
 //!
 //! Files in this tree therefore never carry crate-level attributes, and every
 //! public item is documented (the kernel builds with `-Wmissing_docs`).
+//!
+//! `fw/` is the H14 (T602x) firmware path: image pin, boot contract, ChMan, firmware model.
 
 pub mod engine;
+pub mod fw;
 pub mod iova;
 pub mod soc;
 pub mod td;

@@ -1,0 +1,811 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The release ("boot contract") of the T602x ANE firmware, as a routine
+//! over four small traits the kernel implements.
+//!
+//! Facts (`seed-repos.md` §3.3, the seed's `ane_t6021_boot_run`):
+//!
+//! 1. Preflight: every ANE power island's PS word reads ACTUAL 0xf, or
+//!    nothing is written (and no engine register is even read: an engine
+//!    read with an island off wedges the fabric).
+//! 2. S1: SCRATCH0–7 ← 0, SCRATCH6 ← 1, SCRATCH7 pulsed 1 → 0.
+//! 3. S2: RVBAR: if bit 0 (latched by iBoot) is set, leave it; only an
+//!    unlatched RVBAR gets the fold of the entry IOVA.
+//! 4. S3: CPU_CONTROL ← 0, then ← RUN. From here on the CPU runs: the
+//!    driver must keep the module pinned until reboot whatever happens
+//!    next ([`BootError::released`]).
+//! 5. S4: poll SCRATCH7 for READY (0x08042006), 1000 × 1 ms.
+//! 6. S5: SCRATCH0 must be below 0x21; SCRATCH1 + 1 is the boot ordinal;
+//!    SCRATCH3 asks for a heap (≤ 32 MiB). Allocate the 0x40000-byte 'DDM '
+//!    pool, the 'IPC ' surface and the heap, and fill the 0x174-byte init
+//!    struct.
+//! 7. S6: barrier, SCRATCH0/1 ← the pool's device address (low, high),
+//!    SCRATCH7 ← wake (0xf7fbdff9).
+//! 8. S7: poll SCRATCH7 for DONE (0x08042006); SCRATCH1:0 then hold a
+//!    firmware-produced device address, kept raw and never dereferenced.
+//! 9. Legacy ack: validate the channel table in 'IPC ', set the owner byte
+//!    of every host→target ring slot, barrier, SCRATCH3 ← 0x08042006.
+//!
+//! Choices where the source is not explicit:
+//!
+//! - the init struct lives at offset 0 of the 'DDM ' pool (the pool's
+//!   address is what S6 publishes); its +0x60 "pool word0" is the pool's
+//!   first word before the struct is written, i.e. 0;
+//! - "template at [0x6C..0x16C) with +0xC0 = 4" is read as the `u32` at
+//!   struct offset 0xC0; the rest of the template and [0x16C..0x174) are 0;
+//! - +0x30 "previous fw length" is [`BootConfig::prev_fw_len`], supplied by
+//!   the caller;
+//! - the heap request in SCRATCH3 is in bytes, rounded up to 16 KiB;
+//! - a poll that ends with a value that is neither the expected one nor the
+//!   one it started from reports [`Reason::BadMagic`]; otherwise
+//!   [`Reason::Timeout`];
+//! - the findings' "set I2A_CTRL bit 0 before S3" is off by default
+//!   ([`BootConfig::enable_i2a`]), as in the shipped contract.
+
+use super::chman::{self, Table, IPC_SIZE};
+use super::regs::{self, scratch, SCRATCH_COUNT};
+
+/// 32-bit and 64-bit access to the device's `engine` window. Offsets are
+/// relative to the window; implementations must use non-posted accesses and
+/// may refuse offsets [`regs::access_allowed`] rejects (reading 0).
+pub trait Regs {
+    /// Reads the 32-bit register at `off`.
+    fn read32(&mut self, off: usize) -> u32;
+    /// Writes the 32-bit register at `off`.
+    fn write32(&mut self, off: usize, val: u32);
+    /// Reads the 64-bit register at `off`.
+    fn read64(&mut self, off: usize) -> u64;
+    /// Writes the 64-bit register at `off` (RVBAR only).
+    fn write64(&mut self, off: usize, val: u64);
+}
+
+/// Read-only access to the `pmgr` window. There is deliberately no write:
+/// raw power-state writes reset the machine.
+pub trait Pmgr {
+    /// Reads the 32-bit PS word at `off` of the `pmgr` window.
+    fn pmgr_read32(&mut self, off: usize) -> u32;
+}
+
+/// Waiting. Every wait in this module is a bounded number of these steps.
+pub trait Delay {
+    /// Sleeps (or spins) about `us` microseconds.
+    fn sleep_us(&mut self, us: u32);
+}
+
+/// What a firmware buffer is for (the kernel may name or account them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BufKind {
+    /// The 0x40000-byte 'DDM ' pool, which holds the init struct.
+    Ddm,
+    /// The 'IPC ' surface (channel table and rings).
+    Ipc,
+    /// The heap SCRATCH3 asked for.
+    Heap,
+    /// The host's command buffer.
+    Command,
+    /// A SHAREDMALLOC buffer (held until reboot).
+    Shared,
+}
+
+/// A device-visible, zeroed, coherent buffer the firmware may access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FwBuf {
+    /// The kernel's handle for it.
+    pub id: u32,
+    /// Its device address: nonzero, 16 KiB aligned, outside the firmware
+    /// window.
+    pub dva: u64,
+    /// Its bytes.
+    pub len: usize,
+}
+
+/// Why firmware memory could not be allocated or accessed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemError {
+    /// No memory (or a limit was reached).
+    NoMemory,
+    /// An access outside the buffer.
+    OutOfRange,
+    /// An unknown buffer id.
+    BadBuffer,
+}
+
+/// Coherent DMA memory for the firmware. Buffers live until reboot (the
+/// firmware may keep using them).
+pub trait FwMem {
+    /// Allocates a zeroed buffer of at least `len` bytes whose device
+    /// address is 16 KiB aligned and outside [`regs::FW_IOVA`]'s window.
+    fn alloc(&mut self, kind: BufKind, len: usize) -> Result<FwBuf, MemError>;
+    /// Writes `src` at byte `off` of `buf` (callers check the range first).
+    fn write_bytes(&mut self, buf: &FwBuf, off: usize, src: &[u8]) -> Result<(), MemError>;
+    /// Reads `dst.len()` bytes at byte `off` of `buf`.
+    fn read_bytes(&mut self, buf: &FwBuf, off: usize, dst: &mut [u8]) -> Result<(), MemError>;
+    /// Orders earlier memory accesses before later ones and before the next
+    /// register access (`dma_wmb`/`dma_rmb`, or `mb` to be safe).
+    fn barrier(&mut self);
+}
+
+/// Bytes of the 'DDM ' pool.
+pub const POOL_SIZE: usize = 0x4_0000;
+/// Largest heap SCRATCH3 may ask for.
+pub const MAX_HEAP: u32 = 32 << 20;
+/// SCRATCH0 must be below this.
+pub const SCRATCH0_LIMIT: u32 = 0x21;
+/// Buffer alignment the firmware needs.
+pub const ALIGN: u64 = 0x4000;
+
+/// Bytes of the init struct.
+pub const INIT_LEN: usize = 0x174;
+/// Value of the init struct's +0x10: the firmware's memory.
+pub const INIT_FW_MEMORY: u64 = regs::FW_MEMORY;
+/// Value of +0x18: the rest of a 256 MiB space.
+pub const INIT_FW_REST: u64 = 0x1000_0000 - regs::FW_MEMORY;
+/// Value of +0x68.
+pub const INIT_COUNT: u32 = 64;
+/// Offset of the template's one known value.
+pub const INIT_TEMPLATE_KEY: usize = 0xc0;
+/// That value.
+pub const INIT_TEMPLATE_VALUE: u32 = 4;
+
+/// The fields of the init struct.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InitStruct {
+    /// +0x00 the firmware image's device address.
+    pub fwim: u64,
+    /// +0x08 the 'IPC ' surface.
+    pub ipc: u64,
+    /// +0x10 [`INIT_FW_MEMORY`].
+    pub fw_memory: u64,
+    /// +0x18 [`INIT_FW_REST`].
+    pub fw_rest: u64,
+    /// +0x20 the heap (0 if none).
+    pub heap: u64,
+    /// +0x28 its bytes.
+    pub heap_len: u64,
+    /// +0x30 "previous fw length".
+    pub prev_fw_len: u64,
+    /// +0x50 the boot ordinal (SCRATCH1 + 1).
+    pub ordinal: u64,
+    /// +0x58 the 'DDM ' pool.
+    pub pool: u64,
+    /// +0x60 the pool's word 0.
+    pub pool_word0: u64,
+    /// +0x68 [`INIT_COUNT`].
+    pub count: u32,
+    /// +0xC0 [`INIT_TEMPLATE_VALUE`].
+    pub template_key: u32,
+}
+
+/// Offsets of the `u64` fields, in [`InitStruct`] order up to `pool_word0`.
+const INIT_U64: [usize; 10] = [0x00, 0x08, 0x10, 0x18, 0x20, 0x28, 0x30, 0x50, 0x58, 0x60];
+
+/// Why an init struct is not acceptable (the model's check).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitError {
+    /// Fewer than [`INIT_LEN`] bytes.
+    Short,
+    /// A field has a value the contract fixes otherwise.
+    Field {
+        /// Its offset.
+        offset: usize,
+    },
+    /// A device address that is zero, unaligned or in the firmware window.
+    Address {
+        /// Its offset.
+        offset: usize,
+    },
+}
+
+impl InitStruct {
+    /// The struct for `p`'s buffers.
+    fn u64_fields(&self) -> [u64; 10] {
+        [
+            self.fwim,
+            self.ipc,
+            self.fw_memory,
+            self.fw_rest,
+            self.heap,
+            self.heap_len,
+            self.prev_fw_len,
+            self.ordinal,
+            self.pool,
+            self.pool_word0,
+        ]
+    }
+
+    /// Encodes the struct.
+    pub fn encode(&self) -> [u8; INIT_LEN] {
+        let mut b = [0u8; INIT_LEN];
+        for (off, v) in INIT_U64.iter().zip(self.u64_fields()) {
+            let _ = super::bytes::put_u64(&mut b, *off, v);
+        }
+        let _ = super::bytes::put_u32(&mut b, 0x68, self.count);
+        let _ = super::bytes::put_u32(&mut b, INIT_TEMPLATE_KEY, self.template_key);
+        b
+    }
+
+    /// Decodes a struct.
+    pub fn decode(b: &[u8]) -> Result<InitStruct, InitError> {
+        if b.len() < INIT_LEN {
+            return Err(InitError::Short);
+        }
+        let q = |off| super::bytes::u64_at(b, off).unwrap_or(0);
+        let d = |off| super::bytes::u32_at(b, off).unwrap_or(0);
+        Ok(InitStruct {
+            fwim: q(0x00),
+            ipc: q(0x08),
+            fw_memory: q(0x10),
+            fw_rest: q(0x18),
+            heap: q(0x20),
+            heap_len: q(0x28),
+            prev_fw_len: q(0x30),
+            ordinal: q(0x50),
+            pool: q(0x58),
+            pool_word0: q(0x60),
+            count: d(0x68),
+            template_key: d(INIT_TEMPLATE_KEY),
+        })
+    }
+
+    /// Checks the fixed values and the addresses.
+    pub fn check(&self) -> Result<(), InitError> {
+        let fixed = [
+            (0x10, self.fw_memory == INIT_FW_MEMORY),
+            (0x18, self.fw_rest == INIT_FW_REST),
+            (
+                0x28,
+                self.heap_len <= u64::from(MAX_HEAP) && (self.heap == 0) == (self.heap_len == 0),
+            ),
+            (0x68, self.count == INIT_COUNT),
+            (INIT_TEMPLATE_KEY, self.template_key == INIT_TEMPLATE_VALUE),
+        ];
+        if let Some((offset, _)) = fixed.iter().find(|(_, ok)| !ok) {
+            return Err(InitError::Field { offset: *offset });
+        }
+        let addrs = [
+            (0x08, self.ipc, true),
+            (0x58, self.pool, true),
+            (0x20, self.heap, self.heap != 0),
+        ];
+        for (offset, dva, required) in addrs {
+            if required && !dva_ok(dva, 1) {
+                return Err(InitError::Address { offset });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether `dva` is usable for a firmware buffer of `len` bytes.
+fn dva_ok(dva: u64, len: u64) -> bool {
+    dva != 0 && dva % ALIGN == 0 && !regs::in_fw_window(dva, len)
+}
+
+/// Parameters of a boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BootConfig {
+    /// The staged firmware image's device address (init struct +0x00).
+    pub fwim_dva: u64,
+    /// Init struct +0x30.
+    pub prev_fw_len: u64,
+    /// The entry IOVA folded into an unlatched RVBAR.
+    pub entry_iova: u64,
+    /// Polls of SCRATCH7 for READY.
+    pub ready_polls: u32,
+    /// Polls of SCRATCH7 for DONE.
+    pub done_polls: u32,
+    /// Microseconds between polls.
+    pub poll_us: u32,
+    /// Set I2A_CTRL.ENABLE before the release.
+    pub enable_i2a: bool,
+}
+
+impl BootConfig {
+    /// The seed's values: firmware at 1 TiB, 1000 polls of 1 ms each.
+    pub const DEFAULT: BootConfig = BootConfig {
+        fwim_dva: regs::FW_IOVA,
+        prev_fw_len: 0,
+        entry_iova: regs::FW_IOVA,
+        ready_polls: 1000,
+        done_polls: 1000,
+        poll_us: 1000,
+        enable_i2a: false,
+    };
+}
+
+impl Default for BootConfig {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// The step of the contract a [`BootError`] happened in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Step {
+    /// The island gate (nothing touched).
+    Preflight,
+    /// S1.
+    ScratchInit,
+    /// S2.
+    Rvbar,
+    /// S3.
+    Release,
+    /// S4.
+    Ready,
+    /// S5.
+    Prepare,
+    /// S6.
+    Publish,
+    /// S7.
+    Done,
+    /// Reading and validating the channel table.
+    ChannelTable,
+    /// The host→target ring-owner init.
+    RingInit,
+    /// The legacy ack.
+    Ack,
+}
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A power island is not up.
+    IslandOff {
+        /// Index in [`regs::ISLANDS`].
+        island: usize,
+        /// Its PS word.
+        word: u32,
+    },
+    /// A register never showed the expected value.
+    Timeout {
+        /// The register polled.
+        register: usize,
+        /// The value awaited.
+        expected: u32,
+        /// Polls made.
+        polls: u32,
+    },
+    /// A register changed, but to a wrong value.
+    BadMagic {
+        /// The register polled.
+        register: usize,
+        /// The value it holds.
+        found: u32,
+        /// The value awaited.
+        expected: u32,
+    },
+    /// A scratch value out of its range.
+    ScratchRange {
+        /// Scratch register index.
+        index: usize,
+        /// Its value.
+        value: u32,
+    },
+    /// An allocation failed.
+    Alloc {
+        /// For what.
+        kind: BufKind,
+        /// Its error.
+        err: MemError,
+    },
+    /// An allocation returned an unusable buffer.
+    BadBuffer {
+        /// For what.
+        kind: BufKind,
+        /// Its device address.
+        dva: u64,
+    },
+    /// A memory access failed.
+    Mem(MemError),
+    /// The channel table is not acceptable.
+    Table(chman::TableError),
+}
+
+/// The registers a failed boot leaves behind, for the driver to expose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Captured {
+    /// SCRATCH0..7.
+    pub scratch: [u32; SCRATCH_COUNT],
+    /// CPU_STATUS.
+    pub cpu_status: u32,
+    /// CPU_CONTROL.
+    pub cpu_control: u32,
+    /// RVBAR.
+    pub rvbar: u64,
+    /// IPI pending bits.
+    pub ipi_pending: u32,
+}
+
+/// A failed boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BootError {
+    /// Where.
+    pub step: Step,
+    /// Why.
+    pub reason: Reason,
+    /// The registers at the failure; `None` when the engine window must not
+    /// be read (a preflight failure).
+    pub captured: Option<Captured>,
+}
+
+impl BootError {
+    /// Whether RUN was written: the CPU may be running, so the driver must
+    /// pin itself until reboot and refuse a retry in this boot.
+    pub fn released(&self) -> bool {
+        self.step > Step::Release
+    }
+
+    /// Whether any engine register was written.
+    pub fn touched(&self) -> bool {
+        self.step > Step::Preflight
+    }
+}
+
+/// What a successful boot leaves for the transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Booted {
+    /// The 'DDM ' pool (holds the init struct).
+    pub pool: FwBuf,
+    /// The 'IPC ' surface.
+    pub ipc: FwBuf,
+    /// The heap, if SCRATCH3 asked for one.
+    pub heap: Option<FwBuf>,
+    /// The validated channel table.
+    pub table: Table,
+    /// SCRATCH0 at READY.
+    pub scratch0: u32,
+    /// The boot ordinal (SCRATCH1 + 1 at READY).
+    pub ordinal: u32,
+    /// SCRATCH1:0 at DONE (kept raw, never dereferenced).
+    pub fw_address: u64,
+    /// RVBAR was latched (and left alone).
+    pub rvbar_latched: bool,
+    /// CPU_STATUS after DONE.
+    pub cpu_status: u32,
+}
+
+/// Reads the registers a [`BootError`] carries.
+pub fn capture<R: Regs + ?Sized>(r: &mut R) -> Captured {
+    let mut c = Captured::default();
+    for (i, s) in c.scratch.iter_mut().enumerate() {
+        *s = r.read32(scratch(i));
+    }
+    c.cpu_status = r.read32(regs::CPU_STATUS);
+    c.cpu_control = r.read32(regs::CPU_CONTROL);
+    c.rvbar = r.read64(regs::RVBAR);
+    c.ipi_pending = r.read32(regs::IPI_PENDING);
+    c
+}
+
+/// Builds a [`BootError`] with the captured registers.
+fn fail<R: Regs + ?Sized>(r: &mut R, step: Step, reason: Reason) -> BootError {
+    BootError {
+        step,
+        reason,
+        captured: Some(capture(r)),
+    }
+}
+
+/// Checks that every ANE island reads ACTUAL 0xf, reading only `pmgr`.
+pub fn preflight<P: Pmgr + ?Sized>(p: &mut P) -> Result<(), BootError> {
+    for (island, i) in regs::ISLANDS.iter().enumerate() {
+        let word = p.pmgr_read32(i.offset);
+        if regs::ps::actual(word) != regs::ps::ACTIVE {
+            return Err(BootError {
+                step: Step::Preflight,
+                reason: Reason::IslandOff { island, word },
+                captured: None,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Runs the whole release contract.
+pub fn boot<P: Regs + Pmgr + Delay + FwMem>(
+    p: &mut P,
+    cfg: &BootConfig,
+) -> Result<Booted, BootError> {
+    preflight(p)?;
+    scratch_init(p);
+    let rvbar_latched = rvbar(p, cfg);
+    release(p, cfg);
+    poll(
+        p,
+        Step::Ready,
+        0,
+        regs::MAGIC_READY,
+        cfg.ready_polls,
+        cfg.poll_us,
+    )?;
+    let prep = prepare(p, cfg)?;
+    publish(p, &prep);
+    poll(
+        p,
+        Step::Done,
+        regs::MAGIC_WAKE,
+        regs::MAGIC_DONE,
+        cfg.done_polls,
+        cfg.poll_us,
+    )?;
+    let fw_address = u64::from(p.read32(scratch(1))) << 32 | u64::from(p.read32(scratch(0)));
+    let table = read_table(p, &prep.ipc)?;
+    chman::init_h2t_owners(p, &prep.ipc, &table)
+        .map_err(|e| fail(p, Step::RingInit, Reason::Mem(e)))?;
+    p.barrier();
+    p.write32(scratch(3), regs::MAGIC_READY);
+    Ok(Booted {
+        pool: prep.pool,
+        ipc: prep.ipc,
+        heap: prep.heap,
+        table,
+        scratch0: prep.scratch0,
+        ordinal: prep.ordinal,
+        fw_address,
+        rvbar_latched,
+        cpu_status: p.read32(regs::CPU_STATUS),
+    })
+}
+
+/// S1: clear the scratch registers, SCRATCH6 ← 1, pulse SCRATCH7.
+fn scratch_init<R: Regs + ?Sized>(r: &mut R) {
+    for i in 0..SCRATCH_COUNT {
+        r.write32(scratch(i), 0);
+    }
+    r.write32(scratch(6), 1);
+    r.write32(scratch(7), 1);
+    r.write32(scratch(7), 0);
+}
+
+/// S2: leaves a latched RVBAR alone, folds the entry into an unlatched one.
+/// Returns whether it was latched.
+fn rvbar<R: Regs + ?Sized>(r: &mut R, cfg: &BootConfig) -> bool {
+    let latched = r.read64(regs::RVBAR) & regs::RVBAR_VALID != 0;
+    if !latched {
+        r.write64(regs::RVBAR, regs::rvbar_fold(cfg.entry_iova));
+    }
+    latched
+}
+
+/// S3: CPU_CONTROL ← 0, then RUN.
+fn release<R: Regs + ?Sized>(r: &mut R, cfg: &BootConfig) {
+    if cfg.enable_i2a {
+        let v = r.read32(regs::I2A_CTRL);
+        r.write32(regs::I2A_CTRL, v | regs::mbox_ctrl::ENABLE);
+    }
+    r.write32(regs::CPU_CONTROL, 0);
+    r.write32(regs::CPU_CONTROL, regs::CPU_CONTROL_RUN);
+}
+
+/// Polls SCRATCH7 until it reads `want`, at most `polls` sleeps.
+fn poll<P: Regs + Delay + ?Sized>(
+    p: &mut P,
+    step: Step,
+    from: u32,
+    want: u32,
+    polls: u32,
+    step_us: u32,
+) -> Result<(), BootError> {
+    let reg = scratch(7);
+    let mut v = p.read32(reg);
+    for _ in 0..polls {
+        if v == want {
+            return Ok(());
+        }
+        p.sleep_us(step_us);
+        v = p.read32(reg);
+    }
+    if v == want {
+        return Ok(());
+    }
+    let reason = if v != from {
+        Reason::BadMagic {
+            register: reg,
+            found: v,
+            expected: want,
+        }
+    } else {
+        Reason::Timeout {
+            register: reg,
+            expected: want,
+            polls,
+        }
+    };
+    Err(fail(p, step, reason))
+}
+
+/// What S5 prepared.
+struct Prepared {
+    /// The pool.
+    pool: FwBuf,
+    /// The IPC surface.
+    ipc: FwBuf,
+    /// The heap.
+    heap: Option<FwBuf>,
+    /// SCRATCH0.
+    scratch0: u32,
+    /// The ordinal.
+    ordinal: u32,
+}
+
+/// Allocates one buffer and checks it.
+fn alloc<P: Regs + FwMem + ?Sized>(
+    p: &mut P,
+    kind: BufKind,
+    len: usize,
+) -> Result<FwBuf, BootError> {
+    let b = match p.alloc(kind, len) {
+        Ok(b) => b,
+        Err(err) => return Err(fail(p, Step::Prepare, Reason::Alloc { kind, err })),
+    };
+    if b.len < len || !dva_ok(b.dva, b.len as u64) {
+        return Err(fail(
+            p,
+            Step::Prepare,
+            Reason::BadBuffer { kind, dva: b.dva },
+        ));
+    }
+    Ok(b)
+}
+
+/// S5: checks the scratch values, allocates, writes the init struct.
+fn prepare<P: Regs + FwMem + ?Sized>(p: &mut P, cfg: &BootConfig) -> Result<Prepared, BootError> {
+    let s0 = p.read32(scratch(0));
+    if s0 >= SCRATCH0_LIMIT {
+        return Err(fail(
+            p,
+            Step::Prepare,
+            Reason::ScratchRange {
+                index: 0,
+                value: s0,
+            },
+        ));
+    }
+    let s1 = p.read32(scratch(1));
+    let Some(ordinal) = s1.checked_add(1) else {
+        return Err(fail(
+            p,
+            Step::Prepare,
+            Reason::ScratchRange {
+                index: 1,
+                value: s1,
+            },
+        ));
+    };
+    let s3 = p.read32(scratch(3));
+    if s3 > MAX_HEAP {
+        return Err(fail(
+            p,
+            Step::Prepare,
+            Reason::ScratchRange {
+                index: 3,
+                value: s3,
+            },
+        ));
+    }
+    let pool = alloc(p, BufKind::Ddm, POOL_SIZE)?;
+    let ipc = alloc(p, BufKind::Ipc, IPC_SIZE)?;
+    let heap_len = (s3 as usize).next_multiple_of(ALIGN as usize);
+    let heap = if heap_len == 0 {
+        None
+    } else {
+        Some(alloc(p, BufKind::Heap, heap_len)?)
+    };
+    let init = InitStruct {
+        fwim: cfg.fwim_dva,
+        ipc: ipc.dva,
+        fw_memory: INIT_FW_MEMORY,
+        fw_rest: INIT_FW_REST,
+        heap: heap.map_or(0, |h| h.dva),
+        heap_len: heap_len as u64,
+        prev_fw_len: cfg.prev_fw_len,
+        ordinal: u64::from(ordinal),
+        pool: pool.dva,
+        pool_word0: 0,
+        count: INIT_COUNT,
+        template_key: INIT_TEMPLATE_VALUE,
+    };
+    chman::write(p, &pool, 0, &init.encode())
+        .map_err(|e| fail(p, Step::Prepare, Reason::Mem(e)))?;
+    Ok(Prepared {
+        pool,
+        ipc,
+        heap,
+        scratch0: s0,
+        ordinal,
+    })
+}
+
+/// S6: publishes the pool and wakes the firmware.
+fn publish<P: Regs + FwMem + ?Sized>(p: &mut P, prep: &Prepared) {
+    p.barrier();
+    p.write32(scratch(0), prep.pool.dva as u32);
+    p.write32(scratch(1), (prep.pool.dva >> 32) as u32);
+    p.write32(scratch(7), regs::MAGIC_WAKE);
+}
+
+/// Reads and validates the channel table, entry by entry.
+fn read_table<P: Regs + FwMem + ?Sized>(p: &mut P, ipc: &FwBuf) -> Result<Table, BootError> {
+    let mut t = Table::default();
+    let mut entry = [0u8; chman::ENTRY_LEN];
+    for (index, ch) in t.channels.iter_mut().enumerate() {
+        let off = index * chman::ENTRY_LEN;
+        chman::read(p, ipc, off, &mut entry)
+            .map_err(|e| fail(p, Step::ChannelTable, Reason::Mem(e)))?;
+        *ch = chman::parse_entry(index, &entry)
+            .map_err(|e| fail(p, Step::ChannelTable, Reason::Table(e)))?;
+    }
+    t.check_geometry(ipc.len as u64)
+        .map_err(|e| fail(p, Step::ChannelTable, Reason::Table(e)))?;
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_struct_layout() {
+        let s = InitStruct {
+            fwim: regs::FW_IOVA,
+            ipc: 0x8000,
+            fw_memory: INIT_FW_MEMORY,
+            fw_rest: INIT_FW_REST,
+            heap: 0,
+            heap_len: 0,
+            prev_fw_len: 0x4c_5b28,
+            ordinal: 1,
+            pool: 0x4_0000,
+            pool_word0: 0,
+            count: INIT_COUNT,
+            template_key: INIT_TEMPLATE_VALUE,
+        };
+        let b = s.encode();
+        assert_eq!(b.len(), 0x174);
+        assert_eq!(&b[0..8], &0x100_0000_0000u64.to_le_bytes());
+        assert_eq!(&b[0x10..0x18], &0x50_0000u64.to_le_bytes());
+        assert_eq!(&b[0x18..0x20], &0xfb0_0000u64.to_le_bytes());
+        assert_eq!(&b[0x68..0x6c], &64u32.to_le_bytes());
+        assert_eq!(&b[0xc0..0xc4], &4u32.to_le_bytes());
+        assert!(b[0x6c..0xc0].iter().chain(&b[0xc4..]).all(|&x| x == 0));
+        assert_eq!(InitStruct::decode(&b), Ok(s));
+        assert_eq!(s.check(), Ok(()));
+        assert_eq!(InitStruct::decode(&b[..0x173]), Err(InitError::Short));
+        let bad = InitStruct { count: 63, ..s };
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0x68 }));
+        let bad = InitStruct {
+            template_key: 0,
+            ..s
+        };
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0xc0 }));
+        let bad = InitStruct { ipc: 0x8001, ..s };
+        assert_eq!(bad.check(), Err(InitError::Address { offset: 0x08 }));
+        let bad = InitStruct {
+            pool: regs::FW_IOVA,
+            ..s
+        };
+        assert_eq!(bad.check(), Err(InitError::Address { offset: 0x58 }));
+        let bad = InitStruct {
+            heap_len: 0x4000,
+            ..s
+        };
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0x28 }));
+    }
+
+    #[test]
+    fn released_and_touched() {
+        let e = |step| BootError {
+            step,
+            reason: Reason::Mem(MemError::NoMemory),
+            captured: None,
+        };
+        assert!(!e(Step::Preflight).touched());
+        assert!(e(Step::ScratchInit).touched());
+        assert!(
+            !e(Step::Release).released(),
+            "a failure inside S3 cannot happen after RUN"
+        );
+        assert!(e(Step::Ready).released());
+        assert!(e(Step::Ack).released());
+    }
+}

@@ -1,0 +1,1042 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Integration tests of the firmware path: the driver-side boot routine and
+//! ChMan host, connected to the firmware model through an in-memory bus (a
+//! `Vec`-backed device memory), plus property tests that no decoder panics
+//! on arbitrary bytes.
+//!
+//! Every wait is bounded by a poll count, so a hang shows up as a typed
+//! timeout, never as a stuck test.
+
+extern crate std;
+
+use std::vec;
+use std::vec::Vec;
+
+use super::boot::{self, *};
+use super::chman::{self, *};
+use super::image;
+use super::model::{self, *};
+use super::msg::{self, *};
+use super::regs::{self, scratch};
+
+/// Device address of the first byte of test memory.
+const BASE: u64 = 0x10_0000;
+/// Bytes of test memory.
+const MEM_LEN: usize = 8 << 20;
+/// Polls for an exchange (steps of one model tick each).
+const POLLS: u32 = 200;
+
+/// `Vec`-backed device memory with a bump allocator.
+struct VecMem {
+    bytes: Vec<u8>,
+    next: u64,
+    bufs: Vec<FwBuf>,
+    fail: Option<BufKind>,
+}
+
+impl VecMem {
+    fn new() -> Self {
+        VecMem {
+            bytes: vec![0; MEM_LEN],
+            next: BASE,
+            bufs: Vec::new(),
+            fail: None,
+        }
+    }
+
+    fn range(&self, dva: u64, len: usize) -> Option<core::ops::Range<usize>> {
+        let start = usize::try_from(dva.checked_sub(BASE)?).ok()?;
+        let end = start.checked_add(len)?;
+        (end <= self.bytes.len()).then_some(start..end)
+    }
+
+    fn alloc(&mut self, kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
+        if self.fail == Some(kind) {
+            return Err(MemError::NoMemory);
+        }
+        let len = len.next_multiple_of(0x4000);
+        let dva = self.next;
+        self.range(dva, len).ok_or(MemError::NoMemory)?;
+        self.next += len as u64;
+        let b = FwBuf {
+            id: self.bufs.len() as u32,
+            dva,
+            len,
+        };
+        self.bufs.push(b);
+        Ok(b)
+    }
+
+    fn get(&self, dva: u64, len: usize) -> &[u8] {
+        &self.bytes[self.range(dva, len).unwrap()]
+    }
+
+    fn set(&mut self, dva: u64, src: &[u8]) {
+        let r = self.range(dva, src.len()).unwrap();
+        self.bytes[r].copy_from_slice(src);
+    }
+}
+
+impl model::Mem for VecMem {
+    fn read(&mut self, iova: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+        let r = self.range(iova, buf.len()).ok_or(MemFault { iova })?;
+        buf.copy_from_slice(&self.bytes[r]);
+        Ok(())
+    }
+
+    fn write(&mut self, iova: u64, buf: &[u8]) -> Result<(), MemFault> {
+        let r = self.range(iova, buf.len()).ok_or(MemFault { iova })?;
+        self.bytes[r].copy_from_slice(buf);
+        Ok(())
+    }
+}
+
+/// The executor of the tests: every output byte is the wrapping sum of the
+/// inputs' bytes at the same index, plus the number of sections.
+/// What the executor saw of one call: program, process, cookie, sections,
+/// buffers.
+type Seen = (u32, u32, u64, Vec<SectionRef>, Vec<IoRef>);
+
+#[derive(Default)]
+struct SumExec {
+    calls: Vec<Seen>,
+    fail: bool,
+}
+
+impl Executor for SumExec {
+    fn execute<M: model::Mem + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        call: &Call<'_>,
+    ) -> Result<(), ExecFailed> {
+        self.calls.push((
+            call.program,
+            call.process,
+            call.cookie,
+            call.sections.to_vec(),
+            call.io.to_vec(),
+        ));
+        if self.fail {
+            return Err(ExecFailed { code: 7 });
+        }
+        for out in call.io.iter().filter(|r| r.kind == IoKind::Output) {
+            let mut acc = vec![call.sections.len() as u8; out.size as usize];
+            for inp in call.io.iter().filter(|r| r.kind == IoKind::Input) {
+                let mut b = vec![0u8; inp.size as usize];
+                mem.read(inp.iova, &mut b)
+                    .map_err(|_| ExecFailed { code: 1 })?;
+                for (a, x) in acc.iter_mut().zip(&b) {
+                    *a = a.wrapping_add(*x);
+                }
+            }
+            mem.write(out.iova, &acc)
+                .map_err(|_| ExecFailed { code: 2 })?;
+        }
+        Ok(())
+    }
+}
+
+/// The bus: registers go to the model, every delay step ticks it.
+struct Bus {
+    model: FwModel,
+    mem: VecMem,
+    exec: SumExec,
+    sleeps: u64,
+    writes: Vec<(usize, u64)>,
+}
+
+impl Bus {
+    fn new(cfg: ModelConfig) -> Self {
+        Bus {
+            model: FwModel::new(cfg),
+            mem: VecMem::new(),
+            exec: SumExec::default(),
+            sleeps: 0,
+            writes: Vec::new(),
+        }
+    }
+
+    fn tick(&mut self) {
+        self.model.tick(&mut self.mem, &mut self.exec);
+    }
+}
+
+impl Regs for Bus {
+    fn read32(&mut self, off: usize) -> u32 {
+        self.model.read32(off)
+    }
+    fn write32(&mut self, off: usize, val: u32) {
+        self.writes.push((off, u64::from(val)));
+        self.model.write32(off, val)
+    }
+    fn read64(&mut self, off: usize) -> u64 {
+        self.model.read64(off)
+    }
+    fn write64(&mut self, off: usize, val: u64) {
+        self.writes.push((off, val));
+        self.model.write64(off, val)
+    }
+}
+
+impl Pmgr for Bus {
+    fn pmgr_read32(&mut self, off: usize) -> u32 {
+        self.model.pmgr_read32(off)
+    }
+}
+
+impl Delay for Bus {
+    fn sleep_us(&mut self, _us: u32) {
+        self.sleeps += 1;
+        self.tick();
+    }
+}
+
+impl FwMem for Bus {
+    fn alloc(&mut self, kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
+        self.mem.alloc(kind, len)
+    }
+    fn write_bytes(&mut self, buf: &FwBuf, off: usize, src: &[u8]) -> Result<(), MemError> {
+        if self.mem.bufs.get(buf.id as usize) != Some(buf) || off + src.len() > buf.len {
+            return Err(MemError::BadBuffer);
+        }
+        self.mem.set(buf.dva + off as u64, src);
+        Ok(())
+    }
+    fn read_bytes(&mut self, buf: &FwBuf, off: usize, dst: &mut [u8]) -> Result<(), MemError> {
+        if self.mem.bufs.get(buf.id as usize) != Some(buf) || off + dst.len() > buf.len {
+            return Err(MemError::BadBuffer);
+        }
+        dst.copy_from_slice(self.mem.get(buf.dva + off as u64, dst.len()));
+        Ok(())
+    }
+    fn barrier(&mut self) {}
+}
+
+/// Boot parameters for tests: 50 polls per wait.
+const FAST: BootConfig = BootConfig {
+    ready_polls: 50,
+    done_polls: 50,
+    poll_us: 1,
+    ..BootConfig::DEFAULT
+};
+
+fn boot_with(cfg: ModelConfig) -> (Bus, Result<Booted, BootError>) {
+    let mut bus = Bus::new(cfg);
+    let r = boot::boot(&mut bus, &FAST);
+    (bus, r)
+}
+
+fn booted(cfg: ModelConfig) -> (Bus, Booted, Host) {
+    let (mut bus, r) = boot_with(cfg);
+    let b = r.unwrap();
+    let host = Host::new(&mut bus, b.ipc, b.table).unwrap();
+    (bus, b, host)
+}
+
+fn config_get(bus: &mut Bus, host: &mut Host) -> Result<u32, ExchangeError> {
+    let mut m = [0u8; CONFIG_GET_LEN];
+    let n = encode_config_get(&mut m).unwrap();
+    let mut r = [0u8; CONFIG_GET_LEN];
+    host.exchange(bus, &m[..n], &mut r, POLLS, 50)?;
+    msg::config_get_reply(&r).map_err(ExchangeError::Msg)
+}
+
+fn load(bus: &mut Bus, host: &mut Host, secs: &[SectionRef]) -> Result<u32, ExchangeError> {
+    let mut m = [0u8; PROGRAM_LOAD_LEN];
+    let n = encode_program_load(&mut m, secs).unwrap();
+    let mut r = [0u8; PROGRAM_LOAD_LEN];
+    host.exchange(bus, &m[..n], &mut r, POLLS, 50)?;
+    msg::program_load_reply(&r).map_err(ExchangeError::Msg)
+}
+
+fn proc_create(bus: &mut Bus, host: &mut Host, program: u32) -> Result<u32, ExchangeError> {
+    let mut m = [0u8; PROC_CREATE_LEN];
+    let n = encode_proc_create(&mut m, program).unwrap();
+    let mut r = [0u8; PROC_CREATE_LEN];
+    host.exchange(bus, &m[..n], &mut r, POLLS, 50)?;
+    msg::proc_create_reply(&r).map_err(ExchangeError::Msg)
+}
+
+fn call(
+    bus: &mut Bus,
+    host: &mut Host,
+    args: &CallArgs,
+    io: &[IoRef],
+) -> Result<(), ExchangeError> {
+    let mut m = [0u8; msg::call_len(MAX_IO)];
+    let n = encode_procedure_call(&mut m, args, io).unwrap();
+    let mut r = [0u8; CALL_HEADER_LEN];
+    host.exchange(bus, &m[..n], &mut r, POLLS, 50)?;
+    msg::check_reply(&r, OP_PROCEDURE_CALL).map_err(ExchangeError::Msg)
+}
+
+/// A buffer in test memory filled with `bytes`.
+fn buffer(bus: &mut Bus, bytes: &[u8]) -> FwBuf {
+    let b = bus.mem.alloc(BufKind::Shared, bytes.len().max(1)).unwrap();
+    bus.mem.set(b.dva, bytes);
+    b
+}
+
+/// Program sections in test memory: `(id, bytes)`.
+fn sections(bus: &mut Bus, secs: &[(u32, &[u8])]) -> Vec<SectionRef> {
+    secs.iter()
+        .map(|(id, bytes)| {
+            let b = buffer(bus, bytes);
+            SectionRef {
+                id: *id,
+                iova: b.dva,
+                size: bytes.len() as u64,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn clean_boot() {
+    let (mut bus, b, _host) = booted(ModelConfig::DEFAULT);
+    assert_eq!(b.scratch0, 4);
+    assert_eq!(b.ordinal, 1);
+    assert_eq!(b.fw_address, model::FW_ADDRESS);
+    assert!(b.rvbar_latched);
+    assert_eq!(b.cpu_status, regs::CPU_STATUS_RELEASED);
+    assert_eq!(b.heap.map(|h| h.len), Some(0x1_0000));
+    assert_eq!(b.ipc.len, IPC_SIZE);
+    for (ch, spec) in b.table.channels.iter().zip(LAYOUT.iter()) {
+        assert_eq!(
+            (ch.kind, ch.bit, ch.slots, ch.ring),
+            (spec.kind, spec.bit, spec.slots, spec.ring)
+        );
+    }
+    // The init struct sits at the start of the pool, which S6 published.
+    let init = InitStruct::decode(bus.mem.get(b.pool.dva, INIT_LEN)).unwrap();
+    assert_eq!(init.check(), Ok(()));
+    assert_eq!(
+        (init.ipc, init.pool, init.ordinal),
+        (b.ipc.dva, b.pool.dva, 1)
+    );
+    assert_eq!(init.fwim, regs::FW_IOVA);
+    // The contract's writes, in order: S1, (no RVBAR write), S3, S6, ack.
+    let w = &bus.writes;
+    let s = |i| scratch(i);
+    let mut expect: Vec<(usize, u64)> = (0..8).map(|i| (s(i), 0)).collect();
+    expect.extend([(s(6), 1), (s(7), 1), (s(7), 0)]);
+    expect.extend([(regs::CPU_CONTROL, 0), (regs::CPU_CONTROL, 0x10)]);
+    expect.extend([
+        (s(0), b.pool.dva & 0xffff_ffff),
+        (s(1), b.pool.dva >> 32),
+        (s(7), u64::from(regs::MAGIC_WAKE)),
+        (s(3), u64::from(regs::MAGIC_READY)),
+    ]);
+    assert_eq!(w, &expect);
+    // Every host→target slot is host-owned.
+    for (i, spec) in LAYOUT
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.kind == KIND_H2T)
+    {
+        let ch = b.table.channels[i];
+        for slot in 0..spec.slots {
+            assert_eq!(
+                bus.mem.get(b.ipc.dva + ch.slot(slot).unwrap() as u64, 1),
+                &[1]
+            );
+        }
+    }
+    bus.tick();
+    assert_eq!(bus.model.phase(), Phase::Running);
+    assert_eq!(bus.model.violations(), Violations::default());
+    assert!(bus.sleeps < 20, "boot took {} polls", bus.sleeps);
+}
+
+#[test]
+fn unlatched_rvbar_gets_the_fold() {
+    let cfg = ModelConfig {
+        rvbar: 0,
+        ..ModelConfig::DEFAULT
+    };
+    let (mut bus, b, _) = booted(cfg);
+    assert!(!b.rvbar_latched);
+    assert_eq!(
+        bus.model.read64(regs::RVBAR),
+        regs::rvbar_fold(regs::FW_IOVA)
+    );
+    assert_eq!(bus.model.violations().rvbar_rewrites, 0);
+    assert_eq!(
+        bus.writes.iter().filter(|(o, _)| *o == regs::RVBAR).count(),
+        1
+    );
+}
+
+#[test]
+fn config_get_serves_shared_malloc() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    assert_eq!(config_get(&mut bus, &mut host), Ok(0x14));
+    assert_eq!(host.stats().sm_buffers, 1, "the model asked once");
+    assert_eq!(host.stats().sm_bytes, model::SM_REQUEST.size);
+    assert!(bus.model.shared_buffer().is_some());
+    // The cursor moved: more exchanges than IO slots all succeed.
+    for _ in 0..20 {
+        assert_eq!(config_get(&mut bus, &mut host), Ok(0x14));
+    }
+    assert_eq!(host.stats().exchanges, 21);
+    assert_eq!(bus.model.stats().config_gets, 21);
+    assert_eq!(host.stats().sm_buffers, 1);
+    assert!(!host.quarantined());
+    // Property write (fw_perf_mode).
+    let mut m = [0u8; PROPERTY_WRITE_LEN];
+    let (c, p, v) = PERF_MODE;
+    let n = encode_property_write(&mut m, c, p, v).unwrap();
+    let mut r = [0u8; 8];
+    host.exchange(&mut bus, &m[..n], &mut r, POLLS, 50).unwrap();
+    assert_eq!(msg::check_reply(&r, OP_CH_PROPERTY_WRITE), Ok(()));
+    assert_eq!(bus.model.last_property(), Some(PERF_MODE));
+}
+
+#[test]
+fn load_proc_call_finish_round_trip() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    let kernel: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    let text = [0xa5u8; 64];
+    let secs = sections(&mut bus, &[(3, &text[..]), (2, &kernel[..])]);
+    let digest_before = program_digest(&[(3, &text[..]), (2, &kernel[..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    assert_eq!(program, 0);
+    let process = proc_create(&mut bus, &mut host, program).unwrap();
+    assert_eq!(process, 1);
+    let a = buffer(&mut bus, &[1u8; 256]);
+    let b = buffer(&mut bus, &[2u8; 256]);
+    let out = buffer(&mut bus, &[0u8; 256]);
+    let io = [
+        IoRef {
+            buffer_id: 5,
+            kind: IoKind::Input,
+            iova: a.dva,
+            size: 256,
+        },
+        IoRef {
+            buffer_id: 6,
+            kind: IoKind::Input,
+            iova: b.dva,
+            size: 256,
+        },
+        IoRef {
+            buffer_id: 4,
+            kind: IoKind::Output,
+            iova: out.dva,
+            size: 256,
+        },
+    ];
+    // Enough calls to wrap the IO ring (16 slots) and IO_T2H (64 slots).
+    for i in 0..40u64 {
+        let cookie = 0xadd0 + i;
+        let args = CallArgs {
+            program,
+            process,
+            priority: 2 + (i % 6) as u32,
+            cookie,
+        };
+        call(&mut bus, &mut host, &args, &io).unwrap();
+        let e = host.wait_finish(&mut bus, cookie, POLLS, 50).unwrap();
+        assert_eq!(e.state, EventState::Finish);
+        assert_eq!((e.cookie, e.program, e.process), (cookie, program, process));
+        assert_eq!(
+            bus.mem.get(out.dva, 256),
+            &[5u8; 256][..],
+            "1 + 2 + two sections"
+        );
+    }
+    let (p, q, cookie, secs_seen, io_seen) = bus.exec.calls.last().unwrap().clone();
+    assert_eq!((p, q, cookie), (program, process, 0xadd0 + 39));
+    assert_eq!(
+        secs_seen.iter().map(|s| s.id).collect::<Vec<_>>(),
+        [2, 3],
+        "id order"
+    );
+    assert_eq!(secs_seen[0], secs[1]);
+    assert_eq!(io_seen, io);
+    assert_eq!(
+        bus.model.stats().events,
+        80,
+        "a dispatch and a finish per call"
+    );
+    assert_eq!(host.stats().bad_events, 0);
+    // The digest is a function of the sections only.
+    let kernel_now = bus.mem.get(secs[1].iova, 300).to_vec();
+    assert_eq!(
+        program_digest(&[(3, &text[..]), (2, &kernel_now[..])]),
+        digest_before
+    );
+    assert_ne!(
+        program_digest(&[(2, &kernel[..]), (3, &text[..])]),
+        digest_before
+    );
+    assert_eq!(bus.model.violations(), Violations::default());
+}
+
+#[test]
+fn pipelined_calls_are_matched_by_cookie() {
+    let cfg = ModelConfig {
+        finish_delay: 5,
+        ..ModelConfig::DEFAULT
+    };
+    let (mut bus, _, mut host) = booted(cfg);
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    let process = proc_create(&mut bus, &mut host, program).unwrap();
+    let out = buffer(&mut bus, &[0u8; 64]);
+    let io = [IoRef {
+        buffer_id: 4,
+        kind: IoKind::Output,
+        iova: out.dva,
+        size: 64,
+    }];
+    let first = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: 1,
+    };
+    let second = CallArgs { cookie: 2, ..first };
+    call(&mut bus, &mut host, &first, &io).unwrap();
+    call(&mut bus, &mut host, &second, &io).unwrap();
+    assert_eq!(host.wait_finish(&mut bus, 2, POLLS, 50).unwrap().cookie, 2);
+    // The first call's finish was kept while waiting for the second.
+    assert_eq!(host.take_finish(1).map(|e| e.cookie), Some(1));
+    assert_eq!(host.take_finish(1), None, "claimed once");
+}
+
+#[test]
+fn wrong_process_and_program_are_refused() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    assert_eq!(
+        proc_create(&mut bus, &mut host, 9),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_PROC_CREATE,
+            status: status::NO_PROGRAM
+        }))
+    );
+    assert!(host.quarantined());
+    assert_eq!(
+        proc_create(&mut bus, &mut host, program),
+        Err(ExchangeError::Quarantined)
+    );
+}
+
+#[test]
+fn executor_failure_is_a_status() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    let process = proc_create(&mut bus, &mut host, program).unwrap();
+    let out = buffer(&mut bus, &[0u8; 64]);
+    let io = [IoRef {
+        buffer_id: 4,
+        kind: IoKind::Output,
+        iova: out.dva,
+        size: 64,
+    }];
+    bus.exec.fail = true;
+    let args = CallArgs {
+        program,
+        process,
+        priority: 7,
+        cookie: 9,
+    };
+    assert_eq!(
+        call(&mut bus, &mut host, &args, &io),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_PROCEDURE_CALL,
+            status: status::EXEC_FAILED
+        }))
+    );
+    assert_eq!(bus.model.stats().exec_failures, 1);
+}
+
+#[test]
+fn the_257th_program_is_refused() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    for i in 0..256 {
+        assert_eq!(load(&mut bus, &mut host, &secs), Ok(i));
+    }
+    assert_eq!(
+        load(&mut bus, &mut host, &secs),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_PROGRAM_LOAD_PLACEHOLDER,
+            status: status::TABLE_FULL
+        }))
+    );
+    assert!(host.quarantined());
+    assert_eq!(bus.model.programs(), 256);
+}
+
+#[test]
+fn host_exchange_misuse() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    assert_eq!(
+        host.start(&mut bus, &[0u8; 4]),
+        Err(ExchangeError::Length { len: 4 })
+    );
+    assert_eq!(
+        host.start(&mut bus, &[0u8; 0x4001]),
+        Err(ExchangeError::Length { len: 0x4001 })
+    );
+    assert_eq!(host.poll(&mut bus), Err(ExchangeError::Idle));
+    let mut m = [0u8; 16];
+    encode_config_get(&mut m).unwrap();
+    host.start(&mut bus, &m).unwrap();
+    assert_eq!(host.start(&mut bus, &m), Err(ExchangeError::Busy));
+    assert!(!host.quarantined(), "misuse is not a device failure");
+    let mut polls = 0;
+    while host.poll(&mut bus).unwrap() == Progress::Pending {
+        bus.tick();
+        polls += 1;
+        assert!(polls < POLLS);
+    }
+}
+
+// Fault injection: each knob gives its own typed error, with the registers
+// that explain it, after a bounded number of polls.
+
+#[test]
+fn fault_no_ready() {
+    let (bus, r) = boot_with(ModelConfig {
+        faults: Faults::NO_READY,
+        ..ModelConfig::DEFAULT
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.step, Step::Ready);
+    assert_eq!(
+        e.reason,
+        Reason::Timeout {
+            register: scratch(7),
+            expected: regs::MAGIC_READY,
+            polls: 50
+        }
+    );
+    let c = e.captured.unwrap();
+    assert_eq!(
+        c.scratch,
+        [0, 0, 0, 0, 0, 0, 1, 0],
+        "S1's values, untouched"
+    );
+    assert_eq!(c.cpu_status, regs::CPU_STATUS_RELEASED);
+    assert_eq!(c.cpu_control, regs::CPU_CONTROL_RUN);
+    assert_eq!(c.rvbar, regs::RVBAR_LATCHED);
+    assert!(e.released(), "RUN was written: the driver must pin itself");
+    assert_eq!(bus.sleeps, 50);
+    assert_eq!(bus.model.phase(), Phase::Parked);
+}
+
+#[test]
+fn fault_bad_done() {
+    let (bus, r) = boot_with(ModelConfig {
+        faults: Faults::BAD_DONE,
+        ..ModelConfig::DEFAULT
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.step, Step::Done);
+    assert_eq!(
+        e.reason,
+        Reason::BadMagic {
+            register: scratch(7),
+            found: model::BAD_DONE_VALUE,
+            expected: regs::MAGIC_DONE
+        }
+    );
+    let c = e.captured.unwrap();
+    assert_eq!(c.scratch[7], model::BAD_DONE_VALUE);
+    assert_eq!(
+        u64::from(c.scratch[1]) << 32 | u64::from(c.scratch[0]),
+        model::FW_ADDRESS
+    );
+    assert_eq!(
+        bus.sleeps,
+        50 + 4,
+        "READY after 4 polls, then the whole DONE budget"
+    );
+}
+
+#[test]
+fn fault_bad_channel_table() {
+    let (_, r) = boot_with(ModelConfig {
+        faults: Faults::BAD_CHANNEL_TABLE,
+        ..ModelConfig::DEFAULT
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.step, Step::ChannelTable);
+    assert_eq!(
+        e.reason,
+        Reason::Table(TableError::Bit {
+            index: IO,
+            found: 9
+        })
+    );
+    let c = e.captured.unwrap();
+    assert_eq!(c.scratch[7], regs::MAGIC_DONE);
+    assert_eq!(c.scratch[3], 0x1_0000, "no ack was written");
+}
+
+#[test]
+fn fault_island_off_touches_nothing() {
+    let (bus, r) = boot_with(ModelConfig {
+        faults: Faults::ISLAND_OFF,
+        ..ModelConfig::DEFAULT
+    });
+    let e = r.unwrap_err();
+    assert_eq!(e.step, Step::Preflight);
+    assert_eq!(
+        e.reason,
+        Reason::IslandOff {
+            island: 7,
+            word: 0x0f
+        }
+    );
+    assert_eq!(e.captured, None);
+    assert!(!e.touched());
+    assert!(bus.writes.is_empty());
+    assert_eq!(bus.model.violations().while_off, 0, "not even a read");
+    assert_eq!(bus.model.phase(), Phase::Stopped);
+}
+
+#[test]
+fn fault_stalled_ring() {
+    let (mut bus, _, mut host) = booted(ModelConfig {
+        faults: Faults::STALLED_RING,
+        ..ModelConfig::DEFAULT
+    });
+    assert_eq!(
+        config_get(&mut bus, &mut host),
+        Err(ExchangeError::Timeout { polls: POLLS })
+    );
+    assert!(host.quarantined());
+    assert_eq!(bus.model.stats().commands, 0);
+    // SHAREDMALLOC was still served while waiting.
+    assert_eq!(host.stats().sm_buffers, 1);
+    assert_eq!(
+        config_get(&mut bus, &mut host),
+        Err(ExchangeError::Quarantined)
+    );
+}
+
+#[test]
+fn fault_error_status() {
+    let (mut bus, _, mut host) = booted(ModelConfig {
+        faults: Faults::ERROR_STATUS,
+        ..ModelConfig::DEFAULT
+    });
+    assert_eq!(
+        config_get(&mut bus, &mut host),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_CONFIG_GET,
+            status: 0xe0
+        }))
+    );
+    assert!(host.quarantined());
+}
+
+#[test]
+fn fault_missing_finish() {
+    let (mut bus, _, mut host) = booted(ModelConfig {
+        faults: Faults::MISSING_FINISH,
+        ..ModelConfig::DEFAULT
+    });
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    let process = proc_create(&mut bus, &mut host, program).unwrap();
+    let out = buffer(&mut bus, &[0u8; 64]);
+    let io = [IoRef {
+        buffer_id: 4,
+        kind: IoKind::Output,
+        iova: out.dva,
+        size: 64,
+    }];
+    let args = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: 0x77,
+    };
+    call(&mut bus, &mut host, &args, &io).unwrap();
+    assert_eq!(
+        host.wait_finish(&mut bus, 0x77, 100, 50),
+        Err(ExchangeError::FinishTimeout { cookie: 0x77 })
+    );
+    assert_eq!(host.stats().drained, 1, "the dispatch event arrived");
+    assert!(host.quarantined());
+}
+
+#[test]
+fn fault_knobs_are_distinct() {
+    // Each knob alone, on a full run, fails in its own way (or not at all).
+    let knobs = [
+        Faults::NO_READY,
+        Faults::BAD_DONE,
+        Faults::STALLED_RING,
+        Faults::ERROR_STATUS,
+        Faults::MISSING_FINISH,
+        Faults::BAD_CHANNEL_TABLE,
+        Faults::ISLAND_OFF,
+    ];
+    let mut seen = Vec::new();
+    for f in knobs {
+        let (mut bus, r) = boot_with(ModelConfig {
+            faults: f,
+            ..ModelConfig::DEFAULT
+        });
+        let outcome = match r {
+            Err(e) => std::format!("boot {:?} {:?}", e.step, core::mem::discriminant(&e.reason)),
+            Ok(b) => {
+                let mut host = Host::new(&mut bus, b.ipc, b.table).unwrap();
+                std::format!("exchange {:?}", config_get(&mut bus, &mut host).err())
+            }
+        };
+        assert!(
+            !seen.contains(&outcome) || f == Faults::MISSING_FINISH,
+            "{f:?}: {outcome}"
+        );
+        seen.push(outcome);
+    }
+}
+
+#[test]
+fn boot_refuses_bad_scratch_and_allocations() {
+    let (_, r) = boot_with(ModelConfig {
+        scratch0: 0x21,
+        ..ModelConfig::DEFAULT
+    });
+    let e = r.unwrap_err();
+    assert_eq!(
+        (e.step, e.reason),
+        (
+            Step::Prepare,
+            Reason::ScratchRange {
+                index: 0,
+                value: 0x21
+            }
+        )
+    );
+    assert_eq!(e.captured.unwrap().scratch[7], regs::MAGIC_READY);
+    let (_, r) = boot_with(ModelConfig {
+        heap_request: MAX_HEAP + 1,
+        ..ModelConfig::DEFAULT
+    });
+    assert_eq!(
+        r.unwrap_err().reason,
+        Reason::ScratchRange {
+            index: 3,
+            value: MAX_HEAP + 1
+        }
+    );
+    let (_, r) = boot_with(ModelConfig {
+        scratch1: u32::MAX,
+        ..ModelConfig::DEFAULT
+    });
+    assert_eq!(
+        r.unwrap_err().reason,
+        Reason::ScratchRange {
+            index: 1,
+            value: u32::MAX
+        }
+    );
+    let mut bus = Bus::new(ModelConfig::DEFAULT);
+    bus.mem.fail = Some(BufKind::Ipc);
+    let e = boot::boot(&mut bus, &FAST).unwrap_err();
+    assert_eq!(
+        (e.step, e.reason),
+        (
+            Step::Prepare,
+            Reason::Alloc {
+                kind: BufKind::Ipc,
+                err: MemError::NoMemory
+            }
+        )
+    );
+    // No heap asked, none allocated.
+    let (_, r) = boot_with(ModelConfig {
+        heap_request: 0,
+        ..ModelConfig::DEFAULT
+    });
+    assert_eq!(r.unwrap().heap, None);
+}
+
+#[test]
+fn model_crashes_without_ring_owner_init() {
+    let mut bus = Bus::new(ModelConfig::DEFAULT);
+    let b = boot::boot(&mut bus, &FAST).unwrap();
+    // Undo the owner byte of one BUF_H2T slot before the model sees the ack.
+    let off = b.table.channels[BUF_H2T].slot(5).unwrap() as u64;
+    bus.mem.set(b.ipc.dva + off, &[0]);
+    bus.tick();
+    assert_eq!(
+        bus.model.crash(),
+        Some(Crash::Owner {
+            channel: BUF_H2T,
+            slot: 5
+        })
+    );
+    assert_eq!(bus.model.read32(scratch(7)), model::CRASH_VALUE);
+}
+
+#[test]
+fn shared_malloc_refusal_leaves_no_program_memory() {
+    let mut bus = Bus::new(ModelConfig::DEFAULT);
+    let b = boot::boot(&mut bus, &FAST).unwrap();
+    let mut host = Host::new(&mut bus, b.ipc, b.table).unwrap();
+    bus.mem.fail = Some(BufKind::Shared);
+    assert_eq!(config_get(&mut bus, &mut host), Ok(0x14));
+    assert_eq!(host.stats().sm_refused, 1);
+    bus.mem.fail = None;
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    assert_eq!(
+        load(&mut bus, &mut host, &secs),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_PROGRAM_LOAD_PLACEHOLDER,
+            status: status::NO_MEMORY
+        }))
+    );
+}
+
+/// xorshift64*, for the property tests.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| self.next() as u8).collect()
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[test]
+fn decoders_never_panic_on_arbitrary_bytes() {
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    for _ in 0..20_000 {
+        let n = rng.below(0x200);
+        let mut b = rng.bytes(n);
+        // Make headers plausible half of the time so decoders go deeper.
+        if n >= 8 && rng.next() & 1 == 0 {
+            b[..4].fill(0);
+            let op = [
+                OP_CONFIG_GET,
+                OP_PROGRAM_LOAD_PLACEHOLDER,
+                OP_PROC_CREATE,
+                OP_PROCEDURE_CALL,
+                OP_CH_PROPERTY_WRITE,
+            ];
+            b[4..6].copy_from_slice(&op[rng.below(op.len())].to_le_bytes());
+            b[6..8].fill(0);
+        }
+        let _ = msg::header(&b);
+        let _ = msg::config_get_reply(&b);
+        let _ = msg::program_load_reply(&b);
+        let _ = msg::proc_create_reply(&b);
+        let _ = msg::decode_program_load(&b);
+        let _ = msg::decode_proc_create(&b);
+        let _ = msg::decode_procedure_call(&b);
+        let _ = msg::decode_call_header(&b);
+        let _ = msg::decode_call_record(&b, rng.below(70));
+        let _ = msg::decode_io_record(&b, 0);
+        let _ = msg::decode_property_write(&b);
+        let _ = chman::decode_event(&b);
+        let _ = chman::decode_sm_request(&b);
+        let _ = chman::parse_entry(rng.below(9), &b);
+        if let Ok(s) = InitStruct::decode(&b) {
+            let _ = s.check();
+        }
+        let _ = image::parse(&b);
+    }
+    // Whole tables, with valid entries mutated.
+    let mut good = [0u8; TABLE_LEN];
+    for (i, spec) in LAYOUT.iter().enumerate() {
+        chman::encode_entry(spec, &mut good[i * ENTRY_LEN..]).unwrap();
+    }
+    for _ in 0..5_000 {
+        let mut t = good;
+        for _ in 0..1 + rng.below(4) {
+            let i = rng.below(TABLE_LEN);
+            t[i] = rng.next() as u8;
+        }
+        let _ = Table::parse(&t, rng.next() % 0x2_0000);
+    }
+}
+
+#[test]
+fn image_checker_never_panics_on_mutations() {
+    let base = image::tests::shaped(0x2000);
+    let mut rng = Rng(0x1234_5678_9abc_def1);
+    let mut accepted = 0;
+    for _ in 0..20_000 {
+        let mut f = base.clone();
+        for _ in 0..1 + rng.below(6) {
+            // Mostly hit the header and load commands.
+            let i = if rng.next() & 3 == 0 {
+                rng.below(f.len())
+            } else {
+                rng.below(0x300)
+            };
+            f[i] = rng.next() as u8;
+        }
+        if rng.next() & 7 == 0 {
+            let n = rng.below(f.len());
+            f.truncate(n);
+        }
+        if let Ok(img) = image::parse(&f) {
+            accepted += 1;
+            // Whatever is accepted is internally consistent.
+            assert!(img.segments().len() <= image::MAX_SEGMENTS);
+            for s in img.segments() {
+                assert!(s.fileoff + s.filesize <= f.len() as u64);
+                assert!(s.filesize <= s.vmsize);
+            }
+        }
+    }
+    assert!(accepted > 0, "some mutations keep the image valid");
+}
+
+#[test]
+fn model_survives_garbage_commands() {
+    let mut rng = Rng(0xfeed_beef_0bad_cafe);
+    for _ in 0..60 {
+        let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+        config_get(&mut bus, &mut host).unwrap();
+        let n = 8 + rng.below(0x300);
+        let mut m = rng.bytes(n);
+        m[..4].fill(0);
+        let op = [
+            OP_CONFIG_GET,
+            OP_PROGRAM_LOAD_PLACEHOLDER,
+            OP_PROC_CREATE,
+            OP_PROCEDURE_CALL,
+            0x99,
+        ];
+        m[4..6].copy_from_slice(&op[rng.below(op.len())].to_le_bytes());
+        m[6..8].fill(0);
+        let mut r = vec![0u8; n];
+        match host.exchange(&mut bus, &m, &mut r, POLLS, 50) {
+            // A refusal is a status; an acceptance must be a valid reply.
+            Ok(len) => assert_eq!(len, n),
+            Err(ExchangeError::Msg(MsgError::Status { status, .. })) => assert_ne!(status, 0),
+            Err(e) => panic!("{e:?}"),
+        }
+        assert_eq!(bus.model.crash(), None);
+    }
+}
