@@ -673,3 +673,53 @@ impl Drop for Bo<'_> {
         let _ = raw::gem_close(&self.dev.fd, &mut c);
     }
 }
+
+impl Device {
+    /// Loads a program made by [`crate::builder`]: its task stream and
+    /// weights are laid out in a staging BO as [`Device::load_hwx`] does
+    /// (weights at `round_up(tsk_size, 16)`), then handed over.
+    pub fn load_program(&self, p: &crate::builder::Program) -> Result<Program<'_>> {
+        let image = p.image();
+        let size = image.len() as u64;
+        let mut bo = self.bo_create(size.max(1))?;
+        let m = bo.map()?;
+        m.get_mut(..image.len())
+            .ok_or(Error::Invalid {
+                field: "size",
+                value: size,
+                reason: "the staging BO is smaller than the program",
+            })?
+            .copy_from_slice(&image);
+        self.program_create(&bo, 0, size, p.td_size, p.td_count, p.tsk_size())
+    }
+
+    /// One BO per tensor slot of a built program, in [`crate::builder::Program::tensors`]
+    /// order, and the bindings that attach each to its slot: inputs `IN`,
+    /// outputs `OUT`, the scratch slot (written, then read back by a later
+    /// TD) `IN | OUT`, as EXEC requires of a slot used both ways.
+    pub fn bind_program(
+        &self,
+        p: &crate::builder::Program,
+    ) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
+        use crate::builder::Direction;
+        let mut bos = Vec::new();
+        let mut bindings = Vec::new();
+        for t in &p.tensors {
+            let bo = self.bo_create(t.buffer_size)?;
+            bindings.push(uapi::Binding {
+                slot: t.slot,
+                bo_handle: bo.handle(),
+                offset: 0,
+                size: t.buffer_size,
+                flags: match t.direction {
+                    Direction::In => uapi::bind::IN,
+                    Direction::Out => uapi::bind::OUT,
+                    Direction::Scratch => uapi::bind::IN | uapi::bind::OUT,
+                },
+                pad: 0,
+            });
+            bos.push(bo);
+        }
+        Ok((bos, bindings))
+    }
+}

@@ -12,6 +12,11 @@
 //!   tiling/untiling between it and dense arrays.
 //! - [`reference`](mod@reference): CPU reference operations with explicit
 //!   fp16 rounding, and ULP comparison for parity tables.
+//! - [`builder`]: an H13 program builder (task descriptors and
+//!   coefficients) for add, mul, select, add-mul, 1×1 convolution and
+//!   linear layers.
+//! - [`parity`]: the parity cells as data, and their execution on the
+//!   engine model or the device against the CPU reference.
 //!
 //! The hardware facts (SoC table, and later the UAPI and program formats)
 //! come from [`hw`], the very code the kernel driver is built from.
@@ -19,8 +24,10 @@
 pub use ane_hw as hw;
 
 pub mod anec;
+pub mod builder;
 pub mod device;
 pub mod hwx;
+pub mod parity;
 pub mod reference;
 pub mod system;
 pub mod tensor;

@@ -1,0 +1,1172 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! A builder of H13 programs: task descriptor chains and coefficient
+//! buffers for a few operations, in the form Apple's compilers (v4.2.1 to
+//! v7.6.4) emit them.
+//!
+//! Every TD is the standard 0x274-byte descriptor: the ten header words and
+//! the seven full register streams (KernelDMASrc `0xF401F800`, Common,
+//! TileDMASrc, L2, PE, NE, TileDMADst), every register written in every TD;
+//! TDs are laid out 0x300 apart and linked by NextPointer/NextSize, the last
+//! one carrying EON (`shared/reference/td.md` §1.1, §3.3). The register
+//! values follow the compiled fixtures (`td.md` §1.4–§1.6); the tests
+//! compare the builder's TDs with the fixtures field by field and list every
+//! deliberate difference.
+//!
+//! # Operations
+//!
+//! | builder | engine | TDs |
+//! |---|---|---|
+//! | [`add`], [`mul`] | planar engine, two sources (OpMode 0 / 1) | 1 |
+//! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
+//! | [`select`] | the chain below | 4 |
+//! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
+//!
+//! Elementwise operations take any [`Shape`]: the N·C planes are contiguous
+//! in the ANE layout, so a TD sees them as one tensor of N·C channels.
+//!
+//! **select** (`out = cond ? a : b`) has no engine mode, so it is an exact
+//! memory-to-memory chain of planar-engine TDs built from min/max and an
+//! infinite mask:
+//!
+//! 1. `X = (2·cond − 1) · ∞` (one source: Scale 2, Bias −1, FinalScale +∞):
+//!    `+∞` where `cond = 1`, `−∞` where `cond = 0`;
+//! 2. `u = min(X, a)`: `a` or `−∞`;
+//! 3. `v = min(−X, b)` (PreScale −1 on X): `−∞` or `b`;
+//! 4. `out = max(u, v)`.
+//!
+//! Every step returns one of its inputs unchanged, so the result is exact,
+//! signed zeros, subnormals and infinities included, for `cond ∈ {+0, −0,
+//! 1}` and any non-NaN `a`, `b`. (A NaN in `a` or `b` propagates to the
+//! output even where it is not selected; a `cond` of 0.5 or NaN gives NaN.)
+//! The multiply-based chain `c·a + (1−c)·b` was not used: it turns
+//! `−0` into `+0` and `∞` into NaN.
+//!
+//! # BAR slots
+//!
+//! | slot | use |
+//! |---|---|
+//! | 0 | the TD chain (the driver's) |
+//! | 1 | the coefficients (the driver's, at `round_up(tsk_size, 16)`) |
+//! | 3 | scratch: the intermediates of a chain, each at its own 64-byte aligned offset (`k · tiled_bytes`), as the compilers place theirs in one `__bss` buffer |
+//! | 4 | the output |
+//! | 5, 6, 7 | the inputs, in argument order (`a`, `b`, `c`; `cond`, `a`, `b`; `x`) |
+//!
+//! This is the anecc convention (`td.md` §1.3): outputs from 4, then the
+//! inputs, intermediates in slot 3. [`Program::tensors`] lists each slot
+//! with its [`Direction`]; the scratch slot is both read and written.
+//!
+//! # Neural engine
+//!
+//! Convolution coefficients are `[Cout][Cin]` fp16 (the layout of
+//! [`reference::conv1x1`](crate::reference::conv1x1)). Output channels are
+//! spread over the 16 coefficient DMA channels in groups of `2^OCGSize`,
+//! OCGSize the smallest that fits (`Cout ≤ 16 · 2^OCGSize`, so at most 2048
+//! output channels); channel `k` holds output channels `k·2^OCGSize ..`,
+//! one row of `round_up(2·Cin, 64)` bytes each, at `k · chunk` of the
+//! coefficient buffer (chunk = `2^OCGSize · row`). This is the tinygrad
+//! conv (3 channels of one row) and gemm (16 channels of 32 rows) layout,
+//! and the order inside a channel is the engine model's
+//! [`WeightOrder::Blocked`](crate::hw::engine::WeightOrder) (the fixtures'
+//! weights are all equal, so hardware has not decided it, `td.md` §2.3).
+//!
+//! [`linear`] is a 1×1 convolution with the batch as the spatial width, as
+//! the gemm fixture does with its batch of 1: its input tensor is
+//! `(1, in_features, 1, batch)` and its output `(1, out_features, 1,
+//! batch)`, i.e. the transpose of the `[batch][features]` arrays;
+//! [`linear_input_to_nchw`] and [`linear_output_from_nchw`] convert.
+//!
+//! # What is a guess
+//!
+//! The engine model ignores the L2 registers, TileCfg, the Common Cfg
+//! scheduling bits, cache hints and DependencyMode; hardware does not.
+//! Their values here are the fixtures' for the fixtures' shapes, and
+//! otherwise the rules `td.md` §1.6 fits to the fixtures, extended where
+//! it says "not found" (the L2 row-stride padding, TileHeight above one
+//! row, the Cfg bits): see the private `l2` module. The chains use the
+//! dependency and cache-hint values of the compiled eiln multi-TD kernels
+//! for sources that read an intermediate and destinations that write one.
+//! None of it has been run on hardware.
+
+use half::f16;
+use serde::Serialize;
+
+use crate::hw::td::header;
+use crate::hw::td::regs::{self, common, kdma, l2 as l2r, ne, pe, tile_dst, tile_src, Block};
+use crate::hw::td::regs::{PeOp, Reg};
+use crate::hw::td::{
+    ProgramSummary, RegImage, TdError, HEADER_WORDS, TD_SIZE_STANDARD, TD_STRIDE_STANDARD,
+};
+use crate::tensor::{Shape, ShapeError, BUFFER_GRANULE};
+
+#[cfg(test)]
+mod tests;
+
+/// BAR slot of the scratch (intermediate) buffer.
+pub const SLOT_SCRATCH: u32 = 3;
+/// BAR slot of the output.
+pub const SLOT_OUTPUT: u32 = 4;
+/// BAR slot of the first input; further inputs follow.
+pub const SLOT_FIRST_INPUT: u32 = 5;
+
+/// Largest width or height: InDim/OutDim hold 15 bits each.
+pub const MAX_SPATIAL: usize = 0x7FFF;
+/// Largest channel count of one TD: Cin/Cout hold 17 bits.
+pub const MAX_CHANNELS: usize = 0x1_FFFF;
+/// Largest OCGSize (a 3-bit field): up to 128 output channels per
+/// coefficient channel.
+pub const MAX_OCG_LOG: u32 = 7;
+/// Largest number of convolution output channels: 16 coefficient
+/// channels of 2^7 rows.
+pub const MAX_CONV_OUT: usize = (kdma::COEFF_CHANNELS as usize) << MAX_OCG_LOG;
+/// No DMA may reach past 4 GiB from its slot (addresses and strides are
+/// 32-bit registers).
+pub const MAX_EXTENT: u64 = 1 << 32;
+
+/// How a program uses a tensor slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Direction {
+    /// Read only: an input.
+    In,
+    /// Written (last): an output.
+    Out,
+    /// Written and read back: intermediates.
+    Scratch,
+}
+
+/// One buffer the program needs bound.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TensorSlot {
+    /// Its name (`a`, `b`, `cond`, `x`, `out`, `scratch`, …).
+    pub name: &'static str,
+    /// The BAR slot.
+    pub slot: u32,
+    /// How the program uses it.
+    pub direction: Direction,
+    /// The tensor's shape (for the scratch slot: the shape of each
+    /// intermediate it holds).
+    pub shape: Shape,
+    /// Bytes to bind: a multiple of 16 KiB covering every access.
+    pub buffer_size: u64,
+}
+
+/// A built program: what `DRM_IOCTL_ANE_PROGRAM_CREATE` takes, and the
+/// tensors to bind at EXEC.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Program {
+    /// Bytes per TD (0x274).
+    pub td_size: u32,
+    /// Number of TDs.
+    pub td_count: u32,
+    /// The task stream: `(td_count − 1) · 0x300 + 0x274` bytes.
+    #[serde(skip)]
+    pub tsk: Vec<u8>,
+    /// The coefficients (BAR slot 1), empty when none are used.
+    #[serde(skip)]
+    pub weights: Vec<u8>,
+    /// Every slot to bind: inputs, the output, scratch.
+    pub tensors: Vec<TensorSlot>,
+}
+
+impl Program {
+    /// Bytes of the task stream.
+    pub fn tsk_size(&self) -> u64 {
+        self.tsk.len() as u64
+    }
+
+    /// Offset of the weights in [`Program::image`]: `round_up(tsk_size, 16)`,
+    /// where the driver's BAR 1 points.
+    pub fn weights_offset(&self) -> u64 {
+        self.tsk_size().div_ceil(16) * 16
+    }
+
+    /// The program range PROGRAM_CREATE copies: the task stream, zeros up
+    /// to a multiple of 16 bytes, then the weights.
+    pub fn image(&self) -> Vec<u8> {
+        let woff = usize::try_from(self.weights_offset()).unwrap_or(usize::MAX);
+        let mut v = Vec::with_capacity(woff.saturating_add(self.weights.len()));
+        v.extend_from_slice(&self.tsk);
+        v.resize(woff, 0);
+        v.extend_from_slice(&self.weights);
+        v
+    }
+
+    /// The tensor named `name`.
+    pub fn tensor(&self, name: &str) -> Option<&TensorSlot> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+
+    /// The inputs, in slot order.
+    pub fn inputs(&self) -> impl Iterator<Item = &TensorSlot> {
+        self.tensors.iter().filter(|t| t.direction == Direction::In)
+    }
+
+    /// The outputs, in slot order.
+    pub fn outputs(&self) -> impl Iterator<Item = &TensorSlot> {
+        self.tensors
+            .iter()
+            .filter(|t| t.direction == Direction::Out)
+    }
+
+    /// Runs the kernel's validator (`hw::td`) over the task stream.
+    pub fn validate(&self) -> Result<ProgramSummary, TdError> {
+        crate::hw::td::Program::new(&self.tsk, self.td_size, self.td_count)?.validate()
+    }
+}
+
+/// Why a program cannot be built. Each names the argument or field at
+/// fault and its value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// A dimension is zero.
+    #[error("{field} is 0; it must be at least 1")]
+    Zero {
+        /// The argument.
+        field: &'static str,
+    },
+    /// A dimension or size is beyond what the engine's registers hold.
+    #[error("{field} = {value} exceeds the engine's limit of {max}")]
+    TooLarge {
+        /// The argument or derived quantity.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The largest accepted value.
+        max: u64,
+    },
+    /// The coefficients have the wrong number of elements.
+    #[error("{field} holds {found} values, {expected} expected ({shape})")]
+    Length {
+        /// The argument.
+        field: &'static str,
+        /// Required count.
+        expected: usize,
+        /// Actual count.
+        found: usize,
+        /// What the count is made of.
+        shape: &'static str,
+    },
+    /// A tensor shape is not valid.
+    #[error("{field}: {source}")]
+    Shape {
+        /// Which tensor.
+        field: &'static str,
+        /// Why.
+        source: ShapeError,
+    },
+}
+
+// ---------------------------------------------------------------------------
+// Register values taken from the fixtures (td.md §1.4).
+
+/// fp16 1.0.
+const F16_ONE: u16 = 0x3C00;
+/// fp32 1.0.
+const F32_ONE: u32 = 0x3F80_0000;
+/// fp32 +∞.
+const F32_INF: u32 = 0x7F80_0000;
+
+/// W2 LogEvents of the last TD / of the others.
+const W2_LAST: u32 = 0x422;
+const W2_MORE: u32 = 0x400;
+/// W4 DebugLogEvents of the last TD, of a first TD that is not the last,
+/// and of the ones in between (eiln's compiled chains).
+const W4_LAST: u32 = 0xFF_F86A;
+const W4_FIRST: u32 = 0xFF_F868;
+const W4_MIDDLE: u32 = 0xFF_F800;
+/// W6: SPL, TSR, TSE, SrcLoc, DstLoc (memory to memory).
+const W6: u32 = 0x3000_9800;
+/// W9 of a convolution: KBase0 = slot 1, enabled.
+const W9_KERNEL: u32 = 0x21;
+
+/// Tile DMA source DMAConfig: enabled, the compilers' cache hints; with
+/// DependencyMode 1 when it reads what an earlier TD wrote (eiln chains).
+const TSRC_CFG: u32 = 0x3_3881;
+const TSRC_CFG_DEP: u32 = 0x7_3881;
+/// The inferred second source's DMAConfig with two / one sources.
+const TSRC1_CFG: u32 = 0x3_3880;
+const TSRC1_CFG_DEP: u32 = 0x7_3880;
+const TSRC1_CFG_NONE: u32 = 0x8880;
+/// Tile DMA Fmt: FmtMode 1, Truncate 3, MemFmt fp16, Interleave 1.
+const TSRC_FMT: u32 = 0x100_2031;
+/// The inferred second source's Fmt.
+const TSRC1_FMT: u32 = 0x2030;
+/// TileDMASrc+0x40 on neural engine TDs.
+const TSRC_W40_NE: u32 = 0x100;
+/// Destination DMAConfig: planar engine (L2BfrMode) / convolution; cache
+/// hint 0xF when it writes an intermediate (eiln chains).
+const TDST_CFG_PE: u32 = 0x400_00C1;
+const TDST_CFG_CONV: u32 = 0xC1;
+const TDST_CFG_SCRATCH_BITS: u32 = 0x300;
+/// Destination Fmt with ZeroPadFirst/ZeroPadLast.
+const TDST_FMT: u32 = 0x130_2031;
+
+/// ConvCfg 1×1, stride 1, no padding, Ox = Oy = 1.
+const CONV_CFG: u32 = 0x5000_A021;
+/// ChCfg: fp16 in, (fp16 second input,) fp16 out.
+const CH_CFG_ONE: u32 = 0x22;
+const CH_CFG_TWO: u32 = 0x2A;
+/// Common+0x20.
+const COMMON_W20: u32 = 0x2041;
+/// Common+0x2C on planar engine TDs.
+const COMMON_W2C_PE: u32 = 4;
+/// GroupConvCfg: one group, UnicastCin 1.
+const GROUP_CONV: u32 = 0x1_0001;
+/// Common Cfg of the two-source / one-source planar engine TDs (tinygrad
+/// sum; eiln abs).
+const CFG_PE_TWO: u32 = 0x33;
+const CFG_PE_ONE: u32 = 0x21;
+/// TaskInfo of neural engine TDs.
+const TASK_INFO_NE: u32 = 0x10_0000;
+/// Kernel DMA word 0 when coefficients load; CoeffDMAConfig enabled /
+/// disabled (cache hint 2); the size of an unused channel.
+const KDMA_W0: u32 = 0x40;
+const COEFF_ON: u32 = 0x81;
+const COEFF_OFF: u32 = 0x80;
+const COEFF_OFF_SIZE: u32 = 0x40;
+/// NE KernelCfg fp16 weights; MACCfg of a convolution (BinaryPoint 0x1C,
+/// bit 20); PostScale 1.0.
+const KERNEL_CFG_F16: u32 = 0x82;
+const MAC_CFG_CONV: u32 = 0x10_1C00;
+const POST_SCALE_ONE: u32 = 0x3C00;
+
+// ---------------------------------------------------------------------------
+// Plans
+
+/// A place in a BAR slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Loc {
+    slot: u32,
+    offset: u32,
+}
+
+/// One planar engine TD.
+#[derive(Clone, Copy, Debug)]
+struct PeTask {
+    op: PeOp,
+    src0: Loc,
+    src1: Option<Loc>,
+    dst: Loc,
+    /// PreScale, Scale, Bias as fp16 bits; FinalScale as fp32 bits.
+    pre: u16,
+    scale: u16,
+    bias: u16,
+    fin: u32,
+}
+
+impl PeTask {
+    fn two(op: PeOp, src0: Loc, src1: Loc, dst: Loc) -> PeTask {
+        PeTask {
+            op,
+            src0,
+            src1: Some(src1),
+            dst,
+            pre: F16_ONE,
+            scale: F16_ONE,
+            bias: 0,
+            fin: F32_ONE,
+        }
+    }
+}
+
+/// The TD-level geometry of a tensor in the ANE layout (strides in bytes).
+#[derive(Clone, Copy, Debug)]
+struct Geom {
+    c: u32,
+    h: u32,
+    w: u32,
+    row: u32,
+    plane: u32,
+    /// `c · plane`: the tiled bytes, the DepthStride the compilers write.
+    bytes: u32,
+}
+
+impl Geom {
+    /// The geometry of `shape` with N·C channels, checked against the
+    /// register widths. `what` names the tensor in errors.
+    fn new(shape: &Shape, what: &'static str) -> Result<Geom, BuildError> {
+        let l = shape.layout();
+        let c = shape
+            .n()
+            .checked_mul(shape.c())
+            .ok_or(BuildError::TooLarge {
+                field: what,
+                value: u64::MAX,
+                max: MAX_CHANNELS as u64,
+            })?;
+        limit(what_c(what), c, MAX_CHANNELS)?;
+        limit(what_h(what), shape.h(), MAX_SPATIAL)?;
+        limit(what_w(what), shape.w(), MAX_SPATIAL)?;
+        let bytes = l.tiled_bytes() as u64;
+        if bytes >= MAX_EXTENT {
+            return Err(BuildError::TooLarge {
+                field: what_bytes(what),
+                value: bytes,
+                max: MAX_EXTENT - 1,
+            });
+        }
+        // Every quantity below is at most `bytes` < 2^32.
+        Ok(Geom {
+            c: c as u32,
+            h: shape.h() as u32,
+            w: shape.w() as u32,
+            row: l.row_stride() as u32,
+            plane: l.plane_stride() as u32,
+            bytes: bytes as u32,
+        })
+    }
+
+    fn dim(&self) -> u32 {
+        regs::Dim(0)
+            .with(regs::Dim::W, self.w)
+            .with(regs::Dim::H, self.h)
+            .0
+    }
+
+    /// Rows per hardware tile (TileCfg TileHeight): 1 for the fixtures'
+    /// single rows, 32 for eiln's and atan2's tall planar tensors.
+    fn tile_height(&self) -> u32 {
+        self.h.min(32)
+    }
+}
+
+fn limit(field: &'static str, value: usize, max: usize) -> Result<(), BuildError> {
+    if value == 0 {
+        return Err(BuildError::Zero { field });
+    }
+    if value > max {
+        return Err(BuildError::TooLarge {
+            field,
+            value: value as u64,
+            max: max as u64,
+        });
+    }
+    Ok(())
+}
+
+// Field names for errors, by tensor.
+fn what_c(what: &'static str) -> &'static str {
+    match what {
+        "shape" => "shape N·C",
+        "cin" => "cin",
+        "cout" => "cout",
+        "in_features" => "in_features",
+        "out_features" => "out_features",
+        _ => "channels",
+    }
+}
+fn what_h(what: &'static str) -> &'static str {
+    match what {
+        "shape" => "shape H",
+        _ => "h",
+    }
+}
+fn what_w(what: &'static str) -> &'static str {
+    match what {
+        "shape" => "shape W",
+        "in_features" | "out_features" => "batch",
+        _ => "w",
+    }
+}
+fn what_bytes(what: &'static str) -> &'static str {
+    match what {
+        "shape" => "shape (tiled bytes)",
+        "in_features" => "input tensor (tiled bytes)",
+        "out_features" => "output tensor (tiled bytes)",
+        "cin" => "input tensor (tiled bytes)",
+        _ => "output tensor (tiled bytes)",
+    }
+}
+
+/// L2 (on-engine buffer) layout: the rules fitted to the fixtures
+/// (`td.md` §1.6). The engine model does not read these registers.
+mod l2 {
+    /// Channel stride in L2: the row rounded to 16 bytes (0x10 for W = 1,
+    /// 0xA0 for W = 77), at most 0x400 (eiln's W = 1600).
+    pub(super) fn channel_stride(w: u32) -> u32 {
+        w.saturating_mul(2)
+            .div_ceil(16)
+            .saturating_mul(16)
+            .min(0x400)
+    }
+
+    /// Padding after a planar two-source row: 0x20 in tinygrad's sum
+    /// (C = 64), none in eiln's (C = 1).
+    pub(super) fn pe_pad(c: u32) -> u32 {
+        if c > 1 {
+            0x20
+        } else {
+            0
+        }
+    }
+
+    /// Padding of a convolution source / result row: 0x30 / 0x20 in the
+    /// gemm (0x2000-byte rows), none in the 3-channel conv.
+    pub(super) fn conv_pad(bytes: u32, pad: u32) -> u32 {
+        if bytes >= 0x400 {
+            pad
+        } else {
+            0
+        }
+    }
+
+    /// SourceCfg / ResultCfg. The first TD of a chain has AliasPlanarSrc
+    /// and AliasPlanarRslt (bits 20, 22) set, later ones not (tinygrad
+    /// concat, eiln chains); bit 24 marks two sources.
+    pub(super) fn source_cfg(first: bool, two: bool) -> u32 {
+        let mut v = 0x172;
+        if first {
+            v |= 0x50_0000;
+        }
+        if two {
+            v |= 0x100_0000;
+        }
+        v
+    }
+
+    /// ResultCfg: L2BfrMode (bit 3) on planar and pass-through results,
+    /// not on convolutions.
+    pub(super) fn result_cfg(first: bool, conv: bool) -> u32 {
+        let mut v = if conv { 0x172 } else { 0x17A };
+        if first {
+            v |= 0x50_0000;
+        }
+        v
+    }
+}
+
+/// A TD being built: header words and the full register image.
+struct TdBuild {
+    words: [u32; HEADER_WORDS],
+    img: RegImage,
+}
+
+impl TdBuild {
+    /// Every register of every block written as 0 (the compilers write the
+    /// whole window).
+    fn new() -> TdBuild {
+        let mut img = RegImage::new();
+        for b in Block::ALL {
+            for i in 0..b.words() {
+                img.set(Reg::new(b, 4 * i), 0);
+            }
+        }
+        TdBuild {
+            words: [0; HEADER_WORDS],
+            img,
+        }
+    }
+
+    fn set(&mut self, reg: Reg, value: u32) {
+        // Every Reg used here is a named register inside its window.
+        let _ = self.img.set(reg, value);
+    }
+
+    fn w8(&mut self, field: regs::Field, value: u32) {
+        self.words[8] = field.put(self.words[8], value);
+    }
+
+    /// Common registers shared by every TD: dimensions, depth 1, ConvCfg,
+    /// one group, one-row tiles.
+    fn common(&mut self, input: &Geom, output: &Geom, ocg_log: u32) {
+        self.set(common::IN_DIM, input.dim());
+        self.set(common::IN_DEPTH, 1);
+        self.set(common::CIN, input.c);
+        self.set(common::COUT, output.c);
+        self.set(common::OUT_DIM, output.dim());
+        self.set(common::OUT_DEPTH, 1);
+        self.set(
+            common::CONV_CFG,
+            regs::ConvCfg(CONV_CFG)
+                .with(regs::ConvCfg::OCG_SIZE, ocg_log)
+                .0,
+        );
+        self.set(common::WORD_20, COMMON_W20);
+        self.set(common::GROUP_CONV_CFG, GROUP_CONV);
+        self.set(common::TILE_CFG, input.tile_height());
+    }
+
+    /// Tile DMA source `i` at `loc`.
+    fn source(&mut self, i: u32, loc: Loc, g: &Geom, dep: bool) {
+        let [base, row, plane, depth, group] = tile_src::surface(i);
+        self.set(base, loc.offset);
+        self.set(row, g.row);
+        self.set(plane, g.plane);
+        self.set(depth, g.bytes);
+        self.set(group, 0);
+        if i == 0 {
+            self.set(
+                tile_src::DMA_CONFIG,
+                if dep { TSRC_CFG_DEP } else { TSRC_CFG },
+            );
+            self.set(tile_src::FMT, TSRC_FMT);
+            self.w8(header::RBASE0, loc.slot);
+            self.w8(header::RBE0, 1);
+        } else {
+            self.set(
+                tile_src::SRC1_DMA_CONFIG,
+                if dep { TSRC1_CFG_DEP } else { TSRC1_CFG },
+            );
+            self.set(tile_src::SRC1_FMT, TSRC1_FMT);
+            self.w8(header::RBASE1, loc.slot);
+            self.w8(header::RBE1, 1);
+        }
+    }
+
+    /// The tile DMA destination at `loc`.
+    fn dest(&mut self, loc: Loc, g: &Geom, cfg: u32) {
+        self.set(tile_dst::DMA_CONFIG, cfg);
+        self.set(tile_dst::BASE_ADDR, loc.offset);
+        self.set(tile_dst::ROW_STRIDE, g.row);
+        self.set(tile_dst::PLANE_STRIDE, g.plane);
+        self.set(tile_dst::DEPTH_STRIDE, g.bytes);
+        self.set(tile_dst::GROUP_STRIDE, 0);
+        self.set(tile_dst::FMT, TDST_FMT);
+        self.w8(header::WBASE, loc.slot);
+        self.w8(header::WBE, 1);
+    }
+
+    /// The TD's bytes: header, then the seven full streams.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(TD_SIZE_STANDARD as usize);
+        for w in self.words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        for b in Block::ALL {
+            out.extend_from_slice(&b.full_stream_header().to_le_bytes());
+            for v in self.img.block_words(b) {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        out
+    }
+}
+
+/// Header words W0..W7 of TD `k` of `n` (W8/W9 are set per operation).
+fn chain_header(td: &mut TdBuild, k: u32, n: u32) {
+    let last = k + 1 == n;
+    let mut w0 = header::TID.put(0, k);
+    if k > 0 {
+        w0 = header::LNID.put(w0, 1);
+    }
+    if last {
+        w0 = header::EON.put(w0, 1);
+    }
+    td.words[0] = w0;
+    td.words[1] = if last {
+        0
+    } else {
+        header::NEXT_SIZE.put(0, TD_SIZE_STANDARD / 4 - 1)
+    };
+    td.words[2] = if last { W2_LAST } else { W2_MORE };
+    td.words[4] = if last {
+        W4_LAST
+    } else if k == 0 {
+        W4_FIRST
+    } else {
+        W4_MIDDLE
+    };
+    td.words[6] = W6;
+    td.words[7] = if last {
+        0
+    } else {
+        (k + 1) * TD_STRIDE_STANDARD
+    };
+    if !last {
+        // TBase 0 with TBE on every TD that is followed by another
+        // (tinygrad concat, eiln chains).
+        td.words[8] = header::TBE.put(td.words[8], 1);
+    }
+}
+
+/// Lays out TDs 0x300 apart.
+fn assemble(tds: &[TdBuild]) -> Vec<u8> {
+    let n = tds.len();
+    let mut tsk = vec![0u8; (n.saturating_sub(1)) * TD_STRIDE_STANDARD as usize];
+    tsk.resize(
+        (n.saturating_sub(1)) * TD_STRIDE_STANDARD as usize + TD_SIZE_STANDARD as usize,
+        0,
+    );
+    for (k, td) in tds.iter().enumerate() {
+        let at = k * TD_STRIDE_STANDARD as usize;
+        let bytes = td.encode();
+        tsk[at..at + bytes.len()].copy_from_slice(&bytes);
+    }
+    tsk
+}
+
+/// Rounds up to the 16 KiB buffer granule.
+fn granule(bytes: u64) -> u64 {
+    bytes.div_ceil(BUFFER_GRANULE as u64) * BUFFER_GRANULE as u64
+}
+
+/// Builds a chain of planar engine TDs over tensors of geometry `g`.
+/// Sources that read what an earlier TD wrote get DependencyMode 1;
+/// destinations in the scratch slot get the intermediate cache hint.
+fn pe_program(tasks: &[PeTask], g: &Geom, tensors: Vec<TensorSlot>) -> Program {
+    let n = tasks.len() as u32;
+    let mut written: Vec<u32> = Vec::new();
+    let mut tds = Vec::with_capacity(tasks.len());
+    for (k, t) in tasks.iter().enumerate() {
+        let k = k as u32;
+        let first = k == 0;
+        let two = t.src1.is_some();
+        let mut td = TdBuild::new();
+        chain_header(&mut td, k, n);
+        td.common(g, g, 0);
+        td.set(common::CH_CFG, if two { CH_CFG_TWO } else { CH_CFG_ONE });
+        td.set(common::WORD_2C, COMMON_W2C_PE);
+        td.set(common::CFG, if two { CFG_PE_TWO } else { CFG_PE_ONE });
+        td.source(0, t.src0, g, written.contains(&t.src0.slot));
+        match t.src1 {
+            Some(s1) => td.source(1, s1, g, written.contains(&s1.slot)),
+            None => td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE),
+        }
+        let scratch = t.dst.slot == SLOT_SCRATCH;
+        let cfg = TDST_CFG_PE | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 };
+        td.dest(t.dst, g, cfg);
+        written.push(t.dst.slot);
+
+        // L2.
+        let ch = l2::channel_stride(g.w);
+        let cbytes = g.c.saturating_mul(ch);
+        let pad = if two { l2::pe_pad(g.c) } else { 0 };
+        let srow = cbytes.saturating_add(pad);
+        let rows = srow.saturating_mul(g.tile_height());
+        td.set(l2r::SOURCE_CFG, l2::source_cfg(first, two));
+        td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+        td.set(l2r::SOURCE_ROW_STRIDE, srow);
+        td.set(l2r::WORD_14, cbytes);
+        td.set(l2r::WORD_18, cbytes);
+        let result_base = if two {
+            let src1 = rows.saturating_add(pad);
+            td.set(l2r::SRC1_BASE, src1);
+            td.set(l2r::SRC1_CHANNEL_STRIDE, ch);
+            td.set(l2r::SRC1_ROW_STRIDE, srow);
+            td.set(l2r::SRC1_WORD_28, cbytes);
+            td.set(l2r::SRC1_WORD_2C, cbytes);
+            src1.saturating_add(rows)
+        } else {
+            rows
+        };
+        td.set(l2r::RESULT_CFG, l2::result_cfg(first, false));
+        td.set(l2r::RESULT_BASE, result_base);
+
+        // The planar engine.
+        let op = match t.op {
+            PeOp::Add => 0,
+            PeOp::Mul => 1,
+            PeOp::Max => 2,
+            PeOp::Min => 3,
+        };
+        let mut cfg = regs::PeCfg(0).with(regs::PeCfg::OP_MODE, op);
+        if two {
+            cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
+        }
+        td.set(pe::CFG, cfg.0);
+        td.set(
+            pe::BIAS_SCALE,
+            regs::PeBiasScale(0)
+                .with(regs::PeBiasScale::SCALE, u32::from(t.scale))
+                .with(regs::PeBiasScale::BIAS, u32::from(t.bias))
+                .0,
+        );
+        td.set(
+            pe::PRE_SCALE,
+            regs::PePreScale(0)
+                .with(regs::PePreScale::SCALE, u32::from(t.pre))
+                .0,
+        );
+        td.set(pe::FINAL_SCALE, t.fin);
+        tds.push(td);
+    }
+    Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: n,
+        tsk: assemble(&tds),
+        weights: Vec::new(),
+        tensors,
+    }
+}
+
+fn slot_of(shape: &Shape, name: &'static str, slot: u32, direction: Direction) -> TensorSlot {
+    TensorSlot {
+        name,
+        slot,
+        direction,
+        shape: *shape,
+        buffer_size: shape.layout().buffer_size() as u64,
+    }
+}
+
+fn input(k: u32) -> Loc {
+    Loc {
+        slot: SLOT_FIRST_INPUT + k,
+        offset: 0,
+    }
+}
+
+const OUT: Loc = Loc {
+    slot: SLOT_OUTPUT,
+    offset: 0,
+};
+
+/// The scratch slot holding `count` intermediates of geometry `g`, and
+/// the place of intermediate `k`.
+fn scratch(shape: &Shape, g: &Geom, count: u32) -> Result<(TensorSlot, Vec<Loc>), BuildError> {
+    let total = u64::from(g.bytes) * u64::from(count);
+    if total > MAX_EXTENT {
+        return Err(BuildError::TooLarge {
+            field: "shape (scratch bytes)",
+            value: total,
+            max: MAX_EXTENT,
+        });
+    }
+    // k · bytes < 2^32 for k < count; bytes is a multiple of 64.
+    let locs = (0..count)
+        .map(|k| Loc {
+            slot: SLOT_SCRATCH,
+            offset: k * g.bytes,
+        })
+        .collect();
+    let t = TensorSlot {
+        name: "scratch",
+        slot: SLOT_SCRATCH,
+        direction: Direction::Scratch,
+        shape: *shape,
+        buffer_size: granule(total),
+    };
+    Ok((t, locs))
+}
+
+fn sorted(mut v: Vec<TensorSlot>) -> Vec<TensorSlot> {
+    v.sort_by_key(|t| t.slot);
+    v
+}
+
+fn binary(shape: &Shape, op: PeOp) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    Ok(pe_program(
+        &[PeTask::two(op, input(0), input(1), OUT)],
+        &g,
+        tensors,
+    ))
+}
+
+/// Elementwise `out = a + b` (planar engine; `a` in slot 5, `b` in slot 6,
+/// `out` in slot 4).
+pub fn add(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Add)
+}
+
+/// Elementwise `out = a · b` (slots as [`add`]).
+pub fn mul(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Mul)
+}
+
+/// `out = (a + b) · c`, two TDs: `t = a + b` into scratch slot 3, then
+/// `out = t · c`. Inputs `a`, `b`, `c` in slots 5, 6, 7; each step rounds
+/// to fp16, so the result is `fp16(fp16(a + b) · c)`.
+pub fn add_mul(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let (s, locs) = scratch(shape, &g, 1)?;
+    let t = locs[0];
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "c", SLOT_FIRST_INPUT + 2, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        s,
+    ]);
+    Ok(pe_program(
+        &[
+            PeTask::two(PeOp::Add, input(0), input(1), t),
+            PeTask::two(PeOp::Mul, t, input(2), OUT),
+        ],
+        &g,
+        tensors,
+    ))
+}
+
+/// `out = cond ? a : b` for `cond ∈ {0, 1}`: the four-TD chain of the
+/// module documentation, exact for non-NaN `a`, `b`. `cond`, `a`, `b` in
+/// slots 5, 6, 7; the intermediates `X`, `u`, `v` at offsets 0, T, 2T of
+/// scratch slot 3 (T the tiled tensor size).
+pub fn select(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let (s, locs) = scratch(shape, &g, 3)?;
+    let (x, u, v) = (locs[0], locs[1], locs[2]);
+    let tensors = sorted(vec![
+        slot_of(shape, "cond", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "a", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 2, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        s,
+    ]);
+    let mask = PeTask {
+        op: PeOp::Add,
+        src0: input(0),
+        src1: None,
+        dst: x,
+        pre: F16_ONE,
+        scale: 0x4000, // 2.0
+        bias: 0xBC00,  // −1.0
+        fin: F32_INF,
+    };
+    let keep_a = PeTask::two(PeOp::Min, x, input(1), u);
+    let keep_b = PeTask {
+        pre: 0xBC00, // −1.0: min(−X, b)
+        ..PeTask::two(PeOp::Min, x, input(2), v)
+    };
+    let merge = PeTask::two(PeOp::Max, u, v, OUT);
+    Ok(pe_program(&[mask, keep_a, keep_b, merge], &g, tensors))
+}
+
+/// The coefficient layout of a convolution with `cin` inputs and `cout`
+/// outputs (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelLayout {
+    /// log2 of the output channels per coefficient channel (OCGSize).
+    pub ocg_log: u32,
+    /// Coefficient channels in use.
+    pub channels: u32,
+    /// Bytes of one output channel's row: `round_up(2·cin, 64)`.
+    pub row_bytes: u32,
+    /// Bytes of one coefficient channel: `2^ocg_log · row_bytes`.
+    pub chunk_bytes: u32,
+}
+
+impl KernelLayout {
+    /// The layout for `cin` → `cout`, or why there is none.
+    pub fn new(cin: usize, cout: usize) -> Result<KernelLayout, BuildError> {
+        limit("cin", cin, MAX_CHANNELS)?;
+        limit("cout", cout, MAX_CONV_OUT)?;
+        let per = cout.div_ceil(kdma::COEFF_CHANNELS as usize);
+        let ocg_log = per.next_power_of_two().trailing_zeros();
+        let ocg = 1usize << ocg_log;
+        let channels = cout.div_ceil(ocg) as u32;
+        let row_bytes = (2 * cin).div_ceil(64) * 64;
+        let chunk = row_bytes as u64 * ocg as u64;
+        let total = chunk * u64::from(channels);
+        if total >= MAX_EXTENT {
+            return Err(BuildError::TooLarge {
+                field: "weights (coefficient bytes)",
+                value: total,
+                max: MAX_EXTENT - 1,
+            });
+        }
+        Ok(KernelLayout {
+            ocg_log,
+            channels,
+            row_bytes: row_bytes as u32,
+            chunk_bytes: chunk as u32,
+        })
+    }
+
+    /// Bytes of the whole coefficient buffer.
+    pub fn total_bytes(&self) -> usize {
+        self.chunk_bytes as usize * self.channels as usize
+    }
+
+    /// Byte offset of weight `W[oc][ic]`.
+    pub fn offset(&self, oc: usize, ic: usize) -> usize {
+        let ch = oc >> self.ocg_log;
+        let row = oc & ((1usize << self.ocg_log) - 1);
+        ch * self.chunk_bytes as usize + row * self.row_bytes as usize + 2 * ic
+    }
+
+    /// Packs `[cout][cin]` weights.
+    fn pack(&self, weights: &[f16], cin: usize) -> Vec<u8> {
+        let mut buf = vec![0u8; self.total_bytes()];
+        for (oc, row) in weights.chunks_exact(cin).enumerate() {
+            for (ic, w) in row.iter().enumerate() {
+                let at = self.offset(oc, ic);
+                buf[at..at + 2].copy_from_slice(&w.to_bits().to_le_bytes());
+            }
+        }
+        buf
+    }
+}
+
+fn new_shape(field: &'static str, c: usize, h: usize, w: usize) -> Result<Shape, BuildError> {
+    Shape::new(1, c, h, w).map_err(|source| BuildError::Shape { field, source })
+}
+
+/// One neural engine TD: a 1×1 convolution of `x` (`cin` channels) into
+/// `out` (`cout` channels) with `weights` `[cout][cin]`.
+fn conv_program(
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    weights: &[f16],
+    names: (&'static str, &'static str),
+) -> Result<Program, BuildError> {
+    let k = KernelLayout::new(cin, cout)?;
+    limit(what_h(names.0), h, MAX_SPATIAL)?;
+    limit(what_w(names.0), w, MAX_SPATIAL)?;
+    let expected = cin * cout; // cin, cout ≤ 2^17: no overflow
+    if weights.len() != expected {
+        return Err(BuildError::Length {
+            field: "weights",
+            expected,
+            found: weights.len(),
+            shape: "out × in",
+        });
+    }
+    let xs = new_shape("input", cin, h, w)?;
+    let os = new_shape("output", cout, h, w)?;
+    let gi = Geom::new(&xs, names.0)?;
+    let go = Geom::new(&os, names.1)?;
+
+    let mut td = TdBuild::new();
+    chain_header(&mut td, 0, 1);
+    // Kernel DMA: channels in use enabled at k · chunk, the others
+    // disabled with the 64-byte size the compiler leaves there.
+    td.set(kdma::WORD_00, KDMA_W0);
+    for i in 0..kdma::COEFF_CHANNELS {
+        let on = i < k.channels;
+        td.set(
+            kdma::COEFF_DMA_CONFIG.at(i),
+            if on { COEFF_ON } else { COEFF_OFF },
+        );
+        td.set(
+            kdma::COEFF_BASE_ADDR.at(i),
+            if on { i * k.chunk_bytes } else { 0 },
+        );
+        td.set(
+            kdma::COEFF_BFR_SIZE.at(i),
+            if on { k.chunk_bytes } else { COEFF_OFF_SIZE },
+        );
+    }
+    for i in 0..kdma::EXTRA_CHANNELS {
+        td.set(kdma::EXTRA_CONFIG.at(i), COEFF_OFF);
+    }
+    td.common(&gi, &go, k.ocg_log);
+    td.set(common::CH_CFG, CH_CFG_ONE);
+    // Cfg: bits 0 and 2, ShPref = ShMin = ShMax = 4, ActiveNE =
+    // ceil(log2(min(Cout, 16))) (conv: 2, gemm: 4), AccDoubleBufEn unless
+    // every coefficient channel is in use (set in conv, clear in gemm).
+    let active = (go.c.min(16)).next_power_of_two().trailing_zeros();
+    let cfg = regs::CommonCfg(0b101)
+        .with(regs::CommonCfg::SH_PREF, 4)
+        .with(regs::CommonCfg::SH_MIN, 4)
+        .with(regs::CommonCfg::SH_MAX, 4)
+        .with(regs::CommonCfg::ACTIVE_NE, active)
+        .with(
+            regs::CommonCfg::ACC_DOUBLE_BUF_EN,
+            u32::from(k.channels < kdma::COEFF_CHANNELS),
+        );
+    td.set(common::CFG, cfg.0);
+    td.set(common::TASK_INFO, TASK_INFO_NE);
+    td.source(0, input(0), &gi, false);
+    td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE);
+    td.set(tile_src::WORD_40, TSRC_W40_NE);
+    td.dest(OUT, &go, TDST_CFG_CONV);
+
+    // L2.
+    let ch = l2::channel_stride(gi.w);
+    let ibytes = gi.c.saturating_mul(ch);
+    let obytes = go.c.saturating_mul(ch);
+    let srow = ibytes.saturating_add(l2::conv_pad(ibytes, 0x30));
+    td.set(l2r::SOURCE_CFG, l2::source_cfg(true, false));
+    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+    td.set(l2r::SOURCE_ROW_STRIDE, srow);
+    td.set(l2r::WORD_14, ibytes);
+    td.set(l2r::WORD_18, ibytes);
+    td.set(l2r::RESULT_CFG, l2::result_cfg(true, true));
+    td.set(l2r::RESULT_BASE, srow.saturating_mul(gi.tile_height()));
+    td.set(l2r::CONV_RESULT_CHANNEL_STRIDE, ch);
+    td.set(
+        l2r::CONV_RESULT_ROW_STRIDE,
+        obytes.saturating_add(l2::conv_pad(obytes, 0x20)),
+    );
+    td.set(l2r::WORD_40, obytes);
+    td.set(l2r::WORD_44, obytes);
+
+    // Neural engine: fp16 kernel, convolution, PostScale 1.0.
+    td.set(ne::KERNEL_CFG, KERNEL_CFG_F16);
+    td.set(ne::MAC_CFG, MAC_CFG_CONV);
+    td.set(ne::POST_SCALE, POST_SCALE_ONE);
+    td.words[8] = header::ENE.put(td.words[8], active + 1);
+    td.words[9] = W9_KERNEL;
+
+    let tensors = sorted(vec![
+        slot_of(&xs, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(&os, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    Ok(Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: 1,
+        tsk: assemble(&[td]),
+        weights: k.pack(weights, cin),
+        tensors,
+    })
+}
+
+/// 1×1 convolution without bias: input `x` `(1, cin, h, w)` in slot 5,
+/// output `(1, cout, h, w)` in slot 4, `weights` `[cout][cin]` fp16.
+pub fn conv1x1(
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    weights: &[f16],
+) -> Result<Program, BuildError> {
+    conv_program(cin, cout, h, w, weights, ("cin", "cout"))
+}
+
+/// Fully connected layer without bias, `weights` `[out_features][in_features]`:
+/// a 1×1 convolution with the batch as the width. Input `x` is
+/// `(1, in_features, 1, batch)` in slot 5, output `(1, out_features, 1,
+/// batch)` in slot 4; see [`linear_input_to_nchw`].
+pub fn linear(
+    batch: usize,
+    in_features: usize,
+    out_features: usize,
+    weights: &[f16],
+) -> Result<Program, BuildError> {
+    limit("batch", batch, MAX_SPATIAL)?;
+    limit("in_features", in_features, MAX_CHANNELS)?;
+    limit("out_features", out_features, MAX_CONV_OUT)?;
+    conv_program(
+        in_features,
+        out_features,
+        1,
+        batch,
+        weights,
+        ("in_features", "out_features"),
+    )
+}
+
+/// Transposes `[rows][cols]` into `[cols][rows]`.
+fn transpose<T: Copy>(x: &[T], rows: usize, cols: usize) -> Option<Vec<T>> {
+    if rows.checked_mul(cols)? != x.len() {
+        return None;
+    }
+    let mut out = Vec::with_capacity(x.len());
+    for c in 0..cols {
+        for r in 0..rows {
+            out.push(x[r * cols + c]);
+        }
+    }
+    Some(out)
+}
+
+/// `[batch][in_features]` → the dense NCHW array of [`linear`]'s input
+/// `(1, in_features, 1, batch)`; `None` if the length is not
+/// `batch · in_features`.
+pub fn linear_input_to_nchw(x: &[f16], batch: usize, in_features: usize) -> Option<Vec<f16>> {
+    transpose(x, batch, in_features)
+}
+
+/// The dense NCHW output `(1, out_features, 1, batch)` of [`linear`] →
+/// `[batch][out_features]`.
+pub fn linear_output_from_nchw(y: &[f16], batch: usize, out_features: usize) -> Option<Vec<f16>> {
+    transpose(y, out_features, batch)
+}
