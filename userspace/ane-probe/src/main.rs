@@ -2,13 +2,43 @@
 
 //! `ane-probe`: inspect and exercise the Apple Neural Engine.
 //!
-//! Exit codes: 0 success, 1 mismatch or device failure, 2 usage error or
-//! nothing to probe.
+//! Commands:
+//!
+//! - `info`: the machine, device tree, module and accel nodes (read-only).
+//! - `run --program FILE --in SLOT=FILE … [--out SLOT=FILE …]
+//!   [--expect SLOT=FILE …]`: one inference of a compiled program (HWX or
+//!   eiln `.anec`). Tensor files are dense little-endian fp16 NCHW arrays
+//!   (`N·C·H·W·2` bytes, no header) or `.npy` files of `<f2` data; SLOT is
+//!   a BAR slot number or a tensor name.
+//! - `bench --program FILE [-n RUNS] [--warmup N] [--receipt PATH]`: timed
+//!   EXEC+WAIT runs on seeded random inputs, latency percentiles and a JSON
+//!   receipt (see [`receipt`]).
+//!
+//! `--json` (any command) prints one JSON object instead of text. A
+//! progress bar is drawn on stderr during `bench` when stderr is a terminal
+//! and `--json` is not given.
+//!
+//! Exit codes ([`exit`]): 0 success, 1 mismatch or device failure (ioctl
+//! failure, job timeout or fault), 2 usage error or nothing to probe (bad
+//! arguments or files, no usable device; clap's usage errors included).
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use ane::system::{self, SysRoot, SystemInfo};
 use clap::{Parser, Subcommand};
+
+mod bench;
+mod common;
+mod exit;
+mod npy;
+mod program;
+mod progress;
+mod receipt;
+mod run;
+mod session;
+mod slots;
+mod stats;
 
 #[derive(Parser)]
 #[command(version, about)]
@@ -18,7 +48,7 @@ struct Cli {
     json: bool,
     /// Read /proc, /sys and /dev below this directory instead of `/`.
     #[arg(long, global = true, value_name = "DIR", hide = true)]
-    root: Option<std::path::PathBuf>,
+    root: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -27,6 +57,10 @@ struct Cli {
 enum Command {
     /// Describe the machine, device tree, module and accel nodes (read-only).
     Info,
+    /// Run a compiled program (HWX or .anec) once on given inputs.
+    Run(run::RunArgs),
+    /// Time repeated runs of a compiled program and write a receipt.
+    Bench(bench::BenchArgs),
 }
 
 fn print_info(info: &SystemInfo) {
@@ -98,29 +132,30 @@ fn print_info(info: &SystemInfo) {
     }
 }
 
+fn info(ctx: &common::Ctx) -> Result<u8, exit::Error> {
+    let info = system::system_info(&SysRoot::new(&ctx.root))?;
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        print_info(&info);
+    }
+    Ok(exit::OK)
+}
+
 fn main() -> ExitCode {
+    // clap exits with 2 on usage errors (and 0 for --help/--version).
     let cli = Cli::parse();
-    let root = cli.root.map(SysRoot::new).unwrap_or_default();
-    match cli.command {
-        Command::Info => match system::system_info(&root) {
-            Ok(info) => {
-                if cli.json {
-                    match serde_json::to_string_pretty(&info) {
-                        Ok(s) => println!("{s}"),
-                        Err(e) => {
-                            eprintln!("ane-probe: cannot encode JSON: {e}");
-                            return ExitCode::from(1);
-                        }
-                    }
-                } else {
-                    print_info(&info);
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("ane-probe: {e}");
-                ExitCode::from(2)
-            }
-        },
+    let ctx = common::Ctx {
+        json: cli.json,
+        root: cli.root.unwrap_or_else(|| PathBuf::from("/")),
+    };
+    let result = match &cli.command {
+        Command::Info => info(&ctx),
+        Command::Run(args) => run::run(&ctx, args),
+        Command::Bench(args) => bench::bench(&ctx, args),
+    };
+    match result {
+        Ok(code) => exit::exit(code),
+        Err(e) => exit::report(&e),
     }
 }

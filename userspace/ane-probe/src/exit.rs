@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Exit codes, in one place.
+//!
+//! | code | meaning |
+//! |---|---|
+//! | 0 | success |
+//! | 1 | mismatch or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs) |
+//! | 2 | usage error or nothing to probe: bad arguments, unreadable or malformed files, no usable accel device |
+//!
+//! clap's own usage errors also exit with 2 (clap's default, checked by the
+//! CLI tests).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use ane::device;
+
+use crate::program::ProgramError;
+use crate::slots::SlotError;
+
+/// Success.
+pub const OK: u8 = 0;
+/// Mismatch or device failure.
+pub const FAILURE: u8 = 1;
+/// Usage error or nothing to probe.
+pub const USAGE: u8 = 2;
+
+/// Everything that ends a command early. Each variant knows its exit code
+/// ([`Error::code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A `--in`/`--out`/`--expect` argument does not fit the program.
+    #[error(transparent)]
+    Slot(#[from] SlotError),
+    /// The program file is unreadable or malformed.
+    #[error(transparent)]
+    Program(#[from] ProgramError),
+    /// A file could not be read.
+    #[error("cannot read {what} {path}: {source}")]
+    Read {
+        /// What the file is ("input file for slot 5", ...).
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file could not be created or written.
+    #[error("cannot write {what} {path}: {source}")]
+    Write {
+        /// What the file is.
+        what: String,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The system could not be inspected.
+    #[error(transparent)]
+    System(#[from] ane::system::Error),
+    /// No accel node of the `ane` driver below the root.
+    #[error("no ANE accel device found under {dir} (is the ane module loaded and bound?)")]
+    NoDevice {
+        /// The directory searched.
+        dir: PathBuf,
+    },
+    /// A node that cannot be used as an ANE device (not a DRM node,
+    /// another driver, another ABI, no permission).
+    #[error("{path} is not a usable ANE device: {source}")]
+    Unusable {
+        /// The node.
+        path: PathBuf,
+        /// Why.
+        source: device::Error,
+    },
+    /// Opening the device or an ioctl failed.
+    #[error("{0}")]
+    Device(#[from] device::Error),
+    /// A job did not end with DONE.
+    #[error("job {job} {status}")]
+    Job {
+        /// The job id.
+        job: u64,
+        /// How it ended, in words.
+        status: String,
+    },
+    /// JSON encoding failed.
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+impl Error {
+    /// The process exit code for this error.
+    pub fn code(&self) -> u8 {
+        match self {
+            Error::Slot(_)
+            | Error::Program(_)
+            | Error::Read { .. }
+            | Error::Write { .. }
+            | Error::System(_)
+            | Error::NoDevice { .. }
+            | Error::Unusable { .. } => USAGE,
+            // A device that is there but cannot be used by us (no
+            // permission, another driver, another ABI) is nothing to probe;
+            // a failing ioctl on an open device is a device failure.
+            Error::Device(e) => match e {
+                device::Error::NoDevice
+                | device::Error::Open { .. }
+                | device::Error::NotAne { .. }
+                | device::Error::Abi { .. } => USAGE,
+                device::Error::Ioctl { .. }
+                | device::Error::Invalid { .. }
+                | device::Error::Mmap { .. } => FAILURE,
+            },
+            Error::Job { .. } | Error::Json(_) => FAILURE,
+        }
+    }
+}
+
+/// Converts a code from this module into an [`ExitCode`].
+pub fn exit(code: u8) -> ExitCode {
+    ExitCode::from(code)
+}
+
+/// Reports `e` on stderr and returns its exit code.
+pub fn report(e: &Error) -> ExitCode {
+    eprintln!("ane-probe: {e}");
+    exit(e.code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustix::io::Errno;
+
+    #[test]
+    fn codes() {
+        assert_eq!(Error::NoDevice { dir: "/x".into() }.code(), USAGE);
+        assert_eq!(Error::Device(device::Error::NoDevice).code(), USAGE);
+        assert_eq!(
+            Error::Device(device::Error::Ioctl {
+                ioctl: "DRM_IOCTL_ANE_EXEC",
+                source: Errno::INVAL
+            })
+            .code(),
+            FAILURE
+        );
+        assert_eq!(
+            Error::Job {
+                job: 1,
+                status: "timed out".into()
+            }
+            .code(),
+            FAILURE
+        );
+        assert_eq!(
+            Error::Slot(SlotError::Missing {
+                missing: "5=image".into()
+            })
+            .code(),
+            USAGE
+        );
+    }
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The built `ane-probe` binary on a machine without an ANE: usage errors,
+//! file errors and the "nothing to probe" path, with their exit codes
+//! (0 ok, 1 mismatch or device failure, 2 usage error or nothing to probe).
+//!
+//! Tests that need a valid compiled program use the shared fixtures of the
+//! development checkout and say SKIPPED when it is absent.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn probe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ane-probe"))
+        .args(args)
+        .output()
+        .expect("run ane-probe")
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().expect("exited, not killed")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `args` and checks it exits with 2, returning stderr.
+fn usage_error(args: &[&str]) -> String {
+    let o = probe(args);
+    assert_eq!(code(&o), 2, "{args:?}: stderr: {}", stderr(&o));
+    stderr(&o)
+}
+
+fn fixture(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+    if !dir.is_dir() {
+        eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
+        return None;
+    }
+    Some(dir.join(name))
+}
+
+/// An empty directory to use as `--root` (no /dev/accel, no /sys), and a
+/// 128-byte input file (a [1, 64, 1, 1] fp16 tensor) inside it.
+struct Scene {
+    dir: tempfile::TempDir,
+}
+
+impl Scene {
+    fn new() -> Scene {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("in128.bin"), [0u8; 128]).unwrap();
+        std::fs::write(dir.path().join("in100.bin"), [0u8; 100]).unwrap();
+        Scene { dir }
+    }
+    fn root(&self) -> String {
+        self.dir.path().display().to_string()
+    }
+    fn file(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+}
+
+#[test]
+fn clap_usage_errors_exit_2() {
+    usage_error(&[]);
+    usage_error(&["frobnicate"]);
+    usage_error(&["run"]); // --program missing
+    usage_error(&["info", "--no-such-flag"]);
+    let e = usage_error(&["bench", "--program", "p.hwx", "-n", "0"]);
+    assert!(e.contains("--runs"), "{e}");
+    let e = usage_error(&["run", "--program", "p.hwx", "--priority", "urgent"]);
+    assert!(e.contains("urgent"), "{e}");
+    let e = usage_error(&["run", "--program", "p.hwx", "--timeout-ms", "0"]);
+    assert!(e.contains("--timeout-ms"), "{e}");
+}
+
+#[test]
+fn help_and_version_exit_0() {
+    for args in [
+        &["--help"][..],
+        &["--version"],
+        &["run", "--help"],
+        &["bench", "--help"],
+    ] {
+        let o = probe(args);
+        assert_eq!(code(&o), 0, "{args:?}");
+    }
+}
+
+#[test]
+fn bad_slot_syntax_names_the_argument() {
+    for bad in ["5", "=a.bin", "5=", "image"] {
+        let e = usage_error(&["run", "--program", "p.hwx", "--in", bad]);
+        assert!(e.contains("SLOT=FILE") && e.contains("--in"), "{bad}: {e}");
+    }
+    let e = usage_error(&["bench", "--program", "p.hwx", "--out", "4"]);
+    assert!(e.contains("--out"), "{e}");
+}
+
+#[test]
+fn missing_or_malformed_program_exits_2() {
+    let s = Scene::new();
+    let absent = s.file("absent.hwx");
+    let e = usage_error(&["run", "--program", &absent, "--root", &s.root()]);
+    assert!(
+        e.contains("cannot read program") && e.contains("absent.hwx"),
+        "{e}"
+    );
+    let e = usage_error(&[
+        "bench",
+        "--program",
+        &s.file("in128.bin"),
+        "--root",
+        &s.root(),
+    ]);
+    assert!(
+        e.contains("in128.bin") && e.contains("not an HWX file"),
+        "{e}"
+    );
+}
+
+#[test]
+fn info_on_an_empty_root() {
+    let s = Scene::new();
+    let o = probe(&["info", "--root", &s.root()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let o = probe(&["--json", "info", "--root", &s.root()]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["accel_nodes"], serde_json::json!([]));
+}
+
+#[test]
+fn wrong_input_size_names_slot_and_sizes() {
+    let Some(p) = fixture("tinygrad_sum.hwx") else {
+        return;
+    };
+    let s = Scene::new();
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p.to_str().unwrap(),
+        "--root",
+        &s.root(),
+        "--in",
+        &format!("5={}", s.file("in100.bin")),
+        "--in",
+        &format!("image={}", s.file("in128.bin")),
+    ]);
+    assert!(
+        e.contains("--in slot 5 'image2'")
+            && e.contains("holds 100 bytes")
+            && e.contains("exactly 128"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_input_file_names_the_file() {
+    let Some(p) = fixture("sum.anec") else { return };
+    let s = Scene::new();
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p.to_str().unwrap(),
+        "--root",
+        &s.root(),
+        "--in",
+        &format!("5={}", s.file("in128.bin")),
+        "--in",
+        &format!("6={}", s.file("nope.bin")),
+    ]);
+    assert!(e.contains("nope.bin") && e.contains("slot 6"), "{e}");
+}
+
+#[test]
+fn slot_errors_exit_2() {
+    let Some(p) = fixture("tinygrad_sum.hwx") else {
+        return;
+    };
+    let s = Scene::new();
+    let p = p.to_str().unwrap();
+    let root = s.root();
+    let inp = s.file("in128.bin");
+    let a = |slot: &str| format!("{slot}={inp}");
+    // Unknown slot.
+    let e = usage_error(&["run", "--program", p, "--root", &root, "--in", &a("9")]);
+    assert!(
+        e.contains("--in 9") && e.contains("5=image2, 6=image"),
+        "{e}"
+    );
+    // The same slot twice, by number and by name.
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p,
+        "--root",
+        &root,
+        "--in",
+        &a("5"),
+        "--in",
+        &a("image2"),
+    ]);
+    assert!(e.contains("more than once"), "{e}");
+    // An input given as --out.
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p,
+        "--root",
+        &root,
+        "--in",
+        &a("5"),
+        "--in",
+        &a("6"),
+        "--out",
+        &a("5"),
+    ]);
+    assert!(e.contains("--out 5") && e.contains("is an input"), "{e}");
+    // An output given as --in.
+    let e = usage_error(&["run", "--program", p, "--root", &root, "--in", &a("probs")]);
+    assert!(e.contains("is an output"), "{e}");
+    // A missing input.
+    let e = usage_error(&["run", "--program", p, "--root", &root, "--in", &a("5")]);
+    assert!(e.contains("missing --in") && e.contains("6=image"), "{e}");
+    // An output into a directory that does not exist.
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p,
+        "--root",
+        &root,
+        "--in",
+        &a("5"),
+        "--in",
+        &a("6"),
+        "--out",
+        "probs=/nonexistent-dir/out.bin",
+    ]);
+    assert!(e.contains("/nonexistent-dir"), "{e}");
+}
+
+#[test]
+fn no_device_is_nothing_to_probe() {
+    let Some(p) = fixture("tinygrad_sum.hwx") else {
+        return;
+    };
+    let s = Scene::new();
+    let p = p.to_str().unwrap();
+    let inp = s.file("in128.bin");
+    let e = usage_error(&[
+        "run",
+        "--program",
+        p,
+        "--root",
+        &s.root(),
+        "--in",
+        &format!("5={inp}"),
+        "--in",
+        &format!("6={inp}"),
+    ]);
+    assert!(
+        e.contains("no ANE accel device found under") && e.contains(&s.root()),
+        "{e}"
+    );
+
+    let receipt = s.file("receipt.json");
+    let e = usage_error(&[
+        "--json",
+        "bench",
+        "--program",
+        p,
+        "--root",
+        &s.root(),
+        "-n",
+        "3",
+        "--receipt",
+        &receipt,
+    ]);
+    assert!(e.contains("no ANE accel device found"), "{e}");
+    assert!(!Path::new(&receipt).exists(), "no receipt without a device");
+
+    // .anec programs take the same path.
+    let Some(a) = fixture("relu.anec") else {
+        return;
+    };
+    let e = usage_error(&[
+        "bench",
+        "--program",
+        a.to_str().unwrap(),
+        "--root",
+        &s.root(),
+    ]);
+    assert!(e.contains("no ANE accel device found"), "{e}");
+}
+
+#[test]
+fn a_node_that_is_not_a_drm_device_is_refused() {
+    let Some(p) = fixture("tinygrad_sum.hwx") else {
+        return;
+    };
+    let s = Scene::new();
+    // A regular file as the node: DRM_IOCTL_VERSION fails on it. That is
+    // a device that cannot be used, not a job failure: exit 2.
+    let e = usage_error(&[
+        "bench",
+        "--program",
+        p.to_str().unwrap(),
+        "--device",
+        &s.file("in128.bin"),
+    ]);
+    assert!(
+        e.contains("DRM_IOCTL_VERSION") || e.contains("cannot open"),
+        "{e}"
+    );
+}
