@@ -62,9 +62,9 @@ cat >>"$tmp/virt.dts" <<'DTS'
 		power-domains = <&t8103_set1>, <&t8103_set2>, <&t8103_set3>, <&t8103_set4>, <&t8103_set5>; };
 	ane-t6000 { compatible = "apple,t6000-ane"; reg = <0x0 0x0c040000 0x0 0x24000>; reg-names = "engine";
 		power-domains = <&t6000_set1>, <&t6000_set2>, <&t6000_set3>, <&t6000_set4>; };
-	ane-t6020 { compatible = "apple,t6020-ane"; reg = <0x0 0x0c080000 0x0 0x24000>; reg-names = "engine";
+	ane-t6020 { compatible = "apple,t6020-ane"; reg = <0x0 0x20000000 0x0 0x2000000>, <0x0 0x24000000 0x0 0x4034>; reg-names = "engine", "pmgr";
 		power-domains = <&t6020_mpm>, <&t6020_td>, <&t6020_base>, <&t6020_set1>, <&t6020_set2>, <&t6020_set3>, <&t6020_set4>, <&t6020_cpu>; };
-	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x0c0c0000 0x0 0x24000>; reg-names = "engine";
+	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x22000000 0x0 0x2000000>, <0x0 0x24010000 0x0 0x4034>; reg-names = "engine", "pmgr";
 		power-domains = <&t6021_mpm>, <&t6021_td>, <&t6021_base>, <&t6021_set1>, <&t6021_set2>, <&t6021_set3>, <&t6021_set4>, <&t6021_cpu>; };
 	/* Wrong: two of T8103's five domains. The driver must refuse it. */
 	ane-bad { compatible = "apple,t8103-ane"; reg = <0x0 0x0c100000 0x0 0x24000>; reg-names = "engine";

@@ -34,6 +34,7 @@ pub mod ext;
 pub mod hw;
 
 mod engine;
+mod fw;
 mod gem;
 mod ioctl;
 mod job;
@@ -45,7 +46,7 @@ mod vm;
 use engine::{Engine, EngineIrq, Mmio, H13};
 use ext::accel::{self, DriverInfo};
 use ext::pm::{PmDriver, RuntimePm};
-use hw::soc::{SocId, SocInfo};
+use hw::soc::{BackendKind, SocId, SocInfo};
 use hw::uapi;
 use kernel::sync::{new_mutex, Mutex};
 use vm::{AddressSpace, Vm};
@@ -95,12 +96,20 @@ pub(crate) struct AneData {
     pub(crate) parent: ARef<device::Device>,
     /// The engine; `None` when the device has no usable backend.
     engine: Option<Arc<Engine>>,
+    /// H14: the firmware and the device-wide address space every client
+    /// shares with it.
+    fw: Option<(Arc<fw::Firmware>, Arc<Vm>)>,
 }
 
 impl AneData {
     /// The engine, if the device has one.
     pub(crate) fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.as_ref()
+    }
+
+    /// H14: the firmware.
+    pub(crate) fn firmware(&self) -> Option<&Arc<fw::Firmware>> {
+        self.fw.as_ref().map(|(f, _)| f)
     }
 }
 
@@ -148,8 +157,11 @@ impl accel::Driver for AneDriver {
         // Opening the node wakes the engine, as on macOS; it autosuspends
         // again when idle.
         let _pm = dev.pm.get()?;
-        let space = address_space(dev)?;
-        let vm = Vm::new(dev.soc.iova, space)?;
+        let vm = match &dev.fw {
+            // H14: the firmware reaches every client's buffers at any time.
+            Some((_, vm)) => vm.clone(),
+            None => Vm::new(dev.soc.iova, address_space(dev)?)?,
+        };
         KBox::pin_init(
             pin_init!(AneFile {
                 vm,
@@ -180,6 +192,8 @@ pub(crate) struct AneBound<'bound> {
     engine: Option<Arc<Engine>>,
     /// The engine's completion interrupt, when the node has one.
     irq: Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>,
+    /// H14: the firmware.
+    fw: Option<Arc<fw::Firmware>>,
     #[cfg(ane_test)]
     sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
@@ -297,6 +311,165 @@ fn request_completion_irq<'bound>(
     Ok(Some(reg))
 }
 
+/// The device data common to both generations.
+fn ane_data(
+    pdev: &platform::Device<Core<'_>>,
+    soc: &'static SocInfo,
+    simulated: bool,
+    engine: Option<Arc<Engine>>,
+    fw: Option<(Arc<fw::Firmware>, Arc<Vm>)>,
+) -> AneData {
+    let dev = pdev.as_ref();
+    let mb = |v: u32| u64::from(v) << 20;
+    let bo_total_max = mb(module_parameters::bo_total_mb.value());
+    AneData {
+        soc,
+        simulated,
+        limits: Limits {
+            // One BO can never exceed the device's total.
+            bo_max: mb(module_parameters::bo_max_mb.value()).min(bo_total_max),
+            bo_total_max,
+            program_max: PROGRAM_MAX,
+        },
+        bo_total: AtomicU64::new(0),
+        pm: RuntimePm::new(dev),
+        parent: dev.into(),
+        engine,
+        fw,
+    }
+}
+
+/// H13: the host drives the task manager.
+fn probe_h13<'bound>(
+    pdev: &'bound platform::Device<Core<'_>>,
+    soc: &'static SocInfo,
+    simulated: bool,
+) -> Result<AneBound<'bound>> {
+    let dev = pdev.as_ref();
+    let (mmio, _sim) = engine_mmio(pdev, soc, simulated)?;
+    let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS), soc.recovery)?;
+    let irq = request_completion_irq(pdev, &engine)?;
+    #[cfg(ane_test)]
+    if let Some(sim) = &_sim {
+        if module_parameters::sim_irq.value() {
+            sim.connect_irq(engine.clone());
+            engine.set_irq(true);
+        }
+    }
+    let data = ane_data(pdev, soc, simulated, Some(engine.clone()), None);
+    let drm = accel::Device::<AneDriver>::new(dev, data)?;
+    let reg = accel::Registration::new(drm)?;
+    dev_info!(
+        dev,
+        "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, completion by {}{}\n",
+        soc.id,
+        soc.marketing,
+        soc.generation,
+        soc.backend,
+        if engine.has_irq() {
+            "interrupt"
+        } else {
+            "polling"
+        },
+        if simulated { ", simulated" } else { "" }
+    );
+    Ok(AneBound {
+        soc,
+        irq,
+        engine: Some(engine),
+        fw: None,
+        #[cfg(ane_test)]
+        sim: _sim,
+        _reg: reg,
+    })
+}
+
+/// The firmware's register access and the device-wide address space: the
+/// simulated coprocessor, or the `engine` and `pmgr` windows and an IOMMU
+/// domain attached for the device's lifetime. Mapping touches no register.
+fn h14_resources(
+    pdev: &platform::Device<Core<'_>>,
+    soc: &SocInfo,
+    simulated: bool,
+) -> Result<(fw::FwRegs, Arc<Vm>)> {
+    // The firmware places its buffers on 16 KiB boundaries, as the DART does.
+    const FW_ALIGN: u64 = 0x4000;
+    #[cfg(ane_test)]
+    if simulated {
+        let pt = sim::SimPageTable::new()?;
+        let sim = sim::SimFw::new(module_parameters::sim_fw_faults.value(), &pt)?;
+        let vm = Vm::with_align(soc.iova, AddressSpace::Sim(pt), FW_ALIGN)?;
+        return Ok((fw::FwRegs::Sim(sim), vm));
+    }
+    let _ = simulated;
+    let dev = pdev.as_ref();
+    let window = |name: &'static CStr| {
+        pdev.io_request_by_name(name).ok_or_else(|| {
+            dev_err!(dev, "no '{}' register window in the device tree\n", name);
+            ENODEV
+        })
+    };
+    let engine = window(c"engine")?
+        .iomap_sized::<{ hw::fw::regs::ENGINE_WINDOW }>()?
+        .into_devres()?;
+    let pmgr = window(c"pmgr")?
+        .iomap_sized::<{ hw::fw::regs::PMGR_WINDOW }>()?
+        .into_devres()?;
+    let space = vm::IommuSpace::new(dev).inspect_err(|_| {
+        dev_err!(
+            dev,
+            "no IOMMU: the firmware's address space needs the ANE DARTs (iommus)\n"
+        )
+    })?;
+    space.attach()?;
+    let vm = Vm::with_align(soc.iova, AddressSpace::Iommu(space), FW_ALIGN)?;
+    Ok((fw::FwRegs::Hw { engine, pmgr }, vm))
+}
+
+/// H14: Linux starts the ANE firmware and sends it commands.
+fn probe_h14<'bound>(
+    pdev: &'bound platform::Device<Core<'_>>,
+    soc: &'static SocInfo,
+    simulated: bool,
+) -> Result<AneBound<'bound>> {
+    let dev = pdev.as_ref();
+    let (regs, vm) = h14_resources(pdev, soc, simulated)?;
+    let firmware = fw::Firmware::new(regs, vm.clone())?;
+    let data = ane_data(pdev, soc, simulated, None, Some((firmware.clone(), vm)));
+    let drm = accel::Device::<AneDriver>::new(dev, data)?;
+    // Failures are recorded in the firmware state; the device stays bound.
+    firmware.start(&drm, dev);
+    let reg = match accel::Registration::new(drm) {
+        Ok(r) => r,
+        Err(e) => {
+            firmware.shutdown(dev);
+            return Err(e);
+        }
+    };
+    dev_info!(
+        dev,
+        "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, firmware {}{}\n",
+        soc.id,
+        soc.marketing,
+        soc.generation,
+        soc.backend,
+        match firmware.state() {
+            uapi::fw_state::RUNNING => "running",
+            _ => "failed",
+        },
+        if simulated { ", simulated" } else { "" }
+    );
+    Ok(AneBound {
+        soc,
+        irq: None,
+        engine: None,
+        fw: Some(firmware),
+        #[cfg(ane_test)]
+        sim: None,
+        _reg: reg,
+    })
+}
+
 impl platform::Driver for AneDriver {
     type IdInfo = SocId;
     type Data<'bound> = AneBound<'bound>;
@@ -317,56 +490,10 @@ impl platform::Driver for AneDriver {
         // Power first: nothing below may touch the engine before every
         // island is up.
         attach_power_domains(pdev, soc, simulated)?;
-        let (mmio, _sim) = engine_mmio(pdev, soc, simulated)?;
-        let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS), soc.recovery)?;
-        let irq = request_completion_irq(pdev, &engine)?;
-        #[cfg(ane_test)]
-        if let Some(sim) = &_sim {
-            if module_parameters::sim_irq.value() {
-                sim.connect_irq(engine.clone());
-                engine.set_irq(true);
-            }
+        match soc.backend {
+            BackendKind::HostDriven => probe_h13(pdev, soc, simulated),
+            BackendKind::Firmware => probe_h14(pdev, soc, simulated),
         }
-        let mb = |v: u32| u64::from(v) << 20;
-        let bo_total_max = mb(module_parameters::bo_total_mb.value());
-        let data = AneData {
-            soc,
-            simulated,
-            limits: Limits {
-                // One BO can never exceed the device's total.
-                bo_max: mb(module_parameters::bo_max_mb.value()).min(bo_total_max),
-                bo_total_max,
-                program_max: PROGRAM_MAX,
-            },
-            bo_total: AtomicU64::new(0),
-            pm: RuntimePm::new(dev),
-            parent: dev.into(),
-            engine: Some(engine.clone()),
-        };
-        let drm = accel::Device::<AneDriver>::new(dev, data)?;
-        let reg = accel::Registration::new(drm)?;
-        dev_info!(
-            dev,
-            "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, completion by {}{}\n",
-            soc.id,
-            soc.marketing,
-            soc.generation,
-            soc.backend,
-            if engine.has_irq() {
-                "interrupt"
-            } else {
-                "polling"
-            },
-            if simulated { ", simulated" } else { "" }
-        );
-        Ok(AneBound {
-            soc,
-            irq,
-            engine: Some(engine),
-            #[cfg(ane_test)]
-            sim: _sim,
-            _reg: reg,
-        })
     }
 
     fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
@@ -376,6 +503,9 @@ impl platform::Driver for AneDriver {
         // when the registration is dropped.
         if let Some(e) = &this.engine {
             e.shutdown();
+        }
+        if let Some(f) = &this.fw {
+            f.shutdown(pdev.as_ref());
         }
         #[cfg(ane_test)]
         if let Some(sim) = &this.sim {
@@ -485,6 +615,10 @@ ane_module! {
     sim_soc: u32 {
         default: 0,
         description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6001, 0x6021)",
+    },
+    sim_fw_faults: u32 {
+        default: 0,
+        description: "Test flavour only: faults the simulated T602x firmware injects (hw::fw::model::Faults bits; read at bind)",
     },
     sim_irq: bool {
         default: true,

@@ -6,6 +6,7 @@
  * (ext/pm.rs is the only caller).
  */
 
+#include <asm/barrier.h>
 #include <linux/device.h>
 #include <linux/pm_domain.h>
 #include <linux/pm_runtime.h>
@@ -79,4 +80,10 @@ int ane_glue_pm_domains_attach(struct device *dev)
 	if (ret == -EEXIST)
 		return 1;	/* one domain, attached by the bus */
 	return ret;
+}
+
+/* A full barrier for memory shared with a device (dma_mb() is a macro). */
+void ane_glue_dma_mb(void)
+{
+	dma_mb();
 }

@@ -14,5 +14,6 @@ void ane_glue_pm_put_autosuspend(struct device *dev);
 int ane_glue_pm_force_suspend(struct device *dev);
 int ane_glue_pm_force_resume(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
+void ane_glue_dma_mb(void);
 
 #endif

@@ -14,12 +14,12 @@
 
 use core::sync::atomic::Ordering;
 
-use kernel::{prelude::*, sync::aref::ARef, sync::SetOnce};
+use kernel::{prelude::*, sync::aref::ARef, sync::Arc, sync::SetOnce};
 
 use crate::ext::accel::{Device, File};
 use crate::ext::gem::Object;
 use crate::hw::uapi;
-use crate::vm::{Mapping, PAGE_SIZE};
+use crate::vm::{Mapping, Vm, PAGE_SIZE};
 use crate::AneDriver;
 
 /// A buffer object of this driver.
@@ -55,6 +55,33 @@ fn page_align(size: u64) -> Option<u64> {
 /// against the device cap, without a handle: the caller owns the only
 /// reference.
 fn create(dev: &Device<AneDriver>, file: &File<AneDriver>, size: u64) -> Result<ARef<Bo>> {
+    create_in(dev, &file.inner().vm, size)
+}
+
+/// Creates a BO of `size` bytes mapped into `vm`, counted against the
+/// device cap, without a handle.
+pub(crate) fn create_in(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
+    create_mapped(dev, size, |bo| vm.map(bo))
+}
+
+/// Creates a kernel BO of `size` bytes mapped at the fixed address `iova`
+/// of `vm` (outside its allocator's window), without a handle.
+pub(crate) fn create_fixed(
+    dev: &Device<AneDriver>,
+    vm: &Arc<Vm>,
+    size: u64,
+    iova: u64,
+) -> Result<ARef<Bo>> {
+    create_mapped(dev, size, |bo| vm.map_fixed(bo, iova))
+}
+
+/// Creates a BO of `size` bytes, counted against the device cap, and maps
+/// it with `map`.
+fn create_mapped(
+    dev: &Device<AneDriver>,
+    size: u64,
+    map: impl FnOnce(&Bo) -> Result<Mapping>,
+) -> Result<ARef<Bo>> {
     if size == 0 {
         return Err(EINVAL);
     }
@@ -76,7 +103,7 @@ fn create(dev: &Device<AneDriver>, file: &File<AneDriver>, size: u64) -> Result<
     }
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
     let bo = Bo::new(dev, len, data)?;
-    let mapping = file.inner().vm.map(&bo)?;
+    let mapping = map(&bo)?;
     if !bo.mapping.populate(mapping) {
         return Err(EINVAL);
     }

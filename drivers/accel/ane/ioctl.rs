@@ -32,7 +32,12 @@ pub(crate) fn get_param(
         param::BO_TOTAL_MAX => dev.limits.bo_total_max,
         param::MAX_BINDINGS => u64::from(uapi::NUM_SLOTS),
         param::MAX_PROGRAM_SIZE => dev.limits.program_max,
-        param::FW_STATE => uapi::fw_state::NONE,
+        param::FW_STATE => dev.firmware().map_or(uapi::fw_state::NONE, |f| f.state()),
+        param::FW_FAIL_STEP => dev.firmware().map_or(0, |f| f.fail_step()),
+        p if (param::FW_CAPTURE0..param::COUNT).contains(&p) => dev
+            .firmware()
+            .and_then(|f| f.captured(p - param::FW_CAPTURE0))
+            .ok_or(EINVAL)?,
         param::FEATURES => {
             let mut f = 0;
             if dev.simulated {

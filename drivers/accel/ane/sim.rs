@@ -41,6 +41,7 @@ use crate::engine::Engine;
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
 use crate::hw::engine;
+use crate::hw::fw::model::{Faults, FwModel, ModelConfig, NullExecutor};
 use crate::hw::soc::SocId;
 use crate::hw::tm::{self, mgr as tmr, tq};
 use crate::vm::PAGE_SIZE;
@@ -339,6 +340,68 @@ impl SimEngine {
     }
 }
 
+/// The simulated T602x coprocessor: the firmware model of `hw::fw::model`
+/// behind the registers of the engine window, reaching memory through the
+/// device-wide page table. Faults to inject at start come from the
+/// `sim_fw_faults` parameter (the `hw::fw::model::Faults` bits).
+///
+/// Calls are accepted without computing anything yet: the executor that
+/// runs program sections on the H13 engine model comes with the driver's
+/// program path for H14.
+#[pin_data]
+pub(crate) struct SimFw {
+    #[pin]
+    model: Mutex<FwModel>,
+    pt: SimPageTable,
+}
+
+impl SimFw {
+    /// A stopped coprocessor with `faults`, fetching through `pt`.
+    pub(crate) fn new(faults: u32, pt: &SimPageTable) -> Result<Arc<Self>> {
+        let mut cfg = ModelConfig::DEFAULT;
+        cfg.faults = Faults::from_bits(faults);
+        Arc::pin_init(
+            pin_init!(Self {
+                model <- new_mutex!(FwModel::new(cfg)),
+                pt: pt.share(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// A 32-bit register read.
+    pub(crate) fn read32(&self, off: usize) -> u32 {
+        self.model.lock().read32(off)
+    }
+
+    /// A 32-bit register write.
+    pub(crate) fn write32(&self, off: usize, val: u32) {
+        self.model.lock().write32(off, val)
+    }
+
+    /// A 64-bit register read.
+    pub(crate) fn read64(&self, off: usize) -> u64 {
+        self.model.lock().read64(off)
+    }
+
+    /// A 64-bit register write.
+    pub(crate) fn write64(&self, off: usize, val: u64) {
+        self.model.lock().write64(off, val)
+    }
+
+    /// A read of the power words.
+    pub(crate) fn pmgr_read32(&self, off: usize) -> u32 {
+        self.model.lock().pmgr_read32(off)
+    }
+
+    /// Lets the firmware run one step.
+    pub(crate) fn tick(&self) {
+        self.model
+            .lock()
+            .tick(&mut PtDma(&self.pt), &mut NullExecutor);
+    }
+}
+
 /// One mapped buffer of the software page table.
 struct SimMap {
     iova: u64,
@@ -353,6 +416,11 @@ impl SimPageTable {
     /// An empty page table.
     pub(crate) fn new() -> Result<Self> {
         Ok(Self(Arc::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?))
+    }
+
+    /// Another handle on the same page table.
+    pub(crate) fn share(&self) -> Self {
+        Self(self.0.clone())
     }
 
     /// Maps `pages` at `iova` (the caller allocated the range).

@@ -123,13 +123,21 @@ impl Vm {
 
     /// A new, empty address space over `window`.
     pub(crate) fn new(window: IovaWindow, space: AddressSpace) -> Result<Arc<Self>> {
-        let alloc = IovaAllocator::new(
-            window,
-            PAGE_SIZE,
-            GUARD_PAGES * PAGE_SIZE,
-            KVecStore(KVec::new()),
-        )
-        .ok_or(EINVAL)?;
+        Self::with_align(window, space, PAGE_SIZE)
+    }
+
+    /// A new, empty address space over `window` whose mappings start at
+    /// multiples of `align` (a power of two, at least the page size).
+    pub(crate) fn with_align(
+        window: IovaWindow,
+        space: AddressSpace,
+        align: u64,
+    ) -> Result<Arc<Self>> {
+        let align = align.max(PAGE_SIZE);
+        // The guard gap keeps the alignment: a whole number of `align`s.
+        let guard = (GUARD_PAGES * PAGE_SIZE).next_multiple_of(align);
+        let alloc =
+            IovaAllocator::new(window, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?;
         Arc::pin_init(
             pin_init!(Self {
                 iova <- new_mutex!(alloc),
@@ -155,6 +163,19 @@ impl Vm {
             vm: self.clone(),
             iova,
             size,
+            fixed: false,
+        })
+    }
+
+    /// Maps all of `bo` at `iova`, an address outside the allocator's
+    /// window that the caller reserved (the H14 firmware's own window).
+    pub(crate) fn map_fixed(self: &Arc<Self>, bo: &Bo, iova: u64) -> Result<Mapping> {
+        self.space.map(iova, bo)?;
+        Ok(Mapping {
+            vm: self.clone(),
+            iova,
+            size: bo.size() as u64,
+            fixed: true,
         })
     }
 }
@@ -164,6 +185,8 @@ pub(crate) struct Mapping {
     vm: Arc<Vm>,
     iova: u64,
     size: u64,
+    /// Placed by [`Vm::map_fixed`], not by the allocator.
+    fixed: bool,
 }
 
 impl Mapping {
@@ -181,6 +204,8 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         self.vm.space.unmap(self.iova, self.size);
-        self.vm.iova.lock().free(self.iova);
+        if !self.fixed {
+            self.vm.iova.lock().free(self.iova);
+        }
     }
 }

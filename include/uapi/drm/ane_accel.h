@@ -50,7 +50,17 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
 	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
 	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
+	DRM_ANE_PARAM_FW_FAIL_STEP = 14, /* H14: release step that failed (1-based), 0 if none */
+	/*
+	 * H14: registers captured when the firmware failed to start, at
+	 * DRM_ANE_PARAM_FW_CAPTURE0 + i for i < DRM_ANE_PARAM_FW_CAPTURE_COUNT:
+	 * SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR low, RVBAR high, IPI
+	 * pending. EINVAL when nothing was captured (e.g. a preflight failure,
+	 * which reads no engine register).
+	 */
+	DRM_ANE_PARAM_FW_CAPTURE0 = 15,
 };
+#define DRM_ANE_PARAM_FW_CAPTURE_COUNT 13
 
 enum drm_ane_backend {
 	DRM_ANE_BACKEND_HOST_DRIVEN = 1, /* H13: the kernel drives the task manager */
@@ -62,6 +72,8 @@ enum drm_ane_fw_state {
 	DRM_ANE_FW_OFF = 1,	/* not started yet */
 	DRM_ANE_FW_RUNNING = 2,
 	DRM_ANE_FW_FAILED = 3,	/* start failed; the device stays bound but idle */
+	DRM_ANE_FW_QUARANTINED = 4, /* a protocol failure after the start: commands
+				     * are refused until reboot */
 };
 
 /*

@@ -18,8 +18,15 @@ alias=$(cat "/sys/bus/platform/devices/$(devname t8103)/modalias")
 echo "modalias: $alias"
 modprobe "$alias" autosuspend_ms=300
 module_loaded || fail "modalias did not load ane"
-expect_eq "bound devices" "$(bound_count)" 4
+# The H14 nodes are refused: their firmware needs an address space from the
+# ANE DARTs, and QEMU gives these nodes no IOMMU (the simulated T6021 covers
+# the firmware path on x86_64).
+expect_eq "bound devices" "$(bound_count)" 2
 [ ! -L "/sys/bus/platform/drivers/ane/$(devname bad)" ] || fail "the node with two of five domains was bound"
+for node in t6020 t6021; do
+	dmesg | grep -q "ane-$node: no IOMMU: the firmware's address space needs the ANE DARTs" ||
+		fail "no IOMMU message for ane-$node"
+done
 dmesg | grep -q "ane-bad: the device tree lists 2 power domains, T8103 needs 5" ||
 	fail "no refusal message for the node with the wrong domains"
 # Probe brought every domain up, parents first, the SET leaves in list order.
@@ -42,22 +49,20 @@ sys_ons=$(pd_log t8103-ane-sys | grep -c on)
 (: <"/dev/accel/$node") 2>/dev/null || true
 expect_eq "t8103-ane-set5 on open" "$(pd_log t8103-ane-set5 | grep -c on)" $((ons + 1))
 expect_eq "t8103-ane-sys on open" "$(pd_log t8103-ane-sys | grep -c on)" $((sys_ons + 1))
-for soc in t8103:T8103 t6000:T6000 t6020:T6020 t6021:T6021; do
+for soc in t8103:T8103 t6000:T6000; do
 	node=${soc%%:*} id=${soc##*:}
 	[ -L "/sys/bus/platform/drivers/ane/$(devname "$node")" ] || fail "ane-$node not bound"
 	dmesg | grep -q "ane-$node: Apple Neural Engine: $id " || fail "no probe message for $id"
 done
 dmesg | grep -q "ane-t8103: Apple Neural Engine: T8103 (M1), H13, HostDriven backend" ||
 	fail "T8103 SoC data wrong"
-dmesg | grep -q "ane-t6021: Apple Neural Engine: T6021 (M2 Max), H14, Firmware backend" ||
-	fail "T6021 SoC data wrong"
 ane-probe info
 # Unbind and rebind one device through sysfs.
 t6000=$(devname t6000)
 echo "$t6000" > /sys/bus/platform/drivers/ane/unbind
-expect_eq "bound after unbind" "$(bound_count)" 3
+expect_eq "bound after unbind" "$(bound_count)" 1
 echo "$t6000" > /sys/bus/platform/drivers/ane/bind
-expect_eq "bound after rebind" "$(bound_count)" 4
+expect_eq "bound after rebind" "$(bound_count)" 2
 modprobe -r ane
 ! module_loaded || fail "module still loaded"
 kmemleak_scan

@@ -10,6 +10,8 @@
 
 use std::process::ExitCode;
 
+mod fwimage;
+
 use ane::device::{raw, Device};
 use ane::hw::uapi::{self, param};
 use rustix::io::Errno;
@@ -723,6 +725,58 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     Ok(())
 }
 
+/// `--fw-expect STATE STEP CAPTURE`: the H14 firmware state GET_PARAM
+/// reports: STATE one of off/running/failed/quarantined, STEP the failed
+/// release step (1-based, 0 for none), CAPTURE `yes` (registers were
+/// captured: CPU_STATUS must show the released core) or `no` (EINVAL).
+fn fw_expect(
+    state: Option<&String>,
+    step: Option<&String>,
+    capture: Option<&String>,
+) -> Result<String, String> {
+    let d = open()?;
+    let names = ["none", "off", "running", "failed", "quarantined"];
+    let got = param_value(&d, param::FW_STATE)?;
+    let got_name = names.get(got as usize).copied().unwrap_or("?");
+    let fail_step = param_value(&d, param::FW_FAIL_STEP)?;
+    let mut caps = Vec::new();
+    for i in 0..param::FW_CAPTURE_COUNT {
+        let mut a = uapi::GetParam {
+            param: param::FW_CAPTURE0 + i,
+            pad: 0,
+            value: 0,
+        };
+        match raw::get_param(d.fd(), &mut a) {
+            Ok(()) => caps.push(a.value),
+            Err(Errno::INVAL) => break,
+            Err(e) => return Err(format!("capture {i}: {e}")),
+        }
+    }
+    let line = format!("state {got_name}, step {fail_step}, captured {caps:x?}");
+    if let Some(w) = state {
+        check!(got_name == w, "{line}: want state {w}");
+    }
+    if let Some(w) = step {
+        check!(fail_step.to_string() == *w, "{line}: want step {w}");
+    }
+    match capture.map(String::as_str) {
+        Some("yes") => {
+            check!(
+                caps.len() == param::FW_CAPTURE_COUNT as usize,
+                "{line}: want a capture"
+            );
+            // Index 8: CPU_STATUS; 0x28 once the core was released.
+            check!(
+                caps[8] == 0x28,
+                "{line}: CPU_STATUS not that of a released core"
+            );
+        }
+        Some("no") => check!(caps.is_empty(), "{line}: want no capture"),
+        _ => {}
+    }
+    Ok(line)
+}
+
 fn injected_hang_recovers(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     inject("hang", 1)?;
@@ -1303,6 +1357,32 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 println!("after-unbind: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.get(1).map(String::as_str) == Some("--write-fw-image") {
+        let Some(path) = args.get(2) else {
+            eprintln!("usage: --write-fw-image PATH");
+            return ExitCode::from(2);
+        };
+        return match std::fs::write(path, fwimage::build()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.get(1).map(String::as_str) == Some("--fw-expect") {
+        let want = (args.get(2), args.get(3), args.get(4));
+        return match fw_expect(want.0, want.1, want.2) {
+            Ok(line) => {
+                println!("PASS firmware: {line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("FAIL firmware: {e}");
                 ExitCode::from(1)
             }
         };

@@ -10,6 +10,7 @@
 //!
 //! - [`accel`]: a DRM device with `DRIVER_COMPUTE_ACCEL` (`/dev/accel/accelN`),
 //!   its files and ioctl dispatch.
+//! - [`dma`]: barriers for memory shared with a device.
 //! - [`gem`]: shmem-backed GEM objects carrying driver data.
 //! - [`iommu`]: unmanaged IOMMU paging domains.
 //! - [`platform`]: module-registered platform devices (the simulator).
@@ -18,6 +19,7 @@
 //! - [`time`]: absolute monotonic time for deadlines.
 
 pub mod accel;
+pub mod dma;
 pub mod gem;
 pub mod iommu;
 pub mod platform;

@@ -370,10 +370,7 @@ mod tests {
             ("t6021-ane.dts", &T6021),
         ] {
             let text = std::fs::read_to_string(std::format!("{dts}/{file}")).unwrap();
-            let compat = std::format!(
-                "compatible = \"{}\"",
-                soc.compatible.to_str().unwrap()
-            );
+            let compat = std::format!("compatible = \"{}\"", soc.compatible.to_str().unwrap());
             let node = &text[text.find(&compat).unwrap()..];
             let node = &node[..node.find("};").unwrap()];
             let list = &node[node.find("power-domains =").unwrap()..];

@@ -104,8 +104,16 @@ pub mod param {
     pub const FEATURES: u32 = 12;
     /// A [`super::engine_state`] value.
     pub const ENGINE_STATE: u32 = 13;
+    /// H14: the release step that failed (1-based), 0 if none.
+    pub const FW_FAIL_STEP: u32 = 14;
+    /// H14: first of [`FW_CAPTURE_COUNT`] registers captured when the
+    /// firmware failed to start: SCRATCH0..7, CPU_STATUS, CPU_CONTROL,
+    /// RVBAR low and high, IPI pending. `EINVAL` when nothing was captured.
+    pub const FW_CAPTURE0: u32 = 15;
+    /// Number of captured registers.
+    pub const FW_CAPTURE_COUNT: u32 = 13;
     /// One past the highest parameter.
-    pub const COUNT: u32 = 14;
+    pub const COUNT: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
 }
 
 /// `enum drm_ane_backend`.
@@ -126,6 +134,9 @@ pub mod fw_state {
     pub const RUNNING: u64 = 2;
     /// Start failed; the device stays bound but idle.
     pub const FAILED: u64 = 3;
+    /// A protocol failure after the start: commands are refused until
+    /// reboot.
+    pub const QUARANTINED: u64 = 4;
 }
 
 /// `enum drm_ane_engine_state`: whether the engine takes jobs.
@@ -467,6 +478,13 @@ mod tests {
             ("DRM_ANE_PARAM_FEATURES", u64::from(param::FEATURES)),
             ("DRM_ANE_PARAM_ENGINE_STATE", u64::from(param::ENGINE_STATE)),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
+            ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
+            ("DRM_ANE_PARAM_FW_FAIL_STEP", u64::from(param::FW_FAIL_STEP)),
+            ("DRM_ANE_PARAM_FW_CAPTURE0", u64::from(param::FW_CAPTURE0)),
+            (
+                "DRM_ANE_PARAM_FW_CAPTURE_COUNT",
+                u64::from(param::FW_CAPTURE_COUNT),
+            ),
             ("DRM_ANE_ENGINE_READY", engine_state::READY),
             (
                 "DRM_ANE_ENGINE_WEDGED_POWER_CYCLE",

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The H14 (T602x) firmware backend: staging the ANE firmware, releasing
+//! the coprocessor and talking to it.
+//!
+//! The contract itself (image checks, the release sequence, the channel
+//! protocol) is plain code in [`crate::hw::fw`]; this file supplies what it
+//! runs on — register access, waiting and firmware memory — and keeps the
+//! firmware's state for the ioctls:
+//!
+//! - [`Firmware::start`] requests the image, checks its structure (and, on
+//!   hardware, the SHA-256 pin) before anything is touched, stages its
+//!   segments in kernel memory mapped at the firmware's entry address
+//!   (1 TiB, a window the device tree reserves), runs the release contract
+//!   and a CONFIG_GET. Every failure ends in [`fw_state::FAILED`] with the
+//!   step and the captured registers kept for GET_PARAM; the device stays
+//!   bound and idle, and nothing is retried in this boot.
+//! - A protocol failure after the start quarantines the firmware
+//!   ([`fw_state::QUARANTINED`]); it refuses every command until reboot.
+//!
+//! Memory: one device-wide address space ([`Vm`]) holds the firmware, its
+//! shared structures and every client's buffers, since the firmware
+//! reaches them at any time (unlike H13, whose clients' spaces are attached
+//! per job). Once the coprocessor was released, the firmware may use its
+//! memory until the machine reboots: on hardware the driver then never
+//! frees it, and keeps the module loaded (the simulator's firmware stops
+//! with its device, so the test flavour frees everything).
+
+use kernel::{
+    firmware,
+    io::{mem::DevresIoMem, Io},
+    prelude::*,
+    str::CString,
+    sync::{aref::ARef, new_mutex, Arc, Mutex},
+    time::{delay::fsleep, Delta},
+};
+
+use crate::ext::accel::Device;
+use crate::gem::{self, Bo};
+use crate::hw::fw::{
+    boot::{self, BootError, BufKind, Captured, FwBuf, MemError},
+    chman::{ExchangeError, Host},
+    image, msg, regs,
+};
+use crate::hw::uapi::fw_state;
+use crate::vm::Vm;
+use crate::AneDriver;
+
+/// Register access to the coprocessor.
+pub(crate) enum FwRegs {
+    /// The device's `engine` (32 MiB) and read-only `pmgr` windows.
+    Hw {
+        /// The ANE block.
+        engine: DevresIoMem<{ regs::ENGINE_WINDOW }>,
+        /// The ANE power words, read-only.
+        pmgr: DevresIoMem<{ regs::PMGR_WINDOW }>,
+    },
+    /// The simulator's firmware model.
+    #[cfg(ane_test)]
+    Sim(Arc<crate::sim::SimFw>),
+}
+
+impl FwRegs {
+    fn read32(&self, off: usize) -> u32 {
+        if !regs::access_allowed(off, 4) {
+            return 0;
+        }
+        match self {
+            FwRegs::Hw { engine, .. } => engine
+                .try_access()
+                .and_then(|io| (&*io).try_read32(off).ok())
+                .unwrap_or(u32::MAX),
+            #[cfg(ane_test)]
+            FwRegs::Sim(s) => s.read32(off),
+        }
+    }
+
+    fn write32(&self, off: usize, val: u32) {
+        if !regs::access_allowed(off, 4) {
+            return;
+        }
+        match self {
+            FwRegs::Hw { engine, .. } => {
+                if let Some(io) = engine.try_access() {
+                    let _ = (&*io).try_write32(val, off);
+                }
+            }
+            #[cfg(ane_test)]
+            FwRegs::Sim(s) => s.write32(off, val),
+        }
+    }
+
+    fn read64(&self, off: usize) -> u64 {
+        if !regs::access_allowed(off, 8) {
+            return 0;
+        }
+        match self {
+            FwRegs::Hw { engine, .. } => engine
+                .try_access()
+                .and_then(|io| (&*io).try_read64(off).ok())
+                .unwrap_or(u64::MAX),
+            #[cfg(ane_test)]
+            FwRegs::Sim(s) => s.read64(off),
+        }
+    }
+
+    fn write64(&self, off: usize, val: u64) {
+        if !regs::access_allowed(off, 8) {
+            return;
+        }
+        match self {
+            FwRegs::Hw { engine, .. } => {
+                if let Some(io) = engine.try_access() {
+                    let _ = (&*io).try_write64(val, off);
+                }
+            }
+            #[cfg(ane_test)]
+            FwRegs::Sim(s) => s.write64(off, val),
+        }
+    }
+
+    fn pmgr_read32(&self, off: usize) -> u32 {
+        match self {
+            FwRegs::Hw { pmgr, .. } => pmgr
+                .try_access()
+                .and_then(|io| (&*io).try_read32(off).ok())
+                .unwrap_or(0),
+            #[cfg(ane_test)]
+            FwRegs::Sim(s) => s.pmgr_read32(off),
+        }
+    }
+
+    fn wait_us(&self, us: u32) {
+        #[cfg(ane_test)]
+        if let FwRegs::Sim(s) = self {
+            // The model advances by ticks, not by time: one per wait, so a
+            // budget of polls plays out the same, only faster.
+            let _ = us;
+            s.tick();
+            return;
+        }
+        fsleep(Delta::from_micros(i64::from(us)));
+    }
+
+    fn simulated(&self) -> bool {
+        !matches!(self, FwRegs::Hw { .. })
+    }
+}
+
+/// The firmware's memory: kernel BOs in the device-wide address space.
+struct FwMemory {
+    vm: Arc<Vm>,
+    bos: KVec<ARef<Bo>>,
+}
+
+/// What the hardware-independent code runs on during one operation.
+struct Ctx<'a> {
+    dev: &'a Device<AneDriver>,
+    regs: &'a FwRegs,
+    mem: &'a mut FwMemory,
+}
+
+impl boot::Regs for Ctx<'_> {
+    fn read32(&mut self, off: usize) -> u32 {
+        self.regs.read32(off)
+    }
+    fn write32(&mut self, off: usize, val: u32) {
+        self.regs.write32(off, val)
+    }
+    fn read64(&mut self, off: usize) -> u64 {
+        self.regs.read64(off)
+    }
+    fn write64(&mut self, off: usize, val: u64) {
+        self.regs.write64(off, val)
+    }
+}
+
+impl boot::Pmgr for Ctx<'_> {
+    fn pmgr_read32(&mut self, off: usize) -> u32 {
+        self.regs.pmgr_read32(off)
+    }
+}
+
+impl boot::Delay for Ctx<'_> {
+    fn sleep_us(&mut self, us: u32) {
+        self.regs.wait_us(us)
+    }
+}
+
+impl Ctx<'_> {
+    fn bo(&self, buf: &FwBuf) -> Result<&ARef<Bo>, MemError> {
+        self.mem.bos.get(buf.id as usize).ok_or(MemError::BadBuffer)
+    }
+}
+
+impl boot::FwMem for Ctx<'_> {
+    fn alloc(&mut self, _kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
+        let id = u32::try_from(self.mem.bos.len()).map_err(|_| MemError::NoMemory)?;
+        let bo =
+            gem::create_in(self.dev, &self.mem.vm, len as u64).map_err(|_| MemError::NoMemory)?;
+        let dva = bo.mapping().map_err(|_| MemError::NoMemory)?.iova();
+        self.mem
+            .bos
+            .push(bo, GFP_KERNEL)
+            .map_err(|_| MemError::NoMemory)?;
+        Ok(FwBuf { id, dva, len })
+    }
+
+    fn write_bytes(&mut self, buf: &FwBuf, off: usize, src: &[u8]) -> Result<(), MemError> {
+        let bo = self.bo(buf)?;
+        gem::write(bo, off as u64, src).map_err(|_| MemError::OutOfRange)
+    }
+
+    fn read_bytes(&mut self, buf: &FwBuf, off: usize, dst: &mut [u8]) -> Result<(), MemError> {
+        let bo = self.bo(buf)?;
+        gem::read(bo, off as u64, dst).map_err(|_| MemError::OutOfRange)
+    }
+
+    fn barrier(&mut self) {
+        crate::ext::dma::mb();
+    }
+}
+
+/// The firmware's life, as GET_PARAM reports it.
+struct State {
+    /// A `fw_state` value.
+    state: u64,
+    /// The failed boot step (`Step as u64 + 1`), 0 if none.
+    fail_step: u64,
+    /// Registers captured at the failure.
+    captured: Option<Captured>,
+    /// The transport, once started.
+    host: Option<Host>,
+    /// Everything the firmware may touch.
+    mem: FwMemory,
+    /// The coprocessor was released: its memory stays.
+    released: bool,
+}
+
+/// The firmware of one H14 device.
+#[pin_data]
+pub(crate) struct Firmware {
+    #[pin]
+    state: Mutex<State>,
+    regs: FwRegs,
+}
+
+/// Polls of a CONFIG_GET reply (3 s at 50 µs, seed-repos.md §3.3 step 12).
+const CONFIG_GET_POLLS: u32 = 60_000;
+/// Microseconds between reply polls.
+const REPLY_POLL_US: u32 = 50;
+
+impl Firmware {
+    /// Firmware that has not started, over `regs`, with its memory in `vm`.
+    pub(crate) fn new(regs: FwRegs, vm: Arc<Vm>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                state <- new_mutex!(State {
+                    state: fw_state::OFF,
+                    fail_step: 0,
+                    captured: None,
+                    host: None,
+                    mem: FwMemory { vm, bos: KVec::new() },
+                    released: false,
+                }),
+                regs,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The `fw_state` value.
+    pub(crate) fn state(&self) -> u64 {
+        self.state.lock().state
+    }
+
+    /// The failed boot step (1-based), 0 if none.
+    pub(crate) fn fail_step(&self) -> u64 {
+        self.state.lock().fail_step
+    }
+
+    /// Captured register `i`: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR
+    /// (low, high), IPI pending; `None` past the end or without a capture.
+    pub(crate) fn captured(&self, i: u32) -> Option<u64> {
+        let st = self.state.lock();
+        let c = st.captured.as_ref()?;
+        let i = i as usize;
+        if let Some(v) = c.scratch.get(i) {
+            return Some(u64::from(*v));
+        }
+        match i - c.scratch.len() {
+            0 => Some(u64::from(c.cpu_status)),
+            1 => Some(u64::from(c.cpu_control)),
+            2 => Some(c.rvbar & 0xffff_ffff),
+            3 => Some(c.rvbar >> 32),
+            4 => Some(u64::from(c.ipi_pending)),
+            _ => None,
+        }
+    }
+
+    /// Starts the firmware (probe). Failures are recorded, not returned:
+    /// the device stays bound in the failed state. `Err` only when the
+    /// device cannot be set up at all.
+    pub(crate) fn start(&self, dev: &Device<AneDriver>, pdev: &kernel::device::Device) {
+        let mut st = self.state.lock();
+        let r = self.start_locked(dev, pdev, &mut st);
+        if let Err(e) = r {
+            st.state = fw_state::FAILED;
+            dev_err!(pdev, "ANE firmware not started: {}\n", e);
+        }
+    }
+
+    fn start_locked(
+        &self,
+        dev: &Device<AneDriver>,
+        pdev: &kernel::device::Device,
+        st: &mut State,
+    ) -> core::result::Result<(), &'static str> {
+        let pin = &image::T6021_PIN;
+        let name = CString::try_from_fmt(fmt!("{}", pin.name)).map_err(|_| "out of memory")?;
+        let fw = firmware::Firmware::request(&name, pdev).map_err(|_| {
+            "cannot load the firmware file (see docs/install.md: it is extracted from the user's own macOS image)"
+        })?;
+        let bytes = fw.data();
+        let img = image::parse(bytes).map_err(|e| {
+            dev_err!(pdev, "firmware image: {:?}\n", e);
+            "the firmware file is not a valid arm64 Mach-O image"
+        })?;
+        if self.regs.simulated() {
+            dev_info!(
+                pdev,
+                "simulated coprocessor: the firmware pin is not checked\n"
+            );
+        } else {
+            pin.check(bytes).map_err(|e| {
+                dev_err!(pdev, "firmware pin: {:?}\n", e);
+                "the firmware file is not the pinned macOS 13.5 image"
+            })?;
+        }
+        self.stage(dev, st, bytes, &img)
+            .map_err(|_| "cannot stage the firmware image")?;
+
+        let mut ctx = Ctx {
+            dev,
+            regs: &self.regs,
+            mem: &mut st.mem,
+        };
+        let booted = match boot::boot(&mut ctx, &boot::BootConfig::DEFAULT) {
+            Ok(b) => b,
+            Err(e) => return Err(self.boot_failed(pdev, st, e)),
+        };
+        st.released = true;
+        let mut ctx = Ctx {
+            dev,
+            regs: &self.regs,
+            mem: &mut st.mem,
+        };
+        let mut host = Host::new(&mut ctx, booted.ipc, booted.table).map_err(|e| {
+            dev_err!(pdev, "firmware transport: {:?}\n", e);
+            "cannot set up the channel transport"
+        })?;
+        let mut cmd = [0u8; 0x40];
+        let mut reply = [0u8; 0x40];
+        let n = msg::encode_config_get(&mut cmd).map_err(|_| "CONFIG_GET encoding")?;
+        let word = host
+            .exchange(
+                &mut ctx,
+                cmd.get(..n).unwrap_or(&[]),
+                &mut reply,
+                CONFIG_GET_POLLS,
+                REPLY_POLL_US,
+            )
+            .map_err(|e| log_exchange(pdev, "CONFIG_GET", e))
+            .and_then(|_| {
+                msg::config_get_reply(&reply).map_err(|e| {
+                    dev_err!(pdev, "CONFIG_GET reply: {:?}\n", e);
+                    "CONFIG_GET failed"
+                })
+            })?;
+        if word == 0 {
+            return Err("CONFIG_GET returned no configuration");
+        }
+        dev_info!(
+            pdev,
+            "ANE firmware running (boot ordinal {}, configuration {:#x})\n",
+            booted.ordinal,
+            word
+        );
+        st.host = Some(host);
+        st.state = fw_state::RUNNING;
+        Ok(())
+    }
+
+    /// Copies the image's segments into one kernel buffer mapped at the
+    /// firmware's entry address, each at its offset from the lowest segment.
+    fn stage(
+        &self,
+        dev: &Device<AneDriver>,
+        st: &mut State,
+        bytes: &[u8],
+        img: &image::Image,
+    ) -> Result {
+        let base = img
+            .segments()
+            .iter()
+            .map(|s| s.vmaddr)
+            .min()
+            .ok_or(EINVAL)?;
+        let mut end = 0u64;
+        for s in img.segments() {
+            end = end.max(s.vmaddr.checked_add(s.vmsize).ok_or(EINVAL)? - base);
+        }
+        if end == 0 || end > regs::FW_IOVA_SIZE {
+            return Err(E2BIG);
+        }
+        let bo = gem::create_fixed(dev, &st.mem.vm, end, regs::FW_IOVA)?;
+        for s in img.segments() {
+            let from = usize::try_from(s.fileoff).map_err(|_| EINVAL)?;
+            let len = usize::try_from(s.filesize).map_err(|_| EINVAL)?;
+            let src = bytes
+                .get(from..from.checked_add(len).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?;
+            gem::write(&bo, s.vmaddr - base, src)?;
+        }
+        st.mem.bos.push(bo, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Records a failed boot; the message for the log.
+    fn boot_failed(
+        &self,
+        pdev: &kernel::device::Device,
+        st: &mut State,
+        e: BootError,
+    ) -> &'static str {
+        st.released = e.released();
+        st.fail_step = e.step as u64 + 1;
+        st.captured = e.captured;
+        dev_err!(
+            pdev,
+            "firmware release failed at {:?}: {:?}; registers {:x?}\n",
+            e.step,
+            e.reason,
+            e.captured
+        );
+        "the release contract failed"
+    }
+
+    /// Unbind: on the simulator everything is freed. On hardware a released
+    /// coprocessor keeps running and may still use its memory, so that
+    /// memory is left allocated until reboot.
+    pub(crate) fn shutdown(&self, pdev: &kernel::device::Device) {
+        let mut st = self.state.lock();
+        st.host = None;
+        if st.released && !self.regs.simulated() {
+            dev_warn!(
+                pdev,
+                "the ANE firmware keeps running until reboot; its {} buffers stay allocated\n",
+                st.mem.bos.len()
+            );
+            for bo in st.mem.bos.drain_all() {
+                // Deliberately leaked: the coprocessor may still write here.
+                core::mem::forget(bo);
+            }
+            return;
+        }
+        st.mem.bos.clear();
+    }
+}
+
+/// Logs a failed exchange; the message.
+fn log_exchange(pdev: &kernel::device::Device, what: &str, e: ExchangeError) -> &'static str {
+    dev_err!(pdev, "{} exchange failed: {:?}\n", what, e);
+    "a firmware exchange failed"
+}

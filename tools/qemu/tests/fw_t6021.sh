@@ -1,0 +1,30 @@
+# The simulated T6021 (M2 Max): the firmware start and its fault matrix.
+# Each load stages a synthetic Mach-O image (the simulated coprocessor does
+# not run it; the test flavour skips the SHA-256 pin), runs the release
+# contract against the firmware model and a CONFIG_GET. A fault leaves the
+# device bound in the failed state with the failed step and, once the core
+# was released, the captured registers; nothing hangs, nothing leaks.
+fwdir=/lib/firmware/apple/ane
+mkdir -p "$fwdir"
+
+# expect FAULT_BITS STATE STEP CAPTURE
+expect() {
+	modprobe ane sim_soc=0x6021 sim_fw_faults="$1"
+	[ -c /dev/accel/accel0 ] || fail "faults $1: no accel node (the device must stay bound)"
+	ane-ioctl-tests --fw-expect "$2" "$3" "$4" || fail "faults $1"
+	modprobe -r ane
+}
+
+# No firmware file: failed before anything is touched.
+expect 0 failed 0 no
+ane-ioctl-tests --write-fw-image "$fwdir/t602x_ane0_fw_selene_rc4x.macho"
+expect 0 running 0 no
+dmesg | grep -q "ANE firmware running" || fail "no running message"
+expect 64 failed 1 no    # ISLAND_OFF: preflight refuses, no register read
+expect 1 failed 5 yes    # NO_READY
+expect 2 failed 8 yes    # BAD_DONE
+expect 32 failed 9 yes   # BAD_CHANNEL_TABLE
+expect 4 failed 0 no     # STALLED_RING: CONFIG_GET times out
+expect 8 failed 0 no     # ERROR_STATUS: CONFIG_GET answered with an error
+expect 16 running 0 no   # MISSING_FINISH only affects calls
+kmemleak_scan
