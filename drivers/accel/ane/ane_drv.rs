@@ -439,6 +439,15 @@ fn probe_h14<'bound>(
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     // Failures are recorded in the firmware state; the device stays bound.
     firmware.start(&drm, dev);
+    if firmware.released_hardware() {
+        // The firmware cannot be stopped and restarted without a reboot,
+        // and it keeps using the memory this module handed it.
+        ext::module::pin(&<AneModule as kernel::ModuleMetadata>::THIS_MODULE);
+        dev_warn!(
+            dev,
+            "the ANE coprocessor runs until reboot: the ane module stays loaded, and a new binding will not restart the firmware\n"
+        );
+    }
     let reg = match accel::Registration::new(drm) {
         Ok(r) => r,
         Err(e) => {

@@ -26,6 +26,8 @@
 //! frees it, and keeps the module loaded (the simulator's firmware stops
 //! with its device, so the test flavour frees everything).
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use kernel::{
     firmware,
     io::{mem::DevresIoMem, Io},
@@ -245,6 +247,10 @@ pub(crate) struct Firmware {
     regs: FwRegs,
 }
 
+/// A real coprocessor was released in this boot (by any binding): it cannot
+/// be released again until reboot.
+static RELEASED_THIS_BOOT: AtomicBool = AtomicBool::new(false);
+
 /// Polls of a CONFIG_GET reply (3 s at 50 µs, seed-repos.md §3.3 step 12).
 const CONFIG_GET_POLLS: u32 = 60_000;
 /// Microseconds between reply polls.
@@ -272,6 +278,11 @@ impl Firmware {
     /// The `fw_state` value.
     pub(crate) fn state(&self) -> u64 {
         self.state.lock().state
+    }
+
+    /// Whether a real coprocessor was released: it then runs until reboot.
+    pub(crate) fn released_hardware(&self) -> bool {
+        self.state.lock().released && !self.regs.simulated()
     }
 
     /// The failed boot step (1-based), 0 if none.
@@ -316,6 +327,11 @@ impl Firmware {
         pdev: &kernel::device::Device,
         st: &mut State,
     ) -> core::result::Result<(), &'static str> {
+        if !self.regs.simulated() && RELEASED_THIS_BOOT.load(Ordering::Acquire) {
+            return Err(
+                "the coprocessor was already released in this boot; only a reboot restarts it",
+            );
+        }
         let pin = &image::T6021_PIN;
         let name = CString::try_from_fmt(fmt!("{}", pin.name)).map_err(|_| "out of memory")?;
         let fw = firmware::Firmware::request(&name, pdev).map_err(|_| {
@@ -349,7 +365,7 @@ impl Firmware {
             Ok(b) => b,
             Err(e) => return Err(self.boot_failed(pdev, st, e)),
         };
-        st.released = true;
+        self.mark_released(st);
         let mut ctx = Ctx {
             dev,
             regs: &self.regs,
@@ -426,6 +442,13 @@ impl Firmware {
         Ok(())
     }
 
+    fn mark_released(&self, st: &mut State) {
+        st.released = true;
+        if !self.regs.simulated() {
+            RELEASED_THIS_BOOT.store(true, Ordering::Release);
+        }
+    }
+
     /// Records a failed boot; the message for the log.
     fn boot_failed(
         &self,
@@ -433,7 +456,9 @@ impl Firmware {
         st: &mut State,
         e: BootError,
     ) -> &'static str {
-        st.released = e.released();
+        if e.released() {
+            self.mark_released(st);
+        }
         st.fail_step = e.step as u64 + 1;
         st.captured = e.captured;
         dev_err!(

@@ -13,6 +13,7 @@
 //! - [`dma`]: barriers for memory shared with a device.
 //! - [`gem`]: shmem-backed GEM objects carrying driver data.
 //! - [`iommu`]: unmanaged IOMMU paging domains.
+//! - [`module`]: pinning the module in memory.
 //! - [`platform`]: module-registered platform devices (the simulator).
 //! - [`pm`]: runtime PM and a platform driver adapter that supplies
 //!   `dev_pm_ops`.
@@ -22,6 +23,7 @@ pub mod accel;
 pub mod dma;
 pub mod gem;
 pub mod iommu;
+pub mod module;
 pub mod platform;
 pub mod pm;
 pub mod time;
