@@ -5,8 +5,8 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | mismatch or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs) |
-//! | 2 | usage error or nothing to probe: bad arguments, unreadable or malformed files, no usable accel device |
+//! | 1 | mismatch or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs), a parity cell or an MLP layer beyond its bound |
+//! | 2 | usage error or nothing to probe: bad arguments (an unknown parity cell, MLP dimensions the builder refuses), unreadable or malformed files, no usable accel device (without `--model`) |
 //!
 //! clap's own usage errors also exit with 2 (clap's default, checked by the
 //! CLI tests).
@@ -88,6 +88,17 @@ pub enum Error {
     /// JSON encoding failed.
     #[error("cannot encode JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// `parity --cells` names a cell that does not exist.
+    #[error("unknown parity cell '{name}' (--cells); valid cells: {valid}")]
+    UnknownCell {
+        /// The name given.
+        name: String,
+        /// The valid names, comma-separated.
+        valid: String,
+    },
+    /// `mlp`'s dimensions cannot be built (names the argument and value).
+    #[error("mlp: {0}")]
+    Mlp(#[from] ane::mlp::MlpError),
 }
 
 impl Error {
@@ -100,7 +111,9 @@ impl Error {
             | Error::Write { .. }
             | Error::System(_)
             | Error::NoDevice { .. }
-            | Error::Unusable { .. } => USAGE,
+            | Error::Unusable { .. }
+            | Error::UnknownCell { .. }
+            | Error::Mlp(_) => USAGE,
             // A device that is there but cannot be used by us (no
             // permission, another driver, another ABI) is nothing to probe;
             // a failing ioctl on an open device is a device failure.

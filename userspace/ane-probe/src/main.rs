@@ -4,7 +4,12 @@
 //!
 //! Commands:
 //!
-//! - `info`: the machine, device tree, module and accel nodes (read-only).
+//! - `info`: the machine, device tree (with each ANE node's compatible
+//!   origin), module, bound devices (runtime PM, power domains through
+//!   their genpd device links and `pm_genpd_summary` when readable) and
+//!   accel nodes (firmware state, engine state and completion mode from
+//!   GET_PARAM, or why the node cannot be opened). Read-only: it never
+//!   touches a register.
 //! - `run --program FILE --in SLOT=FILE … [--out SLOT=FILE …]
 //!   [--expect SLOT=FILE …]`: one inference of a compiled program (HWX or
 //!   eiln `.anec`). Tensor files are dense little-endian fp16 NCHW arrays
@@ -13,14 +18,22 @@
 //! - `bench --program FILE [-n RUNS] [--warmup N] [--receipt PATH]`: timed
 //!   EXEC+WAIT runs on seeded random inputs, latency percentiles and a JSON
 //!   receipt (see [`receipt`]).
+//! - `parity [--model] [--cells NAME,…] [--device NODE]`: the parity
+//!   cells ([`ane::parity`]) on the device or, with `--model`, on the host
+//!   engine model; a table `cell | shape | max ulp | mismatches | verdict`.
+//! - `mlp [--model] [--in N] [--hidden N] [--out N] [--batch N] [--seed N]`:
+//!   `y = W2·relu(W1·x)` as two built programs chained through one
+//!   resident buffer, graded against the CPU reference ([`ane::mlp`]).
 //!
 //! `--json` (any command) prints one JSON object instead of text. A
-//! progress bar is drawn on stderr during `bench` when stderr is a terminal
-//! and `--json` is not given.
+//! progress bar is drawn on stderr during `bench` and `parity` when stderr
+//! is a terminal and `--json` is not given.
 //!
 //! Exit codes ([`exit`]): 0 success, 1 mismatch or device failure (ioctl
-//! failure, job timeout or fault), 2 usage error or nothing to probe (bad
-//! arguments or files, no usable device; clap's usage errors included).
+//! failure, job timeout or fault, a parity cell or MLP layer beyond its
+//! bound), 2 usage error or nothing to probe (bad arguments or files, an
+//! unknown parity cell, no usable device without `--model`; clap's usage
+//! errors included).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,7 +44,9 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod common;
 mod exit;
+mod mlp;
 mod npy;
+mod parity;
 mod program;
 mod progress;
 mod receipt;
@@ -61,6 +76,12 @@ enum Command {
     Run(run::RunArgs),
     /// Time repeated runs of a compiled program and write a receipt.
     Bench(bench::BenchArgs),
+    /// Run the parity cells on the device (or the engine model) against
+    /// the CPU reference.
+    Parity(parity::ParityArgs),
+    /// Run a two-layer MLP chained through a resident buffer against the
+    /// CPU reference.
+    Mlp(mlp::MlpArgs),
 }
 
 fn print_info(info: &SystemInfo) {
@@ -95,6 +116,23 @@ fn print_info(info: &SystemInfo) {
                         "unsupported compatible"
                     }
                 );
+                println!(
+                    "  origin:      {}{}",
+                    match n.origin.compatible_source {
+                        "kernel-tree" => "compatible shipped by the kernel tree",
+                        "project-overlay" =>
+                            "compatible of this project's overlays (the kernel tree ships no ANE node)",
+                        _ => "compatible of unknown origin (neither the kernel tree's nor this project's)",
+                    },
+                    if n.origin.symbols.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; /__symbols__ labels: {}", n.origin.symbols.join(", "))
+                    }
+                );
+            }
+            if !dt.overlay_traces.is_empty() {
+                println!("overlay traces: {}", dt.overlay_traces.join(", "));
             }
         }
     }
@@ -109,13 +147,72 @@ fn print_info(info: &SystemInfo) {
     }
     for d in &m.bound {
         println!(
-            "bound device:  {} runtime-pm={}",
+            "bound device:  {} runtime-pm={}{}",
             d.name,
-            d.runtime_status.as_deref().unwrap_or("n/a")
+            d.runtime_status.as_deref().unwrap_or("n/a"),
+            d.of_node
+                .as_deref()
+                .map(|n| format!(" of-node={n}"))
+                .unwrap_or_default()
         );
+        if d.power_domains.is_empty() {
+            println!("  power domains: no genpd device links");
+        }
+        for l in &d.power_domains {
+            println!(
+                "  power domain: {} link={}{} runtime-pm={} domain={}",
+                l.supplier,
+                l.link_status.as_deref().unwrap_or("?"),
+                match l.runtime_pm {
+                    Some(true) => " (pm-managed)",
+                    _ => "",
+                },
+                l.runtime_status.as_deref().unwrap_or("n/a"),
+                match (&l.domain, &l.domain_status) {
+                    (Some(d), Some(s)) => format!("{d} ({s})"),
+                    (Some(d), None) => d.clone(),
+                    _ => "unknown".into(),
+                }
+            );
+        }
     }
     if m.loaded && m.bound.is_empty() {
         println!("bound device:  none");
+    }
+    let g = &info.genpd;
+    match g.state {
+        "read" if g.domains.is_empty() => {
+            println!("genpd summary: no domain of a bound ane device")
+        }
+        "read" => {
+            for d in &g.domains {
+                let devs: Vec<String> = d
+                    .devices
+                    .iter()
+                    .map(|x| format!("{}={}", x.name, x.runtime_status))
+                    .collect();
+                println!(
+                    "genpd domain:  {} {}{}{}",
+                    d.name,
+                    d.status,
+                    if d.children.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" children=[{}]", d.children.join(", "))
+                    },
+                    if devs.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" devices=[{}]", devs.join(", "))
+                    }
+                );
+            }
+        }
+        "absent" => println!("genpd summary: absent (debugfs not mounted or no genpd)"),
+        _ => println!(
+            "genpd summary: unreadable ({})",
+            g.error.as_deref().unwrap_or("?")
+        ),
     }
     for a in &info.accel_nodes {
         println!(
@@ -126,6 +223,26 @@ fn print_info(info: &SystemInfo) {
             a.uid,
             a.gid
         );
+        if let Some(st) = &a.state {
+            if st.opened {
+                println!(
+                    "  state:       soc={} fw={} engine={} completion={} features=[{}]",
+                    st.soc_id.as_deref().unwrap_or("?"),
+                    st.fw_state.as_deref().unwrap_or("?"),
+                    st.engine_state.as_deref().unwrap_or("?"),
+                    st.completion.as_deref().unwrap_or("?"),
+                    st.features.join(", ")
+                );
+                for e in &st.param_errors {
+                    println!("  state:       cannot read {e}");
+                }
+            } else {
+                println!(
+                    "  state:       cannot open: {}",
+                    st.error.as_deref().unwrap_or("?")
+                );
+            }
+        }
     }
     if info.accel_nodes.is_empty() {
         println!("accel node:    none");
@@ -153,6 +270,8 @@ fn main() -> ExitCode {
         Command::Info => info(&ctx),
         Command::Run(args) => run::run(&ctx, args),
         Command::Bench(args) => bench::bench(&ctx, args),
+        Command::Parity(args) => parity::parity(&ctx, args),
+        Command::Mlp(args) => mlp::mlp(&ctx, args),
     };
     match result {
         Ok(code) => exit::exit(code),

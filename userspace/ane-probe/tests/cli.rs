@@ -83,6 +83,8 @@ fn help_and_version_exit_0() {
         &["--version"],
         &["run", "--help"],
         &["bench", "--help"],
+        &["parity", "--help"],
+        &["mlp", "--help"],
     ] {
         let o = probe(args);
         assert_eq!(code(&o), 0, "{args:?}");
@@ -130,6 +132,75 @@ fn info_on_an_empty_root() {
     assert_eq!(code(&o), 0, "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["accel_nodes"], serde_json::json!([]));
+    assert_eq!(v["genpd"]["state"], "absent");
+}
+
+#[test]
+fn parity_on_the_model_passes_and_reports_every_cell() {
+    let o = probe(&["parity", "--model"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("cell") && out.contains("max ulp") && out.contains("verdict"));
+    assert_eq!(out.matches("| exact").count(), 7, "{out}");
+    let o = probe(&["--json", "parity", "--model", "--cells", "select,conv1x1"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "ane-probe/parity");
+    assert_eq!(v["executor"], "model");
+    assert_eq!(v["verdict"], "pass");
+    assert!(v["device"].is_null() && v["host"]["machine"].is_string());
+    let cells = v["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(cells[0]["cell"], "select");
+    assert_eq!(cells[0]["verdict"], "exact");
+    assert_eq!(cells[1]["bound_ulp"], 2);
+}
+
+#[test]
+fn parity_usage_errors_exit_2() {
+    let s = Scene::new();
+    let e = usage_error(&["parity", "--model", "--cells", "add,select"]);
+    assert!(e.contains("'add'") && e.contains("add_1x512"), "{e}");
+    let e = usage_error(&["parity", "--root", &s.root()]);
+    assert!(e.contains("no ANE accel device"), "{e}");
+    usage_error(&["parity", "--model", "--device", "/dev/accel/accel0"]);
+    let e = usage_error(&["parity", "--device", &s.file("in128.bin")]);
+    assert!(e.contains("not a usable ANE device"), "{e}");
+}
+
+#[test]
+fn mlp_on_the_model_passes() {
+    let o = probe(&["mlp", "--model"]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("hidden") && out.contains("output") && out.contains("pass"),
+        "{out}"
+    );
+    let o = probe(&[
+        "--json", "mlp", "--model", "--in", "33", "--hidden", "70", "--out", "19", "--batch", "5",
+        "--seed", "9",
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "ane-probe/mlp");
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["shape"]["hidden"], 70);
+    assert_eq!(v["seed"], 9);
+    assert_eq!(v["layers"][0]["layer"], "hidden");
+    assert_eq!(v["layers"][0]["elements"], 350);
+    assert_eq!(v["layers"][1]["verdict"], "exact");
+}
+
+#[test]
+fn mlp_usage_errors_exit_2() {
+    let s = Scene::new();
+    let e = usage_error(&["mlp", "--model", "--hidden", "0"]);
+    assert!(e.contains("--hidden"), "{e}");
+    let e = usage_error(&["mlp", "--model", "--out", "5000"]);
+    assert!(e.contains("out_features = 5000"), "{e}");
+    let e = usage_error(&["mlp", "--root", &s.root()]);
+    assert!(e.contains("no ANE accel device"), "{e}");
 }
 
 #[test]

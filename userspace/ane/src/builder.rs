@@ -21,6 +21,7 @@
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
 //! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
+//! | [`conv1x1_with`], [`linear_with`] | the same, followed by an [`Activation`] (ReLU) | 1 |
 //!
 //! Elementwise operations take any [`Shape`]: the N·C planes are contiguous
 //! in the ANE layout, so a TD sees them as one tensor of N·C channels.
@@ -69,6 +70,16 @@
 //! and the order inside a channel is the engine model's
 //! [`WeightOrder::Blocked`](crate::hw::engine::WeightOrder) (the fixtures'
 //! weights are all equal, so hardware has not decided it, `td.md` §2.3).
+//!
+//! **ReLU** is the neural engine's built-in non-linearity: MACCfg
+//! NonlinearMode (bits 16–17, tinygrad's "NeuronType" 0x11) = 1, applied
+//! after PostScale and before the single rounding to fp16, with no
+//! coefficient load (`td.md` §1.4: tinygrad's relu has MACCfg `0x11000C`,
+//! an espresso-compiled 1×1 convolution with ReLU `0x111C0C`; the engine
+//! model, `hw/engine/exec.rs` `run_ne`, maps the code to `Act::Relu`).
+//! Since ReLU is monotonic and maps every value `≤ 0` to `+0`, rounding
+//! after it equals rounding before it: `fp16(relu(s)) = relu(fp16(s))`,
+//! the reference's order.
 //!
 //! [`linear`] is a 1×1 convolution with the batch as the spatial width, as
 //! the gemm fixture does with its batch of 1: its input tensor is
@@ -254,6 +265,27 @@ pub enum BuildError {
         /// Why.
         source: ShapeError,
     },
+}
+
+/// The non-linearity after a neural engine operation (MACCfg
+/// NonlinearMode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub enum Activation {
+    /// Pass-through (NonlinearMode 0).
+    #[default]
+    None,
+    /// `max(x, 0)`, `−0` and negatives to `+0` (NonlinearMode 1).
+    Relu,
+}
+
+impl Activation {
+    /// The NonlinearMode code.
+    pub fn nonlinear_mode(self) -> u32 {
+        match self {
+            Activation::None => 0,
+            Activation::Relu => 1,
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -1006,6 +1038,7 @@ fn conv_program(
     w: usize,
     weights: &[f16],
     names: (&'static str, &'static str),
+    act: Activation,
 ) -> Result<Program, BuildError> {
     let k = KernelLayout::new(cin, cout)?;
     limit(what_h(names.0), h, MAX_SPATIAL)?;
@@ -1089,9 +1122,15 @@ fn conv_program(
     td.set(l2r::WORD_40, obytes);
     td.set(l2r::WORD_44, obytes);
 
-    // Neural engine: fp16 kernel, convolution, PostScale 1.0.
+    // Neural engine: fp16 kernel, convolution, the activation, PostScale
+    // 1.0.
     td.set(ne::KERNEL_CFG, KERNEL_CFG_F16);
-    td.set(ne::MAC_CFG, MAC_CFG_CONV);
+    td.set(
+        ne::MAC_CFG,
+        regs::MacCfg(MAC_CFG_CONV)
+            .with(regs::MacCfg::NONLINEAR_MODE, act.nonlinear_mode())
+            .0,
+    );
     td.set(ne::POST_SCALE, POST_SCALE_ONE);
     td.words[8] = header::ENE.put(td.words[8], active + 1);
     td.words[9] = W9_KERNEL;
@@ -1118,7 +1157,19 @@ pub fn conv1x1(
     w: usize,
     weights: &[f16],
 ) -> Result<Program, BuildError> {
-    conv_program(cin, cout, h, w, weights, ("cin", "cout"))
+    conv1x1_with(cin, cout, h, w, weights, Activation::None)
+}
+
+/// [`conv1x1`] followed by `act`.
+pub fn conv1x1_with(
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    weights: &[f16],
+    act: Activation,
+) -> Result<Program, BuildError> {
+    conv_program(cin, cout, h, w, weights, ("cin", "cout"), act)
 }
 
 /// Fully connected layer without bias, `weights` `[out_features][in_features]`:
@@ -1131,6 +1182,18 @@ pub fn linear(
     out_features: usize,
     weights: &[f16],
 ) -> Result<Program, BuildError> {
+    linear_with(batch, in_features, out_features, weights, Activation::None)
+}
+
+/// [`linear`] followed by `act`: `act(W·x)`, e.g. one hidden layer of an
+/// MLP with [`Activation::Relu`].
+pub fn linear_with(
+    batch: usize,
+    in_features: usize,
+    out_features: usize,
+    weights: &[f16],
+    act: Activation,
+) -> Result<Program, BuildError> {
     limit("batch", batch, MAX_SPATIAL)?;
     limit("in_features", in_features, MAX_CHANNELS)?;
     limit("out_features", out_features, MAX_CONV_OUT)?;
@@ -1141,6 +1204,7 @@ pub fn linear(
         batch,
         weights,
         ("in_features", "out_features"),
+        act,
     )
 }
 

@@ -723,3 +723,24 @@ impl Device {
         Ok((bos, bindings))
     }
 }
+
+/// The binding of tensor slot `t` of a built program to `bo` (offset 0,
+/// `t.buffer_size` bytes), with the direction flags
+/// [`Device::bind_program`] uses. It lets a caller bind a BO it already
+/// holds, such as an earlier program's output, to a later program's input
+/// ([`crate::mlp`] chains two layers this way, without a copy).
+pub fn tensor_binding(t: &crate::builder::TensorSlot, bo: &Bo<'_>) -> uapi::Binding {
+    use crate::builder::Direction;
+    uapi::Binding {
+        slot: t.slot,
+        bo_handle: bo.handle(),
+        offset: 0,
+        size: t.buffer_size,
+        flags: match t.direction {
+            Direction::In => uapi::bind::IN,
+            Direction::Out => uapi::bind::OUT,
+            Direction::Scratch => uapi::bind::IN | uapi::bind::OUT,
+        },
+        pad: 0,
+    }
+}

@@ -15,6 +15,9 @@
 //! - [`builder`]: an H13 program builder (task descriptors and
 //!   coefficients) for add, mul, select, add-mul, 1×1 convolution and
 //!   linear layers.
+//! - [`mlp`]: a two-layer perceptron as two chained programs sharing the
+//!   hidden buffer, run on the engine model or a device and checked
+//!   against the CPU reference.
 //! - [`parity`]: the parity cells as data, and their execution on the
 //!   engine model or the device against the CPU reference.
 //!
@@ -27,6 +30,7 @@ pub mod anec;
 pub mod builder;
 pub mod device;
 pub mod hwx;
+pub mod mlp;
 pub mod parity;
 pub mod reference;
 pub mod system;

@@ -2,9 +2,21 @@
 
 //! Read-only discovery of the ANE on this machine.
 //!
-//! Everything here reads files under `/proc` and `/sys` only; nothing touches
-//! a device register. All paths are resolved below a [`SysRoot`], so tests
-//! run against a fake tree.
+//! Everything here reads files under `/proc`, `/sys` (debugfs included)
+//! and asks the accel node's `DRM_ANE_GET_PARAM`, which reports driver
+//! state; nothing touches a device register. All paths are resolved below
+//! a [`SysRoot`], so tests run against a fake tree.
+//!
+//! Besides the basics it reports, per bound device, its runtime-PM status
+//! and its power domains: each `supplier:genpd:*` device link of the
+//! device (one virtual genpd device per domain when a node lists several,
+//! [`PowerDomainLink`]) with the link's and the supplier's status, and,
+//! when `/sys/kernel/debug/pm_genpd/pm_genpd_summary` is readable (root,
+//! debugfs mounted), the state of the domains those devices sit in and of
+//! their parents ([`GenpdSummary`]). Per `ane` accel node it reports the
+//! firmware state, engine state and completion mode ([`AccelState`]), or
+//! why the node could not be opened. Per device-tree node it says where
+//! the node's compatible comes from ([`DtOrigin`]).
 
 use std::fs;
 use std::io;
@@ -14,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::hw::soc::SocInfo;
+use crate::hw::uapi;
 
 /// The file-system root that `/proc` and `/sys` are read below.
 #[derive(Clone, Debug)]
@@ -60,6 +73,28 @@ pub struct DeviceTree {
     pub soc: Option<String>,
     /// Nodes whose compatible names an ANE (`apple,*-ane`).
     pub ane_nodes: Vec<AneNode>,
+    /// Root nodes an overlay build can leave behind (`__symbols__`,
+    /// `__fixups__`, `__local_fixups__`), those present. A merged tree
+    /// made by `tools/dt/merge.sh` or `ane-dt` carries none of them, so
+    /// their absence proves nothing.
+    pub overlay_traces: Vec<String>,
+}
+
+/// Device-tree ANE compatibles the Linux kernel tree ships in its board
+/// trees: none (upstream Linux 7.3 describes no ANE, `dts/README.md`).
+pub const KERNEL_TREE_ANE_COMPATIBLES: &[&str] = &[];
+
+/// Where a device-tree node's compatible comes from, as far as can be
+/// told from the running system.
+#[derive(Clone, Debug, Serialize)]
+pub struct DtOrigin {
+    /// `kernel-tree` (a compatible of [`KERNEL_TREE_ANE_COMPATIBLES`]),
+    /// `project-overlay` (one of the driver's table, `hw::soc`, which only
+    /// this project's overlays in `dts/` describe), or `unknown`.
+    pub compatible_source: &'static str,
+    /// Labels of `/__symbols__` that name this node (an overlay compiled
+    /// with `-@`, or a tree built with symbols).
+    pub symbols: Vec<String>,
 }
 
 /// One device-tree node that describes an ANE.
@@ -73,6 +108,8 @@ pub struct AneNode {
     pub status: String,
     /// Whether the driver has a table entry for one of the compatibles.
     pub supported: bool,
+    /// Where the compatible comes from.
+    pub origin: DtOrigin,
 }
 
 /// A device the `ane` driver is bound to.
@@ -82,6 +119,63 @@ pub struct BoundDevice {
     pub name: String,
     /// `power/runtime_status` (active, suspended, ...), when runtime PM is on.
     pub runtime_status: Option<String>,
+    /// The device-tree node behind it (`of_node`), path below the tree root.
+    pub of_node: Option<String>,
+    /// Its `supplier:genpd:*` device links, by name.
+    pub power_domains: Vec<PowerDomainLink>,
+}
+
+/// One power domain of a bound device, seen through its device link.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PowerDomainLink {
+    /// The supplier device (`genpd:0:ane.0`: genpd's virtual device for
+    /// the node's domain 0).
+    pub supplier: String,
+    /// The link's `status` (`active`, `available`, `supplier unbinding`, …).
+    pub link_status: Option<String>,
+    /// The link's `runtime_pm` flag: the supplier resumes with the device.
+    pub runtime_pm: Option<bool>,
+    /// The supplier's `power/runtime_status`.
+    pub runtime_status: Option<String>,
+    /// The genpd domain the supplier sits in, from the genpd summary.
+    pub domain: Option<String>,
+    /// That domain's state (`on`, `off-0`), from the genpd summary.
+    pub domain_status: Option<String>,
+}
+
+/// What `pm_genpd_summary` says about the ANE's domains.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GenpdSummary {
+    /// `read`, `absent` (no such file: debugfs not mounted, or no genpd)
+    /// or `unreadable`.
+    pub state: &'static str,
+    /// Why it could not be read.
+    pub error: Option<String>,
+    /// The domains holding a device of a bound `ane` device (or one of its
+    /// virtual genpd devices), then their parents, transitively.
+    pub domains: Vec<GenpdDomain>,
+}
+
+/// One domain of the genpd summary.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GenpdDomain {
+    /// Its name.
+    pub name: String,
+    /// `on`, or `off-<state index>`.
+    pub status: String,
+    /// Its child domains.
+    pub children: Vec<String>,
+    /// Its devices and their runtime-PM status.
+    pub devices: Vec<GenpdDevice>,
+}
+
+/// A device in a genpd domain.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GenpdDevice {
+    /// Device name.
+    pub name: String,
+    /// `active`, `suspended`, `unsupported`, … as the summary prints it.
+    pub runtime_status: String,
 }
 
 /// The kernel module's state.
@@ -108,6 +202,32 @@ pub struct AccelNode {
     pub uid: u32,
     /// Owner group id.
     pub gid: u32,
+    /// What GET_PARAM says, for nodes of the `ane` driver (or of an
+    /// unknown driver); absent for other drivers' nodes.
+    pub state: Option<AccelState>,
+}
+
+/// The driver state of an accel node, from `DRM_ANE_GET_PARAM`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct AccelState {
+    /// Whether the node could be opened as an `ane` device.
+    pub opened: bool,
+    /// Why it could not (permission, another driver, ABI).
+    pub error: Option<String>,
+    /// SoC id, hex.
+    pub soc_id: Option<String>,
+    /// `none` (no firmware run by Linux on this generation), `off`,
+    /// `running`, `failed`.
+    pub fw_state: Option<String>,
+    /// `ready`, `wedged-power-cycle` (clears at the next runtime suspend),
+    /// `wedged-rebind` (unbind and bind the device).
+    pub engine_state: Option<String>,
+    /// Feature names: `simulated`, `completion-irq`, `bit<N>` for others.
+    pub features: Vec<String>,
+    /// `interrupt` (COMPLETION_IRQ) or `polling`.
+    pub completion: Option<String>,
+    /// Parameters that could not be read, with the reason.
+    pub param_errors: Vec<String>,
 }
 
 /// Everything `ane-probe info` reports.
@@ -121,6 +241,8 @@ pub struct SystemInfo {
     pub module: ModuleState,
     /// Accel nodes present.
     pub accel_nodes: Vec<AccelNode>,
+    /// The genpd summary's view of the ANE's power domains.
+    pub genpd: GenpdSummary,
 }
 
 /// Reads a file that may be absent: `Ok(None)` when it does not exist.
@@ -160,19 +282,69 @@ fn is_ane_compatible(c: &str) -> bool {
     c.starts_with("apple,") && c.ends_with("-ane")
 }
 
-fn walk_ane_nodes(dir: &Path, rel: &str, out: &mut Vec<AneNode>) -> Result<(), Error> {
+/// Where `compatible` comes from (see [`DtOrigin`]).
+pub fn compatible_source(compatible: &[String]) -> &'static str {
+    if compatible
+        .iter()
+        .any(|c| KERNEL_TREE_ANE_COMPATIBLES.contains(&c.as_str()))
+    {
+        "kernel-tree"
+    } else if compatible
+        .iter()
+        .any(|c| SocInfo::by_compatible(c).is_some())
+    {
+        "project-overlay"
+    } else {
+        "unknown"
+    }
+}
+
+/// `/__symbols__`: label → node path.
+fn symbols(base: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(base.join("__symbols__")) else {
+        return out;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name == "name" {
+            continue;
+        }
+        if let Ok(Some(v)) = read_text(&e.path()) {
+            out.push((name, v));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn walk_ane_nodes(
+    dir: &Path,
+    rel: &str,
+    syms: &[(String, String)],
+    out: &mut Vec<AneNode>,
+) -> Result<(), Error> {
     let compatible = read_strings(&dir.join("compatible"))?;
     if compatible.iter().any(|c| is_ane_compatible(c)) {
+        let path = if rel.is_empty() {
+            "/".to_owned()
+        } else {
+            rel.to_owned()
+        };
         out.push(AneNode {
-            path: if rel.is_empty() {
-                "/".into()
-            } else {
-                rel.into()
-            },
             supported: compatible
                 .iter()
                 .any(|c| SocInfo::by_compatible(c).is_some()),
             status: read_text(&dir.join("status"))?.unwrap_or_else(|| "okay".into()),
+            origin: DtOrigin {
+                compatible_source: compatible_source(&compatible),
+                symbols: syms
+                    .iter()
+                    .filter(|(_, p)| *p == path)
+                    .map(|(l, _)| l.clone())
+                    .collect(),
+            },
+            path,
             compatible,
         });
     }
@@ -192,7 +364,11 @@ fn walk_ane_nodes(dir: &Path, rel: &str, out: &mut Vec<AneNode>) -> Result<(), E
         .collect();
     children.sort();
     for name in children {
-        walk_ane_nodes(&dir.join(&name), &format!("{rel}/{name}"), out)?;
+        if rel.is_empty() && name.starts_with("__") {
+            // __symbols__, __fixups__, __local_fixups__: no device nodes.
+            continue;
+        }
+        walk_ane_nodes(&dir.join(&name), &format!("{rel}/{name}"), syms, out)?;
     }
     Ok(())
 }
@@ -214,12 +390,18 @@ pub fn device_tree(root: &SysRoot) -> Result<Option<DeviceTree>, Error> {
         .find_map(|c| SocInfo::by_root_compatible(c))
         .map(|s| format!("{:?} ({})", s.id, s.marketing));
     let mut ane_nodes = Vec::new();
-    walk_ane_nodes(&base, "", &mut ane_nodes)?;
+    walk_ane_nodes(&base, "", &symbols(&base), &mut ane_nodes)?;
+    let overlay_traces = ["__symbols__", "__fixups__", "__local_fixups__"]
+        .iter()
+        .filter(|n| base.join(n).is_dir())
+        .map(|n| (*n).to_owned())
+        .collect();
     Ok(Some(DeviceTree {
         model: read_text(&base.join("model"))?,
         compatible,
         soc,
         ane_nodes,
+        overlay_traces,
     }))
 }
 
@@ -244,8 +426,11 @@ pub fn module_state(root: &SysRoot) -> Result<ModuleState, Error> {
             if name == "module" {
                 continue;
             }
+            let dir = e.path();
             bound.push(BoundDevice {
-                runtime_status: read_text(&e.path().join("power/runtime_status"))?,
+                runtime_status: read_text(&dir.join("power/runtime_status"))?,
+                of_node: of_node_path(&dir),
+                power_domains: power_domain_links(&dir),
                 name,
             });
         }
@@ -256,6 +441,258 @@ pub fn module_state(root: &SysRoot) -> Result<ModuleState, Error> {
         version,
         bound,
     })
+}
+
+/// The device-tree path of a device's `of_node` link (the part after
+/// `devicetree/base`).
+fn of_node_path(dev: &Path) -> Option<String> {
+    let target = fs::read_link(dev.join("of_node")).ok()?;
+    let t = target.to_string_lossy().into_owned();
+    Some(match t.find("devicetree/base") {
+        Some(i) => {
+            let rest = &t[i + "devicetree/base".len()..];
+            if rest.is_empty() {
+                "/".to_owned()
+            } else {
+                rest.to_owned()
+            }
+        }
+        None => t,
+    })
+}
+
+/// Prefix of the consumer's link names for genpd suppliers.
+const GENPD_SUPPLIER: &str = "supplier:genpd:";
+
+/// The `supplier:genpd:*` device links in a device directory. Unreadable
+/// attributes are left empty: this is a report, not a check.
+fn power_domain_links(dev: &Path) -> Vec<PowerDomainLink> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dev) else {
+        return out;
+    };
+    for e in entries.filter_map(|e| e.ok()) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(supplier) = name.strip_prefix(GENPD_SUPPLIER) else {
+            continue;
+        };
+        let link = e.path();
+        let text = |rel: &str| read_text(&link.join(rel)).ok().flatten();
+        out.push(PowerDomainLink {
+            supplier: supplier.to_owned(),
+            link_status: text("status"),
+            runtime_pm: text("runtime_pm").map(|v| v.trim() == "1"),
+            runtime_status: text("supplier/power/runtime_status"),
+            domain: None,
+            domain_status: None,
+        });
+    }
+    // genpd:0:…, genpd:1:…: the node's list order (numeric).
+    let index = |s: &str| -> u64 {
+        s.strip_prefix("genpd:")
+            .and_then(|r| r.split(':').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(u64::MAX)
+    };
+    out.sort_by(|a, b| {
+        index(&a.supplier)
+            .cmp(&index(&b.supplier))
+            .then_with(|| a.supplier.cmp(&b.supplier))
+    });
+    out
+}
+
+/// Where the genpd summary lives.
+pub const GENPD_SUMMARY: &str = "/sys/kernel/debug/pm_genpd/pm_genpd_summary";
+
+/// Parses `pm_genpd_summary` (`drivers/pmdomain/core.c`,
+/// `summary_show`): a domain line starts in column 0 (`name status
+/// performance`), a line of children is indented by 48 columns
+/// (comma-separated names), a device line by 4 (`name runtime-status
+/// performance mode`). The three header lines are skipped.
+pub fn parse_genpd_summary(text: &str) -> Vec<GenpdDomain> {
+    let mut out: Vec<GenpdDomain> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty()
+            || line.starts_with("domain ")
+            || line.trim_start().starts_with("/device")
+            || line.starts_with("---")
+        {
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let mut words = line.split_whitespace();
+        if indent == 0 {
+            out.push(GenpdDomain {
+                name: words.next().unwrap_or_default().to_owned(),
+                status: words.next().unwrap_or_default().to_owned(),
+                children: Vec::new(),
+                devices: Vec::new(),
+            });
+            continue;
+        }
+        let Some(d) = out.last_mut() else { continue };
+        if indent > 8 {
+            d.children.extend(
+                line.split(',')
+                    .map(|c| c.trim().to_owned())
+                    .filter(|c| !c.is_empty()),
+            );
+        } else if let Some(name) = words.next() {
+            d.devices.push(GenpdDevice {
+                name: name.to_owned(),
+                runtime_status: words.next().unwrap_or_default().to_owned(),
+            });
+        }
+    }
+    out
+}
+
+/// Whether `dev` (a name in the genpd summary) belongs to the bound
+/// device `bound`: the device itself (one domain, attached directly) or
+/// one of genpd's virtual devices for it (`genpd:<i>:<bound>`).
+fn genpd_device_of(dev: &str, bound: &str) -> bool {
+    dev == bound
+        || dev
+            .strip_prefix("genpd:")
+            .and_then(|r| r.split_once(':'))
+            .is_some_and(|(i, name)| name == bound && i.parse::<u32>().is_ok())
+}
+
+/// Reads the genpd summary and keeps the domains of `bound` devices and
+/// their parents; fills in each link's domain and its status.
+pub fn genpd_summary(root: &SysRoot, bound: &mut [BoundDevice]) -> GenpdSummary {
+    let path = root.path(GENPD_SUMMARY);
+    let text = match fs::read(&path) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return GenpdSummary {
+                state: "absent",
+                error: None,
+                domains: Vec::new(),
+            }
+        }
+        Err(e) => {
+            return GenpdSummary {
+                state: "unreadable",
+                error: Some(format!("cannot read {}: {e}", path.display())),
+                domains: Vec::new(),
+            }
+        }
+    };
+    let all = parse_genpd_summary(&text);
+    let mut keep: Vec<String> = all
+        .iter()
+        .filter(|d| {
+            d.devices
+                .iter()
+                .any(|dev| bound.iter().any(|b| genpd_device_of(&dev.name, &b.name)))
+        })
+        .map(|d| d.name.clone())
+        .collect();
+    // Parents, transitively (a domain lists its children).
+    let mut i = 0;
+    while i < keep.len() {
+        let child = keep[i].clone();
+        for d in &all {
+            if d.children.contains(&child) && !keep.contains(&d.name) {
+                keep.push(d.name.clone());
+            }
+        }
+        i += 1;
+    }
+    for b in bound.iter_mut() {
+        for l in &mut b.power_domains {
+            if let Some(d) = all
+                .iter()
+                .find(|d| d.devices.iter().any(|dev| dev.name == l.supplier))
+            {
+                l.domain = Some(d.name.clone());
+                l.domain_status = Some(d.status.clone());
+            }
+        }
+    }
+    GenpdSummary {
+        state: "read",
+        error: None,
+        domains: keep
+            .iter()
+            .filter_map(|n| all.iter().find(|d| &d.name == n).cloned())
+            .collect(),
+    }
+}
+
+/// The name of a `fw_state` value.
+pub fn fw_state_name(v: u64) -> String {
+    match v {
+        uapi::fw_state::NONE => "none".into(),
+        uapi::fw_state::OFF => "off".into(),
+        uapi::fw_state::RUNNING => "running".into(),
+        uapi::fw_state::FAILED => "failed".into(),
+        other => format!("unknown ({other})"),
+    }
+}
+
+/// The name of an `engine_state` value.
+pub fn engine_state_name(v: u64) -> String {
+    match v {
+        uapi::engine_state::READY => "ready".into(),
+        uapi::engine_state::WEDGED_POWER_CYCLE => "wedged-power-cycle".into(),
+        uapi::engine_state::WEDGED_REBIND => "wedged-rebind".into(),
+        other => format!("unknown ({other})"),
+    }
+}
+
+/// The names of the `features` bits.
+pub fn feature_names(bits: u64) -> Vec<String> {
+    (0..64)
+        .filter(|b| bits & (1u64 << b) != 0)
+        .map(|b| match 1u64 << b {
+            uapi::feature::SIMULATED => "simulated".to_owned(),
+            uapi::feature::COMPLETION_IRQ => "completion-irq".to_owned(),
+            _ => format!("bit{b}"),
+        })
+        .collect()
+}
+
+/// Opens `node` and reads the state parameters; says why when it cannot.
+pub fn accel_state(node: &Path) -> AccelState {
+    let dev = match crate::device::Device::open(node) {
+        Ok(d) => d,
+        Err(e) => {
+            return AccelState {
+                error: Some(e.to_string()),
+                ..Default::default()
+            }
+        }
+    };
+    let mut s = AccelState {
+        opened: true,
+        ..Default::default()
+    };
+    let mut get = |name: &str, p: u32| match dev.get_param(p) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            s.param_errors.push(format!("{name}: {e}"));
+            None
+        }
+    };
+    let soc = get("SOC_ID", uapi::param::SOC_ID);
+    let fw = get("FW_STATE", uapi::param::FW_STATE);
+    let engine = get("ENGINE_STATE", uapi::param::ENGINE_STATE);
+    let features = get("FEATURES", uapi::param::FEATURES);
+    s.soc_id = soc.map(|v| format!("{v:#x}"));
+    s.fw_state = fw.map(fw_state_name);
+    s.engine_state = engine.map(engine_state_name);
+    if let Some(f) = features {
+        s.features = feature_names(f);
+        s.completion = Some(if f & uapi::feature::COMPLETION_IRQ != 0 {
+            "interrupt".into()
+        } else {
+            "polling".into()
+        });
+    }
+    s
 }
 
 /// Lists `/dev/accel/accel*` with the driver behind each node.
@@ -282,8 +719,13 @@ pub fn accel_nodes(root: &SysRoot) -> Result<Vec<AccelNode>, Error> {
         let driver = fs::read_link(&link)
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+        let state = match driver.as_deref() {
+            Some("ane") | None => Some(accel_state(&e.path())),
+            Some(_) => None,
+        };
         out.push(AccelNode {
             path: format!("/dev/accel/{name}"),
+            state,
             driver,
             mode: meta.mode() & 0o7777,
             uid: meta.uid(),
@@ -296,11 +738,14 @@ pub fn accel_nodes(root: &SysRoot) -> Result<Vec<AccelNode>, Error> {
 
 /// Collects everything `ane-probe info` reports.
 pub fn system_info(root: &SysRoot) -> Result<SystemInfo, Error> {
+    let mut module = module_state(root)?;
+    let genpd = genpd_summary(root, &mut module.bound);
     Ok(SystemInfo {
         kernel: read_text(&root.path("/proc/sys/kernel/osrelease"))?,
         device_tree: device_tree(root)?,
-        module: module_state(root)?,
+        module,
         accel_nodes: accel_nodes(root)?,
+        genpd,
     })
 }
 
@@ -411,5 +856,184 @@ mod tests {
         assert_eq!(m.bound.len(), 1);
         assert_eq!(m.bound[0].name, "ane-sim.0");
         assert_eq!(m.bound[0].runtime_status.as_deref(), Some("suspended"));
+    }
+
+    /// A summary as the 7.3 kernel prints it: two ANE domains on a parent,
+    /// genpd's virtual devices of a bound device, an unrelated domain.
+    const SUMMARY: &str = "\
+domain                          status          children        performance
+    /device                         runtime status                  managed by
+------------------------------------------------------------------------------
+ane_sys                         on                              0
+                                                ane_set1, ane_set2
+ane_set1                        on                              0
+    genpd:0:26a000000.ane           active                      0           SW
+ane_set2                        off-0                           0
+    genpd:1:26a000000.ane           suspended                   0           SW
+disp0                           on                              0
+    genpd:0:disp0                   active                      0           SW
+";
+
+    #[test]
+    fn genpd_summary_parses() {
+        let d = parse_genpd_summary(SUMMARY);
+        assert_eq!(d.len(), 4);
+        assert_eq!(d[0].name, "ane_sys");
+        assert_eq!(d[0].status, "on");
+        assert_eq!(d[0].children, ["ane_set1", "ane_set2"]);
+        assert!(d[0].devices.is_empty());
+        assert_eq!(d[2].status, "off-0");
+        assert_eq!(
+            d[2].devices,
+            [GenpdDevice {
+                name: "genpd:1:26a000000.ane".into(),
+                runtime_status: "suspended".into()
+            }]
+        );
+        assert!(genpd_device_of("genpd:1:26a000000.ane", "26a000000.ane"));
+        assert!(genpd_device_of("26a000000.ane", "26a000000.ane"));
+        assert!(!genpd_device_of("genpd:x:26a000000.ane", "26a000000.ane"));
+        assert!(!genpd_device_of("genpd:0:disp0", "26a000000.ane"));
+    }
+
+    /// A bound device with two genpd device links, its of_node, the genpd
+    /// summary, a device tree with symbols, and an accel node that is not
+    /// a DRM device (a regular file): everything read-only, nothing fails.
+    #[test]
+    fn power_domains_origin_and_accel_state() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        let base = "sys/firmware/devicetree/base";
+        write(
+            r,
+            &format!("{base}/compatible"),
+            b"apple,j274\0apple,t8103\0",
+        );
+        write(
+            r,
+            &format!("{base}/soc/ane@26a000000/compatible"),
+            b"apple,t8103-ane\0",
+        );
+        write(
+            r,
+            &format!("{base}/__symbols__/ane"),
+            b"/soc/ane@26a000000\0",
+        );
+        write(
+            r,
+            &format!("{base}/__symbols__/ps_ane_sys"),
+            b"/soc/pmgr/x\0",
+        );
+        fs::create_dir_all(r.join(format!("{base}/__local_fixups__"))).unwrap();
+        let dev = r.join("sys/devices/platform/soc/26a000000.ane");
+        write(
+            r,
+            "sys/devices/platform/soc/26a000000.ane/power/runtime_status",
+            b"suspended\n",
+        );
+        symlink(
+            r.join(format!("{base}/soc/ane@26a000000")),
+            dev.join("of_node"),
+        )
+        .unwrap();
+        for (i, st) in [(0, "active"), (1, "suspended")] {
+            let sup = r.join(format!("sys/devices/genpd:{i}:26a000000.ane"));
+            write(
+                r,
+                &format!("sys/devices/genpd:{i}:26a000000.ane/power/runtime_status"),
+                format!("{st}\n").as_bytes(),
+            );
+            let link = r.join(format!(
+                "sys/devices/virtual/devlink/genpd:genpd:{i}:26a000000.ane--platform:26a000000.ane"
+            ));
+            fs::create_dir_all(&link).unwrap();
+            fs::write(link.join("status"), "active\n").unwrap();
+            fs::write(link.join("runtime_pm"), "1\n").unwrap();
+            symlink(&sup, link.join("supplier")).unwrap();
+            symlink(
+                &link,
+                dev.join(format!("supplier:genpd:genpd:{i}:26a000000.ane")),
+            )
+            .unwrap();
+        }
+        // A DART link is not a power domain.
+        fs::create_dir_all(dev.join("supplier:platform:231004000.iommu")).unwrap();
+        write(r, "sys/module/ane/version", b"0.1\n");
+        let drv = r.join("sys/bus/platform/drivers/ane");
+        fs::create_dir_all(&drv).unwrap();
+        symlink(&dev, drv.join("26a000000.ane")).unwrap();
+        write(
+            r,
+            "sys/kernel/debug/pm_genpd/pm_genpd_summary",
+            SUMMARY.as_bytes(),
+        );
+        write(r, "dev/accel/accel0", b"");
+
+        let info = system_info(&SysRoot::new(r)).unwrap();
+        let b = &info.module.bound[0];
+        assert_eq!(b.of_node.as_deref(), Some("/soc/ane@26a000000"));
+        assert_eq!(b.power_domains.len(), 2);
+        let l = &b.power_domains[1];
+        assert_eq!(l.supplier, "genpd:1:26a000000.ane");
+        assert_eq!(l.link_status.as_deref(), Some("active"));
+        assert_eq!(l.runtime_pm, Some(true));
+        assert_eq!(l.runtime_status.as_deref(), Some("suspended"));
+        assert_eq!(l.domain.as_deref(), Some("ane_set2"));
+        assert_eq!(l.domain_status.as_deref(), Some("off-0"));
+        assert_eq!(b.power_domains[0].domain.as_deref(), Some("ane_set1"));
+        assert_eq!(info.genpd.state, "read");
+        let names: Vec<&str> = info.genpd.domains.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["ane_set1", "ane_set2", "ane_sys"],
+            "the parent too, not disp0"
+        );
+
+        let dt = info.device_tree.unwrap();
+        assert_eq!(dt.ane_nodes.len(), 1);
+        assert_eq!(dt.ane_nodes[0].origin.compatible_source, "project-overlay");
+        assert_eq!(dt.ane_nodes[0].origin.symbols, ["ane"]);
+        assert_eq!(dt.overlay_traces, ["__symbols__", "__local_fixups__"]);
+
+        let a = &info.accel_nodes[0];
+        let st = a.state.as_ref().unwrap();
+        assert!(!st.opened);
+        assert!(
+            st.error.as_deref().unwrap().contains("DRM_IOCTL_VERSION"),
+            "{st:?}"
+        );
+        assert!(st.fw_state.is_none() && st.features.is_empty());
+    }
+
+    #[test]
+    fn genpd_summary_absent_or_unreadable() {
+        let t = tempfile::tempdir().unwrap();
+        let s = genpd_summary(&SysRoot::new(t.path()), &mut []);
+        assert_eq!(s.state, "absent");
+        // A directory where the file should be cannot be read.
+        fs::create_dir_all(t.path().join("sys/kernel/debug/pm_genpd/pm_genpd_summary")).unwrap();
+        let s = genpd_summary(&SysRoot::new(t.path()), &mut []);
+        assert_eq!(s.state, "unreadable");
+        assert!(s.error.unwrap().contains("pm_genpd_summary"));
+    }
+
+    #[test]
+    fn names_of_states_and_features() {
+        assert_eq!(
+            compatible_source(&["apple,t6000-ane".into()]),
+            "project-overlay"
+        );
+        assert_eq!(compatible_source(&["apple,t9999-ane".into()]), "unknown");
+        assert_eq!(fw_state_name(uapi::fw_state::NONE), "none");
+        assert_eq!(fw_state_name(9), "unknown (9)");
+        assert_eq!(
+            engine_state_name(uapi::engine_state::WEDGED_REBIND),
+            "wedged-rebind"
+        );
+        assert_eq!(
+            feature_names(uapi::feature::SIMULATED | uapi::feature::COMPLETION_IRQ | 1 << 5),
+            ["simulated", "completion-irq", "bit5"]
+        );
+        assert!(feature_names(0).is_empty());
     }
 }

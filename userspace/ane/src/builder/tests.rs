@@ -698,3 +698,69 @@ fn linear_layout_helpers() {
     assert_eq!(linear_output_from_nchw(&t, 2, 3).unwrap(), x);
     assert!(linear_input_to_nchw(&x, 4, 2).is_none());
 }
+
+/// ReLU after a linear layer and a convolution: MACCfg NonlinearMode 1 and
+/// nothing else differs from the plain program; on the model the result is
+/// `relu(reference)` bit for bit (negative sums and `−0` become `+0`), on
+/// random data and on values of every class but NaN.
+#[test]
+fn relu_activation_on_the_model() {
+    let mut rng = Rng::new(77);
+    // The register: only NonlinearMode changes.
+    let wt = weights(&mut rng, 33 * 100);
+    let plain = linear(7, 33, 100, &wt).unwrap();
+    let relu = linear_with(7, 33, 100, &wt, Activation::Relu).unwrap();
+    assert_eq!(relu.validate().is_ok(), plain.validate().is_ok());
+    let a = Td::new(&plain.tsk, 0, 0).decode().unwrap();
+    let b = Td::new(&relu.tsk, 0, 0).decode().unwrap();
+    assert_eq!(a.value(ne::MAC_CFG), 0x10_1C00);
+    assert_eq!(b.value(ne::MAC_CFG), 0x11_1C00);
+    let d = diff(&plain.tsk, &relu.tsk);
+    assert_eq!(d.regs.len(), 1, "{:?}", d.regs);
+    assert_eq!(plain.weights, relu.weights);
+    assert_eq!(plain.tensors, relu.tensors);
+    assert_eq!(
+        linear_with(7, 33, 100, &wt, Activation::None).unwrap(),
+        plain
+    );
+
+    let mut negatives = 0;
+    for (batch, i, o, classes) in [(1, 256, 128, false), (7, 33, 100, false), (5, 16, 20, true)] {
+        let (x, wt): (Vec<f16>, Vec<f16>) = if classes {
+            (
+                random_bits(&mut rng, batch * i, false),
+                random_bits(&mut rng, i * o, false),
+            )
+        } else {
+            (
+                (0..batch * i).map(|_| rng.f16_in(-3, 2, 16)).collect(),
+                weights(&mut rng, i * o),
+            )
+        };
+        let p = linear_with(batch, i, o, &wt, Activation::Relu).unwrap();
+        let xn = linear_input_to_nchw(&x, batch, i).unwrap();
+        let got = run(&p, &[("x", &xn)], Options::DEFAULT).unwrap();
+        let got = linear_output_from_nchw(&got, batch, o).unwrap();
+        let lin = reference::linear(&x, batch, i, &wt, o, None, Rounding::NearestEven).unwrap();
+        negatives += lin.iter().filter(|v| v.is_sign_negative()).count();
+        let want: Vec<f16> = reference::relu(&lin);
+        if classes {
+            // ∞ − ∞ sums are NaN on both sides; compare by ULP there.
+            let st = reference::compare(&want, &got, 0).unwrap();
+            assert!(st.passed(), "linear+relu {batch}x{i}x{o}: {st:?}");
+        } else {
+            assert_bits(&format!("linear+relu {batch}x{i}x{o}"), &got, &want);
+        }
+        assert!(got.iter().all(|v| !v.is_sign_negative() || v.is_nan()));
+    }
+    assert!(negatives > 100, "the data exercises the negative side");
+
+    // A convolution with ReLU over several rows.
+    let xs = shape(1, 16, 2, 8);
+    let x: Vec<f16> = (0..xs.elements()).map(|_| rng.f16_in(-3, 2, 16)).collect();
+    let wt = weights(&mut rng, 16 * 32);
+    let p = conv1x1_with(16, 32, 2, 8, &wt, Activation::Relu).unwrap();
+    let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+    let (_, lin) = reference::conv1x1(&x, &xs, &wt, 32, None, Rounding::NearestEven).unwrap();
+    assert_bits("conv+relu", &got, &reference::relu(&lin));
+}

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! `ane-probe mlp`: a two-layer perceptron `y = W2 · relu(W1 · x)` built
+//! with the program builder, run as two programs chained through one
+//! resident buffer (layer 1's output BO is layer 2's input BO, no copy),
+//! and graded against the CPU reference; see [`ane::mlp`] for the chain
+//! and for the bound (hidden layer within 2 ulp, output within the hidden
+//! layer's error propagated through `W2` plus 3 ulp).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ane::mlp::{self, DeviceMlp, Mlp, MlpResult, MlpShape, ModelMlp};
+use ane::parity::{Rng, Verdict};
+use clap::Args;
+use serde::Serialize;
+
+use crate::common::Ctx;
+use crate::exit::{self, Error};
+use crate::parity::{table, ulp_text, verdict_name, verdict_text};
+use crate::receipt::{self, Board, DeviceInfo, Host, Module, Tool};
+use crate::session::open_device;
+
+fn positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `mlp`'s arguments.
+#[derive(Args, Debug)]
+pub struct MlpArgs {
+    /// Run on the host engine model instead of a device (works anywhere).
+    #[arg(long)]
+    model: bool,
+    /// Input features.
+    #[arg(long = "in", value_name = "N", default_value_t = MlpShape::DEFAULT.in_features,
+          value_parser = positive)]
+    in_features: usize,
+    /// Hidden features.
+    #[arg(long, value_name = "N", default_value_t = MlpShape::DEFAULT.hidden,
+          value_parser = positive)]
+    hidden: usize,
+    /// Output features.
+    #[arg(long = "out", value_name = "N", default_value_t = MlpShape::DEFAULT.out_features,
+          value_parser = positive)]
+    out_features: usize,
+    /// Rows of the input.
+    #[arg(long, value_name = "N", default_value_t = MlpShape::DEFAULT.batch,
+          value_parser = positive)]
+    batch: usize,
+    /// Seed of the weights and the input.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    seed: u64,
+    /// Accel node to use [default: the first node of the ane driver].
+    #[arg(long, value_name = "NODE", conflicts_with = "model")]
+    device: Option<PathBuf>,
+    /// How long to wait for each job.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    timeout_ms: u64,
+}
+
+/// The `schema` of `mlp --json`.
+pub const SCHEMA: &str = "ane-probe/mlp";
+
+/// One layer's row.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayerRow {
+    /// `hidden` or `output`.
+    pub layer: &'static str,
+    /// Tensor shape on the engine.
+    pub shape: String,
+    /// Elements compared.
+    pub elements: usize,
+    /// Largest ULP difference from the reference.
+    pub max_ulp: u32,
+    /// Elements beyond their bound.
+    pub mismatches: usize,
+    /// Largest per-element bound, in ulp (large where cancellation makes
+    /// the reference small).
+    pub bound_ulp: u32,
+    /// The median element's bound, in ulp.
+    pub median_bound_ulp: u32,
+    /// `exact`, `within-bound` or `fail`.
+    pub verdict: &'static str,
+}
+
+/// `mlp --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// 1.
+    pub schema_version: u32,
+    /// This tool.
+    pub tool: Tool,
+    /// When the run ended.
+    pub timestamp: String,
+    /// The host.
+    pub host: Host,
+    /// The kernel module.
+    pub module: Module,
+    /// The board.
+    pub board: Board,
+    /// `model` or `device`.
+    pub executor: String,
+    /// The device (absent with `--model`).
+    pub device: Option<DeviceInfo>,
+    /// The dimensions.
+    pub shape: MlpShape,
+    /// Seed of the weights and input.
+    pub seed: u64,
+    /// Multiply-accumulates of the run.
+    pub macs: u64,
+    /// Both layers (empty when the run failed).
+    pub layers: Vec<LayerRow>,
+    /// `pass` or `fail`.
+    pub verdict: &'static str,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+}
+
+/// `ane-probe mlp`.
+pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
+    let shape = MlpShape {
+        batch: args.batch,
+        in_features: args.in_features,
+        hidden: args.hidden,
+        out_features: args.out_features,
+    };
+    let mut rng = Rng::new(args.seed);
+    let net = Mlp::random(shape, &mut rng)?;
+    let x = net.input(&mut rng);
+    let (executor, device, result) = if args.model {
+        (
+            "model",
+            None,
+            mlp::run_mlp(&net, &x, &mut ModelMlp::new(&net)),
+        )
+    } else {
+        let dev = open_device(&ctx.root, args.device.as_deref())?;
+        let q = dev.query()?;
+        let info = receipt::device_info(&dev, &q);
+        let result = match DeviceMlp::load(&dev, &net) {
+            Ok(mut runner) => {
+                runner.timeout = Duration::from_millis(args.timeout_ms);
+                mlp::run_mlp(&net, &x, &mut runner)
+            }
+            Err(e) => MlpResult {
+                executor: "device".into(),
+                shape,
+                layers: Vec::new(),
+                verdict: Verdict::Fail,
+                error: Some(e.to_string()),
+            },
+        };
+        ("device", Some(info), result)
+    };
+    let pass = result.verdict != Verdict::Fail;
+    let report = Report {
+        schema: SCHEMA,
+        schema_version: 1,
+        tool: receipt::tool(),
+        timestamp: receipt::now(),
+        host: receipt::host(),
+        module: receipt::module(&ctx.root),
+        board: receipt::board(&ctx.root),
+        executor: executor.into(),
+        device,
+        shape,
+        seed: args.seed,
+        macs: shape.macs(),
+        layers: result
+            .layers
+            .iter()
+            .map(|l| LayerRow {
+                layer: l.layer,
+                shape: l.shape.clone(),
+                elements: l.elements,
+                max_ulp: l.max_ulp,
+                mismatches: l.mismatches,
+                bound_ulp: l.bound_ulp,
+                median_bound_ulp: l.median_bound_ulp,
+                verdict: verdict_name(l.verdict),
+            })
+            .collect(),
+        verdict: if pass { "pass" } else { "fail" },
+        error: result.error.clone(),
+    };
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report, &result);
+    }
+    if let Some(e) = &result.error {
+        eprintln!("ane-probe: mlp: {e}");
+    }
+    Ok(if pass { exit::OK } else { exit::FAILURE })
+}
+
+fn print_text(r: &Report, res: &MlpResult) {
+    match &r.device {
+        Some(d) => println!(
+            "executor: device {} ({}, H{}, {})",
+            d.node,
+            d.soc.as_deref().unwrap_or(&d.soc_id),
+            d.generation,
+            d.backend
+        ),
+        None => println!("executor: engine model (host)"),
+    }
+    let s = r.shape;
+    println!(
+        "mlp:      y = W2·relu(W1·x), batch {}, {} → {} → {} ({} MACs), seed {}",
+        s.batch, s.in_features, s.hidden, s.out_features, r.macs, r.seed
+    );
+    println!("chain:    layer 1's output buffer bound as layer 2's input (no copy)");
+    let rows: Vec<Vec<String>> = res
+        .layers
+        .iter()
+        .map(|l| {
+            vec![
+                l.layer.to_owned(),
+                l.shape.clone(),
+                ulp_text(l.max_ulp),
+                l.mismatches.to_string(),
+                if l.layer == "hidden" {
+                    format!("{} ulp", l.bound_ulp)
+                } else {
+                    format!(
+                        "propagated: median {}, max {} ulp",
+                        l.median_bound_ulp, l.bound_ulp
+                    )
+                },
+                verdict_text(l.verdict),
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        print!(
+            "{}",
+            table(
+                &[
+                    "layer",
+                    "shape",
+                    "max ulp",
+                    "mismatches",
+                    "bound",
+                    "verdict"
+                ],
+                &rows
+            )
+        );
+    }
+    println!("verdict:  {} ({})", r.verdict, verdict_text(res.verdict));
+}

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! `ane-probe parity`: the parity cells ([`ane::parity`]) on a device or,
+//! with `--model`, on the host engine model, graded against the CPU
+//! reference.
+//!
+//! Elementwise cells must be bit-exact; convolution and linear cells may
+//! differ by 2 ulp (the hardware's accumulation order is not known). The
+//! exit code is 0 when every cell passes, 1 when one fails (or the device
+//! fails a job), 2 without a device (and no `--model`) or for an unknown
+//! cell name.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ane::parity::{self, Cell, CellResult, DeviceExecutor, Executor, ModelExecutor, Verdict};
+use clap::Args;
+use serde::Serialize;
+
+use crate::common::Ctx;
+use crate::exit::{self, Error};
+use crate::progress::{self, Progress};
+use crate::receipt::{self, Board, DeviceInfo, Host, Module, Tool};
+use crate::session::open_device;
+
+/// `parity`'s arguments.
+#[derive(Args, Debug)]
+pub struct ParityArgs {
+    /// Run on the host engine model instead of a device (works anywhere).
+    #[arg(long)]
+    model: bool,
+    /// Only these cells, comma-separated [default: all].
+    #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
+    cells: Vec<String>,
+    /// Accel node to use [default: the first node of the ane driver].
+    #[arg(long, value_name = "NODE", conflicts_with = "model")]
+    device: Option<PathBuf>,
+    /// How long to wait for each job.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    timeout_ms: u64,
+}
+
+/// The `schema` of `parity --json`.
+pub const SCHEMA: &str = "ane-probe/parity";
+
+/// One row of the table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Cell name.
+    pub cell: &'static str,
+    /// Output shape.
+    pub shape: String,
+    /// Elements compared.
+    pub elements: usize,
+    /// Largest ULP difference (4294967295: a NaN where a number was due).
+    pub max_ulp: u32,
+    /// Elements beyond the bound (bit-exact cells: differing bits).
+    pub mismatches: usize,
+    /// The accepted bound (0: bit-exact).
+    pub bound_ulp: u32,
+    /// `exact`, `within-bound` or `fail`.
+    pub verdict: &'static str,
+    /// Why the cell failed to build or run.
+    pub error: Option<String>,
+}
+
+/// The name of a verdict in JSON.
+pub fn verdict_name(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Exact => "exact",
+        Verdict::WithinBound(_) => "within-bound",
+        Verdict::Fail => "fail",
+    }
+}
+
+/// The verdict as the table prints it.
+pub fn verdict_text(v: Verdict) -> String {
+    match v {
+        Verdict::Exact => "exact".into(),
+        Verdict::WithinBound(n) => format!("within {n} ulp"),
+        Verdict::Fail => "FAIL".into(),
+    }
+}
+
+/// A ULP figure for the table.
+pub fn ulp_text(u: u32) -> String {
+    if u == ane::reference::ULP_NAN_MISMATCH {
+        "NaN".into()
+    } else {
+        u.to_string()
+    }
+}
+
+impl Row {
+    fn new(r: &CellResult) -> Row {
+        Row {
+            cell: r.cell,
+            shape: r.shape.clone(),
+            elements: r.elements,
+            max_ulp: r.max_ulp,
+            mismatches: r.mismatches,
+            bound_ulp: r.bound_ulp,
+            verdict: verdict_name(r.verdict),
+            error: r.error.clone(),
+        }
+    }
+}
+
+/// `parity --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// 1.
+    pub schema_version: u32,
+    /// This tool.
+    pub tool: Tool,
+    /// When the run ended.
+    pub timestamp: String,
+    /// The host.
+    pub host: Host,
+    /// The kernel module.
+    pub module: Module,
+    /// The board.
+    pub board: Board,
+    /// `model` or `device`.
+    pub executor: String,
+    /// The device (absent with `--model`).
+    pub device: Option<DeviceInfo>,
+    /// Every cell run, in table order.
+    pub cells: Vec<Row>,
+    /// `pass` when no cell failed, else `fail`.
+    pub verdict: &'static str,
+}
+
+/// The cells named by `--cells` (all when empty), in table order.
+pub fn select_cells(names: &[String]) -> Result<Vec<Cell>, Error> {
+    let all = parity::cells();
+    if names.is_empty() {
+        return Ok(all);
+    }
+    for n in names {
+        if !all.iter().any(|c| c.name == n.as_str()) {
+            return Err(Error::UnknownCell {
+                name: n.clone(),
+                valid: all.iter().map(|c| c.name).collect::<Vec<_>>().join(", "),
+            });
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|c| names.iter().any(|n| n.as_str() == c.name))
+        .collect())
+}
+
+fn run_all(cells: &[Cell], exec: &mut dyn Executor, bar: &Progress) -> Vec<CellResult> {
+    cells
+        .iter()
+        .map(|c| {
+            let r = parity::run_cell(c, exec);
+            bar.inc();
+            r
+        })
+        .collect()
+}
+
+/// `ane-probe parity`.
+pub fn parity(ctx: &Ctx, args: &ParityArgs) -> Result<u8, Error> {
+    let cells = select_cells(&args.cells)?;
+    let bar_wanted = progress::wanted(ctx.json);
+    let (executor, device, results) = if args.model {
+        let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
+        let r = run_all(&cells, &mut ModelExecutor::new(), &bar);
+        ("model", None, r)
+    } else {
+        let dev = open_device(&ctx.root, args.device.as_deref())?;
+        let q = dev.query()?;
+        let info = receipt::device_info(&dev, &q);
+        let mut exec = DeviceExecutor::new(&dev);
+        exec.timeout = Duration::from_millis(args.timeout_ms);
+        let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
+        let r = run_all(&cells, &mut exec, &bar);
+        ("device", Some(info), r)
+    };
+    let rows: Vec<Row> = results.iter().map(Row::new).collect();
+    let failed = results.iter().any(|r| r.verdict == Verdict::Fail);
+    let report = Report {
+        schema: SCHEMA,
+        schema_version: 1,
+        tool: receipt::tool(),
+        timestamp: receipt::now(),
+        host: receipt::host(),
+        module: receipt::module(&ctx.root),
+        board: receipt::board(&ctx.root),
+        executor: executor.into(),
+        device,
+        cells: rows,
+        verdict: if failed { "fail" } else { "pass" },
+    };
+    if ctx.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report, &results);
+    }
+    for r in &results {
+        if let Some(e) = &r.error {
+            eprintln!("ane-probe: cell {}: {e}", r.cell);
+        }
+    }
+    Ok(if failed { exit::FAILURE } else { exit::OK })
+}
+
+/// Formats rows as a table with aligned columns.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in width.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let parts: Vec<String> = cells
+            .iter()
+            .zip(&width)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        parts.join(" | ").trim_end().to_owned()
+    };
+    let mut out = line(header.iter().map(|h| (*h).to_owned()).collect());
+    out.push('\n');
+    let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
+    out.push_str(&rule.join("-+-"));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&line(r.clone()));
+        out.push('\n');
+    }
+    out
+}
+
+fn print_table(r: &Report, results: &[CellResult]) {
+    match &r.device {
+        Some(d) => println!(
+            "executor: device {} ({}, H{}, {})",
+            d.node,
+            d.soc.as_deref().unwrap_or(&d.soc_id),
+            d.generation,
+            d.backend
+        ),
+        None => println!("executor: engine model (host)"),
+    }
+    let rows: Vec<Vec<String>> = results
+        .iter()
+        .map(|c| {
+            vec![
+                c.cell.to_owned(),
+                c.shape.clone(),
+                ulp_text(c.max_ulp),
+                c.mismatches.to_string(),
+                verdict_text(c.verdict),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table(
+            &["cell", "shape", "max ulp", "mismatches", "verdict"],
+            &rows
+        )
+    );
+    println!("verdict:  {}", r.verdict);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cell_selection() {
+        assert_eq!(select_cells(&[]).unwrap().len(), parity::cells().len());
+        let c = select_cells(&["select".into(), "add_mul".into()]).unwrap();
+        let names: Vec<&str> = c.iter().map(|c| c.name).collect();
+        assert_eq!(names, ["add_mul", "select"], "table order");
+        let e = select_cells(&["add".into()]).unwrap_err();
+        let m = e.to_string();
+        assert!(
+            m.contains("'add'") && m.contains("add_1x512") && m.contains("conv1x1"),
+            "{m}"
+        );
+        assert_eq!(e.code(), exit::USAGE);
+    }
+
+    #[test]
+    fn table_layout() {
+        let t = table(
+            &["cell", "verdict"],
+            &[vec!["a_long_name".into(), "exact".into()]],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "cell        | verdict");
+        assert_eq!(lines[1], "------------+--------");
+        assert_eq!(lines[2], "a_long_name | exact");
+        assert_eq!(verdict_text(Verdict::WithinBound(2)), "within 2 ulp");
+        assert_eq!(verdict_text(Verdict::Fail), "FAIL");
+        assert_eq!(ulp_text(u32::MAX), "NaN");
+    }
+}
