@@ -99,6 +99,9 @@ pub enum Error {
     /// `mlp`'s dimensions cannot be built (names the argument and value).
     #[error("mlp: {0}")]
     Mlp(#[from] ane::mlp::MlpError),
+    /// A firmware container that cannot be unwrapped.
+    #[error("firmware: {0}")]
+    Firmware(String),
 }
 
 impl Error {
@@ -113,7 +116,8 @@ impl Error {
             | Error::NoDevice { .. }
             | Error::Unusable { .. }
             | Error::UnknownCell { .. }
-            | Error::Mlp(_) => USAGE,
+            | Error::Mlp(_)
+            | Error::Firmware(_) => USAGE,
             // A device that is there but cannot be used by us (no
             // permission, another driver, another ABI) is nothing to probe;
             // a failing ioctl on an open device is a device failure.

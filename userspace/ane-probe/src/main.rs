@@ -24,6 +24,10 @@
 //! - `mlp [--model] [--in N] [--hidden N] [--out N] [--batch N] [--seed N]`:
 //!   `y = W2·relu(W1·x)` as two built programs chained through one
 //!   resident buffer, graded against the CPU reference ([`ane::mlp`]).
+//! - `firmware FILE [--out PATH]`: checks the user's T6021 firmware (the
+//!   `.im4p` from their macOS 13.5 restore image, or its payload) against
+//!   the driver's pin and installs it with `--out`; exit 1 when it is not
+//!   the pinned image.
 //!
 //! `--json` (any command) prints one JSON object instead of text. A
 //! progress bar is drawn on stderr during `bench` and `parity` when stderr
@@ -44,6 +48,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod common;
 mod exit;
+mod firmware;
 mod mlp;
 mod npy;
 mod parity;
@@ -82,6 +87,10 @@ enum Command {
     /// Run a two-layer MLP chained through a resident buffer against the
     /// CPU reference.
     Mlp(mlp::MlpArgs),
+    /// Check the T6021 firmware (the .im4p from your macOS 13.5 restore
+    /// image, or its Mach-O payload) against the driver's pin; install it
+    /// with --out.
+    Firmware(firmware::FirmwareArgs),
 }
 
 fn print_info(info: &SystemInfo) {
@@ -272,6 +281,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::bench(&ctx, args),
         Command::Parity(args) => parity::parity(&ctx, args),
         Command::Mlp(args) => mlp::mlp(&ctx, args),
+        Command::Firmware(args) => firmware::firmware(cli.json, args),
     };
     match result {
         Ok(code) => exit::exit(code),

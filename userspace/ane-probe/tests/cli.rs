@@ -387,3 +387,37 @@ fn a_node_that_is_not_a_drm_device_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn firmware_not_the_pinned_image_exits_1_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // A Mach-O header of the right kind, but not Apple's image.
+    let mut bytes = Vec::new();
+    for x in [0xfeed_facfu32, 0x0100_000c, 0, 0xc, 0, 0, 0, 0] {
+        bytes.extend_from_slice(&x.to_le_bytes());
+    }
+    bytes.resize(0x4000, 0);
+    let file = dir.path().join("fw.macho");
+    std::fs::write(&file, &bytes).unwrap();
+    let out = dir.path().join("installed.macho");
+    let o = probe(&[
+        "firmware",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("NOT the pinned T6021 firmware"));
+    assert!(!out.exists(), "an unpinned image must not be installed");
+}
+
+#[test]
+fn firmware_broken_container_exits_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fw.im4p");
+    // A DER sequence whose first string is not "IM4P".
+    std::fs::write(&file, [0x30, 0x06, 0x16, 0x04, b'I', b'M', b'G', b'4']).unwrap();
+    let o = probe(&["firmware", file.to_str().unwrap()]);
+    assert_eq!(code(&o), 2);
+    assert!(stderr(&o).contains("magic"), "{}", stderr(&o));
+}
