@@ -41,6 +41,7 @@ mod job;
 mod program;
 #[cfg(ane_test)]
 mod sim;
+mod uarray;
 mod vm;
 
 use engine::{Engine, EngineIrq, Mmio, H13};
@@ -194,6 +195,9 @@ pub(crate) struct AneBound<'bound> {
     irq: Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>,
     /// H14: the firmware.
     fw: Option<Arc<fw::Firmware>>,
+    /// H14: keeps the device powered while the coprocessor runs (its power
+    /// domains include the coprocessor's).
+    _awake: Option<ext::pm::PmRef>,
     #[cfg(ane_test)]
     sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
@@ -347,7 +351,10 @@ fn probe_h13<'bound>(
 ) -> Result<AneBound<'bound>> {
     let dev = pdev.as_ref();
     let (mmio, _sim) = engine_mmio(pdev, soc, simulated)?;
-    let engine = Engine::new(H13::new(mmio, JOB_TIMEOUT_MS), soc.recovery)?;
+    let engine = Engine::new(
+        engine::Backend::H13(H13::new(mmio, JOB_TIMEOUT_MS)),
+        soc.recovery,
+    )?;
     let irq = request_completion_irq(pdev, &engine)?;
     #[cfg(ane_test)]
     if let Some(sim) = &_sim {
@@ -378,6 +385,7 @@ fn probe_h13<'bound>(
         irq,
         engine: Some(engine),
         fw: None,
+        _awake: None,
         #[cfg(ane_test)]
         sim: _sim,
         _reg: reg,
@@ -435,7 +443,14 @@ fn probe_h14<'bound>(
     let dev = pdev.as_ref();
     let (regs, vm) = h14_resources(pdev, soc, simulated)?;
     let firmware = fw::Firmware::new(regs, vm.clone())?;
-    let data = ane_data(pdev, soc, simulated, None, Some((firmware.clone(), vm)));
+    let engine = Engine::new(engine::Backend::Fw(firmware.clone()), soc.recovery)?;
+    let data = ane_data(
+        pdev,
+        soc,
+        simulated,
+        Some(engine.clone()),
+        Some((firmware.clone(), vm)),
+    );
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     // Failures are recorded in the firmware state; the device stays bound.
     firmware.start(&drm, dev);
@@ -448,6 +463,8 @@ fn probe_h14<'bound>(
             "the ANE coprocessor runs until reboot: the ane module stays loaded, and a new binding will not restart the firmware\n"
         );
     }
+    let awake = (firmware.state() == uapi::fw_state::RUNNING || firmware.released_hardware())
+        .then(|| drm.pm.hold());
     let reg = match accel::Registration::new(drm) {
         Ok(r) => r,
         Err(e) => {
@@ -471,8 +488,9 @@ fn probe_h14<'bound>(
     Ok(AneBound {
         soc,
         irq: None,
-        engine: None,
+        engine: Some(engine),
         fw: Some(firmware),
+        _awake: awake,
         #[cfg(ane_test)]
         sim: None,
         _reg: reg,

@@ -87,3 +87,9 @@ void ane_glue_dma_mb(void)
 {
 	dma_mb();
 }
+
+/* A usage reference on a device that is active already (probe). */
+void ane_glue_pm_get_noresume(struct device *dev)
+{
+	pm_runtime_get_noresume(dev);
+}

@@ -15,5 +15,6 @@ int ane_glue_pm_force_suspend(struct device *dev);
 int ane_glue_pm_force_resume(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
 void ane_glue_dma_mb(void);
+void ane_glue_pm_get_noresume(struct device *dev);
 
 #endif

@@ -78,6 +78,14 @@ impl Mmio {
     }
 }
 
+/// What runs the jobs.
+pub(crate) enum Backend {
+    /// H13: the host drives the task manager.
+    H13(H13),
+    /// H14: the firmware runs calls.
+    Fw(Arc<crate::fw::Firmware>),
+}
+
 /// How one job ended.
 pub(crate) struct Outcome {
     /// A `uapi::job_status` value.
@@ -244,7 +252,7 @@ pub(crate) struct Engine {
     events: Mutex<Events>,
     #[pin]
     event_cv: CondVar,
-    backend: H13,
+    backend: Backend,
     recovery: Recovery,
     powered: AtomicBool,
     enabled: AtomicBool,
@@ -256,7 +264,7 @@ pub(crate) struct Engine {
 impl Engine {
     /// An engine over `backend` that recovers as `recovery` says; the device
     /// is powered (probe).
-    pub(crate) fn new(backend: H13, recovery: Recovery) -> Result<Arc<Self>> {
+    pub(crate) fn new(backend: Backend, recovery: Recovery) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 sched <- new_mutex!(Sched {
@@ -325,11 +333,14 @@ impl Engine {
         let mut ev = self.events.lock();
         // Never touch the registers of a powered-down engine (its islands
         // are off: reads would wedge the fabric).
+        let Backend::H13(h13) = &self.backend else {
+            return false;
+        };
         if !self.powered.load(Ordering::Acquire) {
             return false;
         }
-        let seen = self.backend.drain_events(tm::JOB_NID);
-        let latched = self.backend.error_latch() != 0;
+        let seen = h13.drain_events(tm::JOB_NID);
+        let latched = h13.error_latch() != 0;
         ev.seen |= seen;
         if seen || latched {
             self.event_cv.notify_all();
@@ -339,13 +350,13 @@ impl Engine {
 
     /// Waits until the started job's completion event, an error latch or the
     /// timeout.
-    fn wait_done(&self) -> Outcome {
+    fn wait_done(&self, h13: &H13) -> Outcome {
         let start = Instant::<Monotonic>::now();
         let irq = self.has_irq();
         loop {
             let mut ev = self.events.lock();
-            ev.seen |= self.backend.drain_events(tm::JOB_NID);
-            let latch = self.backend.error_latch();
+            ev.seen |= h13.drain_events(tm::JOB_NID);
+            let latch = h13.error_latch();
             if latch != 0 {
                 return Outcome {
                     status: job_status::FAULT,
@@ -358,7 +369,7 @@ impl Engine {
                     fault: 0,
                 };
             }
-            if start.elapsed() > self.backend.timeout {
+            if start.elapsed() > h13.timeout {
                 return Outcome {
                     status: job_status::TIMEOUT,
                     fault: 0,
@@ -451,6 +462,10 @@ impl Engine {
     }
 
     fn run_one(&self, job: &Job) -> Outcome {
+        let h13 = match &self.backend {
+            Backend::H13(h) => h,
+            Backend::Fw(fw) => return Self::run_fw(fw, job),
+        };
         if !self.powered.load(Ordering::Acquire) {
             // The job holds a runtime-PM reference, so this means resume
             // failed: nothing can run.
@@ -462,10 +477,10 @@ impl Engine {
         // Probe and resume touch no register: the first job after either
         // enables the task manager.
         if !self.enabled.swap(true, Ordering::AcqRel) {
-            self.backend.enable();
+            h13.enable();
         }
         let space = job.vm().space();
-        if let Err(e) = self.backend.attach(space) {
+        if let Err(e) = h13.attach(space) {
             pr_warn!("cannot attach the job's address space: {:?}\n", e);
             return Outcome {
                 status: job_status::FAULT,
@@ -475,22 +490,40 @@ impl Engine {
         // Events of an earlier job must not complete this one.
         {
             let mut ev = self.events.lock();
-            let _ = self.backend.drain_events(tm::JOB_NID);
+            let _ = h13.drain_events(tm::JOB_NID);
             ev.seen = false;
         }
-        let q = self.backend.start(job);
-        let outcome = self.wait_done();
-        self.backend.finish(q);
-        self.backend.detach(space);
+        let q = h13.start(job);
+        let outcome = self.wait_done(h13);
+        h13.finish(q);
+        h13.detach(space);
         if outcome.status != job_status::DONE {
-            self.recover(job, &outcome);
+            self.recover(h13, job, &outcome);
         }
         outcome
     }
 
+    /// H14: one call through the firmware. A failed call quarantines the
+    /// firmware (it refuses everything after), so there is nothing to
+    /// recover here.
+    fn run_fw(fw: &crate::fw::Firmware, job: &Job) -> Outcome {
+        let Some(p) = job.program().fw else {
+            return Outcome {
+                status: job_status::FAULT,
+                fault: 0,
+            };
+        };
+        // UAPI priorities 0..=2 onto the firmware's 2..=7.
+        let priority = 2 + 2 * job.priority.min(2);
+        Outcome {
+            status: fw.call(&p, priority, &job.io),
+            fault: 0,
+        }
+    }
+
     /// Brings the task manager back after a failed job; marks the engine
     /// wedged if an error latch survives, and aborts the queued jobs then.
-    fn recover(&self, job: &Job, outcome: &Outcome) {
+    fn recover(&self, h13: &H13, job: &Job, outcome: &Outcome) {
         pr_warn!(
             "job {} ended with status {} (fault {:#x}); recovering the task manager\n",
             job.id,
@@ -499,7 +532,7 @@ impl Engine {
         );
         let latch = {
             let _ev = self.events.lock();
-            self.backend.recover()
+            h13.recover()
         };
         if latch == 0 {
             return;

@@ -42,9 +42,11 @@ use crate::gem::{self, Bo};
 use crate::hw::fw::{
     boot::{self, BootError, BufKind, Captured, FwBuf, MemError},
     chman::{ExchangeError, Host},
-    image, msg, regs,
+    image,
+    msg::{self, CallArgs, IoRef, ProgramDigest, SectionRef},
+    regs,
 };
-use crate::hw::uapi::fw_state;
+use crate::hw::uapi::{fw_state, job_status};
 use crate::vm::Vm;
 use crate::AneDriver;
 
@@ -237,7 +239,30 @@ struct State {
     mem: FwMemory,
     /// The coprocessor was released: its memory stays.
     released: bool,
+    /// The DRM device, for allocations while the transport runs (set at
+    /// start, dropped at shutdown: the firmware's BOs refer to it too).
+    dev: Option<ARef<Device<AneDriver>>>,
+    /// Programs loaded into the firmware, by digest.
+    programs: KVec<([u8; 32], FwProgram)>,
+    /// The next call's cookie.
+    next_cookie: u64,
 }
+
+/// A program the firmware has loaded, with its process.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FwProgram {
+    /// ProgramId.
+    pub(crate) program: u32,
+    /// Process id.
+    pub(crate) process: u32,
+}
+
+/// Programs the driver keeps loaded; the firmware's table holds 256, and a
+/// LOAD beyond it fails and quarantines (seed-repos.md §2).
+const MAX_PROGRAMS: usize = 250;
+/// Polls of a PROGRAM_LOAD, PROC_CREATE or CALL reply and of a finish
+/// event: 5 s at [`REPLY_POLL_US`].
+const COMMAND_POLLS: u32 = 100_000;
 
 /// The firmware of one H14 device.
 #[pin_data]
@@ -268,6 +293,9 @@ impl Firmware {
                     host: None,
                     mem: FwMemory { vm, bos: KVec::new() },
                     released: false,
+                    dev: None,
+                    programs: KVec::new(),
+                    next_cookie: 1,
                 }),
                 regs,
             }),
@@ -403,8 +431,162 @@ impl Firmware {
             word
         );
         st.host = Some(host);
+        st.dev = Some(dev.into());
         st.state = fw_state::RUNNING;
         Ok(())
+    }
+
+    /// Runs `f` with the transport, the firmware's memory and registers;
+    /// `EIO` unless the firmware is running. A failed exchange quarantines
+    /// the firmware: it refuses every later command until reboot.
+    fn with_host<T>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&mut Host, &mut Ctx<'_>) -> core::result::Result<T, ExchangeError>,
+    ) -> Result<T> {
+        let mut st = self.state.lock();
+        if st.state != fw_state::RUNNING {
+            return Err(EIO);
+        }
+        let st = &mut *st;
+        let (Some(host), Some(dev)) = (st.host.as_mut(), st.dev.as_ref()) else {
+            return Err(EIO);
+        };
+        let mut ctx = Ctx {
+            dev,
+            regs: &self.regs,
+            mem: &mut st.mem,
+        };
+        match f(host, &mut ctx) {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                pr_err!(
+                    "ANE firmware: {} failed: {:?}; quarantined until reboot\n",
+                    what,
+                    e
+                );
+                st.state = fw_state::QUARANTINED;
+                Err(match e {
+                    ExchangeError::Timeout { .. } | ExchangeError::FinishTimeout { .. } => {
+                        ETIMEDOUT
+                    }
+                    _ => EIO,
+                })
+            }
+        }
+    }
+
+    /// The device-wide address space.
+    pub(crate) fn vm(&self) -> Arc<Vm> {
+        self.state.lock().mem.vm.clone()
+    }
+
+    /// Loads a program given as `(id, copy)` sections (kernel copies in the
+    /// device-wide address space), and creates its process. A program with
+    /// the same digest (ids, sizes and bytes) is loaded once: its ids are
+    /// returned without firmware traffic. The copies of a newly loaded
+    /// program stay with the firmware, which may read them at any time.
+    pub(crate) fn load(&self, sections: KVec<(u32, ARef<Bo>, u64)>) -> Result<FwProgram> {
+        let mut digest = ProgramDigest::new();
+        let mut refs = [SectionRef::default(); msg::MAX_SECTIONS];
+        let mut chunk = [0u8; 256];
+        for (i, (id, bo, size)) in sections.iter().enumerate() {
+            let r = refs.get_mut(i).ok_or(EINVAL)?;
+            *r = SectionRef {
+                id: *id,
+                iova: bo.mapping()?.iova(),
+                size: *size,
+            };
+            digest.section(u64::from(*id), *size).map_err(|_| EINVAL)?;
+            let mut done = 0u64;
+            while done < *size {
+                let n = core::cmp::min(*size - done, chunk.len() as u64) as usize;
+                let c = chunk.get_mut(..n).ok_or(EINVAL)?;
+                gem::read(bo, done, c)?;
+                digest.update(c).map_err(|_| EINVAL)?;
+                done += n as u64;
+            }
+        }
+        let key = digest.finish().map_err(|_| EINVAL)?;
+        let refs = refs.get(..sections.len()).ok_or(EINVAL)?;
+        {
+            let st = self.state.lock();
+            if let Some((_, p)) = st.programs.iter().find(|(k, _)| *k == key) {
+                return Ok(*p);
+            }
+            if st.programs.len() >= MAX_PROGRAMS {
+                return Err(ENOSPC);
+            }
+        }
+        let mut reply = [0u8; msg::PROGRAM_LOAD_LEN];
+        let program = self.with_host("PROGRAM_LOAD", |host, ctx| {
+            let mut cmd = [0u8; msg::PROGRAM_LOAD_LEN];
+            let n = msg::encode_program_load(&mut cmd, refs).map_err(ExchangeError::Msg)?;
+            host.exchange(
+                ctx,
+                cmd.get(..n).unwrap_or(&[]),
+                &mut reply,
+                COMMAND_POLLS,
+                REPLY_POLL_US,
+            )?;
+            msg::program_load_reply(&reply).map_err(ExchangeError::Msg)
+        })?;
+        let process = self.with_host("PROC_CREATE", |host, ctx| {
+            let mut cmd = [0u8; 0x40];
+            let mut reply = [0u8; 0x40];
+            let n = msg::encode_proc_create(&mut cmd, program).map_err(ExchangeError::Msg)?;
+            host.exchange(
+                ctx,
+                cmd.get(..n).unwrap_or(&[]),
+                &mut reply,
+                COMMAND_POLLS,
+                REPLY_POLL_US,
+            )?;
+            msg::proc_create_reply(&reply).map_err(ExchangeError::Msg)
+        })?;
+        let p = FwProgram { program, process };
+        let mut st = self.state.lock();
+        st.programs.push((key, p), GFP_KERNEL)?;
+        for (_, bo, _) in sections {
+            st.mem.bos.push(bo, GFP_KERNEL)?;
+        }
+        Ok(p)
+    }
+
+    /// Runs one call to completion: the job is done only when the
+    /// firmware's finish event for its cookie arrived (the reply and the
+    /// dispatch event only mean it started). A `job_status` value.
+    pub(crate) fn call(&self, p: &FwProgram, priority: u32, io: &[IoRef]) -> u32 {
+        let cookie = {
+            let mut st = self.state.lock();
+            let c = st.next_cookie;
+            st.next_cookie = c.wrapping_add(1).max(1);
+            c
+        };
+        let args = CallArgs {
+            program: p.program,
+            process: p.process,
+            priority,
+            cookie,
+        };
+        let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
+            let mut cmd = [0u8; msg::call_len(msg::MAX_IO)];
+            let mut reply = [0u8; 0x60];
+            let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
+            host.exchange(
+                ctx,
+                cmd.get(..n).unwrap_or(&[]),
+                &mut reply,
+                COMMAND_POLLS,
+                REPLY_POLL_US,
+            )?;
+            host.wait_finish(ctx, cookie, COMMAND_POLLS, REPLY_POLL_US)
+        });
+        match r {
+            Ok(_) => job_status::DONE,
+            Err(e) if e == ETIMEDOUT => job_status::TIMEOUT,
+            Err(_) => job_status::FAULT,
+        }
     }
 
     /// Copies the image's segments into one kernel buffer mapped at the
@@ -477,6 +659,8 @@ impl Firmware {
     pub(crate) fn shutdown(&self, pdev: &kernel::device::Device) {
         let mut st = self.state.lock();
         st.host = None;
+        st.dev = None;
+        st.programs.clear();
         if st.released && !self.regs.simulated() {
             dev_warn!(
                 pdev,

@@ -20,15 +20,16 @@ use kernel::{
     prelude::*,
     sync::{aref::ARef, new_condvar, new_mutex, Arc, CondVar, Mutex},
     time::msecs_to_jiffies,
-    uaccess::UserSlice,
 };
 
 use crate::ext::accel::{Device, File};
 use crate::ext::pm::PmRef;
 use crate::gem::{self, Bo};
+use crate::hw::fw::msg::{IoKind, IoRef};
 use crate::hw::td::{SlotUsage, BAR_SLOTS, SLOT_COMMAND, SLOT_KERNEL};
 use crate::hw::uapi::{self, bind, job_status};
 use crate::program::Program;
+use crate::uarray;
 use crate::vm::Vm;
 use crate::AneDriver;
 
@@ -49,6 +50,8 @@ pub(crate) struct Job {
     pub(crate) priority: u32,
     /// Device address per buffer slot.
     pub(crate) bars: [u64; BAR_SLOTS],
+    /// H14: the call's buffers (empty on H13).
+    pub(crate) io: KVec<IoRef>,
     program: Arc<Program>,
     vm: Arc<Vm>,
     _bos: KVec<ARef<Bo>>,
@@ -113,41 +116,19 @@ impl PinnedDrop for Jobs {
 
 /// Reads the binding array of an EXEC.
 fn read_bindings(args: &uapi::Exec) -> Result<KVec<uapi::Binding>> {
-    let count = args.binding_count as usize;
-    if count == 0 || count > BAR_SLOTS {
-        return Err(EINVAL);
-    }
-    let elem = args.binding_size as usize;
     let ours = core::mem::size_of::<uapi::Binding>();
-    if elem < ours || elem > 4096 {
-        return Err(EINVAL);
-    }
-    let total = count.checked_mul(elem).ok_or(EINVAL)?;
-    let mut raw = KVec::<u8>::with_capacity(total, GFP_KERNEL)?;
-    UserSlice::new(UserPtr::from_addr(args.bindings as usize), total)
-        .reader()
-        .read_all(&mut raw, GFP_KERNEL)?;
+    let count = args.binding_count as usize;
+    let raw = uarray::read(args.bindings, count, BAR_SLOTS, args.binding_size, ours)?;
     let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
-    for chunk in raw.chunks_exact(elem) {
-        let (known, extra) = chunk.split_at(ours);
-        // A newer userspace's extra fields must be zero (unknown = unused).
-        if extra.iter().any(|b| *b != 0) {
-            return Err(EINVAL);
-        }
-        let word = |o: usize| -> Result<u32> {
-            let b = known.get(o..o + 4).ok_or(EINVAL)?;
-            Ok(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        };
-        let dword =
-            |o: usize| -> Result<u64> { Ok(u64::from(word(o)?) | (u64::from(word(o + 4)?) << 32)) };
+    for b in raw.chunks_exact(ours) {
         out.push(
             uapi::Binding {
-                slot: word(0)?,
-                bo_handle: word(4)?,
-                offset: dword(8)?,
-                size: dword(16)?,
-                flags: word(24)?,
-                pad: word(28)?,
+                slot: uarray::u32_at(b, 0)?,
+                bo_handle: uarray::u32_at(b, 4)?,
+                offset: uarray::u64_at(b, 8)?,
+                size: uarray::u64_at(b, 16)?,
+                flags: uarray::u32_at(b, 24)?,
+                pad: uarray::u32_at(b, 28)?,
             },
             GFP_KERNEL,
         )?;
@@ -172,8 +153,15 @@ pub(crate) fn exec(
     let program = f.programs.lock().get(args.program)?;
     let bindings = read_bindings(args)?;
 
-    let summary = &program.summary;
+    if let Some(fw) = dev.firmware() {
+        if fw.state() != uapi::fw_state::RUNNING {
+            return Err(EIO);
+        }
+    }
+    let summary = program.summary.as_ref();
+    let h14 = program.fw.is_some();
     let mut bars = [0u64; BAR_SLOTS];
+    let mut io = KVec::new();
     let mut bound = 0u32;
     let mut bos = KVec::with_capacity(bindings.len(), GFP_KERNEL)?;
     for b in bindings.iter() {
@@ -187,7 +175,35 @@ pub(crate) fn exec(
         if b.pad != 0 || b.flags == 0 || b.flags & !bind::ALL != 0 {
             return Err(EINVAL);
         }
-        let info = summary.slot(slot).ok_or(EINVAL)?;
+        if h14 {
+            // The firmware validates its own programs (their format is not
+            // public); the kernel checks the buffers it hands over.
+            if b.size == 0 || b.offset % BIND_ALIGN != 0 {
+                return Err(EINVAL);
+            }
+            let bo = gem::lookup(file, b.bo_handle)?;
+            let end = b.offset.checked_add(b.size).ok_or(EINVAL)?;
+            if end > bo.size() as u64 {
+                return Err(EINVAL);
+            }
+            io.push(
+                IoRef {
+                    buffer_id: u32::from(slot),
+                    kind: if b.flags & bind::OUT != 0 {
+                        IoKind::Output
+                    } else {
+                        IoKind::Input
+                    },
+                    iova: bo.mapping()?.iova() + b.offset,
+                    size: b.size,
+                },
+                GFP_KERNEL,
+            )?;
+            bound |= 1 << slot;
+            bos.push(bo, GFP_KERNEL)?;
+            continue;
+        }
+        let info = summary.and_then(|s| s.slot(slot)).ok_or(EINVAL)?;
         // Only slots the program uses may be bound, with the direction the
         // program uses them in.
         let usage = info.usage;
@@ -219,7 +235,7 @@ pub(crate) fn exec(
     // Every slot the program touches must be bound (0 and 1 are the
     // program's own).
     let kernel_slots = (1u32 << SLOT_COMMAND) | (1u32 << SLOT_KERNEL);
-    if summary.used().0 & !kernel_slots & !bound != 0 {
+    if summary.is_some_and(|s| s.used().0 & !kernel_slots & !bound != 0) {
         return Err(EINVAL);
     }
     bars[usize::from(SLOT_COMMAND)] = program.stream_iova;
@@ -240,6 +256,7 @@ pub(crate) fn exec(
             owner,
             priority,
             bars,
+            io,
             program,
             vm,
             _bos: bos,

@@ -18,10 +18,13 @@
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc};
 
 use crate::ext::accel::{Device, File};
+use crate::fw::FwProgram;
 use crate::gem::{self, Bo};
+use crate::hw::fw::msg::MAX_SECTIONS;
 use crate::hw::soc::BackendKind;
 use crate::hw::td::{self, ProgramSummary};
 use crate::hw::{tm, uapi};
+use crate::uarray;
 use crate::vm::PAGE_SIZE;
 use crate::AneDriver;
 
@@ -40,10 +43,12 @@ fn stream_offset(td_size: u32) -> u64 {
 
 /// A validated program.
 pub(crate) struct Program {
-    /// The private copy; jobs keep it alive through the program.
-    _bo: ARef<Bo>,
-    /// What the validator found: per-slot usage and minimum sizes.
-    pub(crate) summary: ProgramSummary,
+    /// The private copy; jobs keep it alive through the program (H13).
+    _bo: Option<ARef<Bo>>,
+    /// What the validator found: per-slot usage and minimum sizes (H13).
+    pub(crate) summary: Option<ProgramSummary>,
+    /// H14: the firmware's program and process.
+    pub(crate) fw: Option<FwProgram>,
     /// Bytes per TD.
     pub(crate) td_size: u32,
     /// Number of TDs.
@@ -111,9 +116,8 @@ pub(crate) fn program_create(
                 return Err(EINVAL);
             }
         }
-        // The firmware backend (H14) loads programs by sections; it is not
-        // implemented yet.
-        BackendKind::Firmware => return Err(EOPNOTSUPP),
+        // The firmware backend (H14) loads programs by sections.
+        BackendKind::Firmware => return program_create_fw(dev, args, file),
     }
     if args.size == 0 || args.tsk_size == 0 || args.td_size == 0 || args.td_count == 0 {
         return Err(EINVAL);
@@ -179,17 +183,26 @@ pub(crate) fn program_create(
     let base = bo.mapping()?.iova();
     let program = Arc::new(
         Program {
-            summary,
+            summary: Some(summary),
+            fw: None,
             td_size,
             td_count: args.td_count,
             bootstrap_iova: base,
             stream_iova: base + stream_off,
             weights_iova: base + weights_off,
-            _bo: bo,
+            _bo: Some(bo),
         },
         GFP_KERNEL,
     )?;
+    add(file, program, args)
+}
 
+/// Gives `program` a handle in `file`.
+fn add(
+    file: &File<AneDriver>,
+    program: Arc<Program>,
+    args: &mut uapi::ProgramCreate,
+) -> Result<u32> {
     let inner = file.inner();
     let mut progs = inner.programs.lock();
     if progs.list.len() >= MAX_PROGRAMS_PER_FILE {
@@ -200,6 +213,91 @@ pub(crate) fn program_create(
     progs.list.push((handle, program), GFP_KERNEL)?;
     args.handle = handle;
     Ok(0)
+}
+
+/// Reads the section array of an H14 PROGRAM_CREATE.
+fn read_sections(args: &uapi::ProgramCreate) -> Result<KVec<uapi::Section>> {
+    let ours = core::mem::size_of::<uapi::Section>();
+    let count = args.section_count as usize;
+    let raw = uarray::read(args.sections, count, MAX_SECTIONS, args.section_size, ours)?;
+    let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
+    for b in raw.chunks_exact(ours) {
+        out.push(
+            uapi::Section {
+                id: uarray::u32_at(b, 0)?,
+                flags: uarray::u32_at(b, 4)?,
+                offset: uarray::u64_at(b, 8)?,
+                size: uarray::u64_at(b, 16)?,
+            },
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(out)
+}
+
+/// H14 PROGRAM_CREATE: the program is the sections (ids 1..=9, unique) of
+/// the range; each is copied into a kernel buffer the firmware reads, and
+/// the firmware loads the program (once per distinct content) and creates
+/// its process. The task-descriptor fields must be zero: the firmware's
+/// program format is its own.
+fn program_create_fw(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::ProgramCreate,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    let fw = dev.firmware().ok_or(ENODEV)?;
+    if fw.state() != uapi::fw_state::RUNNING {
+        return Err(EIO);
+    }
+    if args.td_size != 0 || args.td_count != 0 || args.tsk_size != 0 {
+        return Err(EINVAL);
+    }
+    if args.size == 0 {
+        return Err(EINVAL);
+    }
+    if args.size > dev.limits.program_max {
+        return Err(E2BIG);
+    }
+    let src = gem::lookup(file, args.bo_handle)?;
+    let end = args.offset.checked_add(args.size).ok_or(EINVAL)?;
+    if end > src.size() as u64 {
+        return Err(EINVAL);
+    }
+    let sections = read_sections(args)?;
+    let vm = fw.vm();
+    let mut seen = 0u32;
+    let mut copies = KVec::with_capacity(sections.len(), GFP_KERNEL)?;
+    for s in sections.iter() {
+        if !(1..=MAX_SECTIONS as u32).contains(&s.id) || seen & (1 << s.id) != 0 {
+            return Err(EINVAL);
+        }
+        seen |= 1 << s.id;
+        if s.flags != 0 || s.size == 0 {
+            return Err(EINVAL);
+        }
+        let s_end = s.offset.checked_add(s.size).ok_or(EINVAL)?;
+        if s_end > args.size {
+            return Err(EINVAL);
+        }
+        let copy = gem::create_in(dev, &vm, s.size)?;
+        copy_bo(&src, args.offset + s.offset, &copy, 0, s.size)?;
+        copies.push((s.id, copy, s.size), GFP_KERNEL)?;
+    }
+    let loaded = fw.load(copies)?;
+    let program = Arc::new(
+        Program {
+            summary: None,
+            fw: Some(loaded),
+            td_size: 0,
+            td_count: 0,
+            bootstrap_iova: 0,
+            stream_iova: 0,
+            weights_iova: 0,
+            _bo: None,
+        },
+        GFP_KERNEL,
+    )?;
+    add(file, program, args)
 }
 
 /// `DRM_IOCTL_ANE_PROGRAM_DESTROY`. Jobs that use the program keep it alive

@@ -113,6 +113,8 @@ pub(crate) struct Vm {
     #[pin]
     iova: Mutex<IovaAllocator<KVecStore>>,
     space: AddressSpace,
+    /// Mappings start at multiples of this.
+    align: u64,
 }
 
 impl Vm {
@@ -142,6 +144,7 @@ impl Vm {
             pin_init!(Self {
                 iova <- new_mutex!(alloc),
                 space,
+                align,
             }),
             GFP_KERNEL,
         )
@@ -150,7 +153,10 @@ impl Vm {
     /// Maps all of `bo` at a newly allocated address.
     pub(crate) fn map(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
         let size = bo.size() as u64;
-        let iova = self.iova.lock().alloc(size).map_err(|e| match e {
+        // The address range covers whole alignment units; only the BO's
+        // pages are mapped.
+        let span = size.checked_next_multiple_of(self.align).ok_or(E2BIG)?;
+        let iova = self.iova.lock().alloc(span).map_err(|e| match e {
             AllocError::BadSize => EINVAL,
             AllocError::NoSpace => ENOSPC,
             AllocError::Store(e) => e,

@@ -1,4 +1,5 @@
-# The simulated T6021 (M2 Max): the firmware start and its fault matrix.
+# The simulated T6021 (M2 Max): the firmware start and its fault matrix,
+# then programs and calls through the firmware and faults at run time.
 # Each load stages a synthetic Mach-O image (the simulated coprocessor does
 # not run it; the test flavour skips the SHA-256 pin), runs the release
 # contract against the firmware model and a CONFIG_GET. A fault leaves the
@@ -27,4 +28,17 @@ expect 32 failed 9 yes   # BAD_CHANNEL_TABLE
 expect 4 failed 0 no     # STALLED_RING: CONFIG_GET times out
 expect 8 failed 0 no     # ERROR_STATUS: CONFIG_GET answered with an error
 expect 16 running 0 no   # MISSING_FINISH only affects calls
+# The firmware path: compiled fixtures loaded as sections run through
+# PROGRAM_LOAD, PROC_CREATE and CALL (the simulated coprocessor executes
+# them on the H13 engine model) and match the CPU reference.
+modprobe ane sim_soc=0x6021
+ane-ioctl-tests --h14 || fail "h14 suite"
+modprobe -r ane
+# Faults in a running firmware: an error status, a missing finish event,
+# a stalled ring. Each fails the call and quarantines the firmware.
+for f in 8 16 4; do
+	modprobe ane sim_soc=0x6021
+	ane-ioctl-tests --h14-fault "$f" || fail "h14 fault $f"
+	modprobe -r ane
+done
 kmemleak_scan

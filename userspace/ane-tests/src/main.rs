@@ -777,6 +777,146 @@ fn fw_expect(
     Ok(line)
 }
 
+/// One EXEC of the sum fixture on an H14 device (program loaded through
+/// `load_hwx`, which uses sections there); the job's status, or the errno
+/// if EXEC is refused.
+fn h14_run_sum(
+    d: &Device,
+    program: &ane::device::Program<'_>,
+) -> Result<Result<ane::device::JobStatus, Errno>, String> {
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let (_bos, bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
+    let mut a = uapi::Exec {
+        program: program.handle(),
+        binding_count: bindings.len() as u32,
+        bindings: bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    if let Err(e) = raw::exec(d.fd(), &mut a) {
+        return Ok(Err(e));
+    }
+    let st = d
+        .wait(a.job_id, std::time::Duration::from_secs(60))
+        .map_err(|e| e.to_string())?
+        .ok_or("job still pending after 60 s")?;
+    Ok(Ok(st))
+}
+
+/// A malformed H14 section list: name, errno, how to break it.
+type SectionCase = (
+    &'static str,
+    Errno,
+    fn(&mut Vec<uapi::Section>, &mut uapi::ProgramCreate),
+);
+
+/// PROGRAM_CREATE of the sum fixture's stream as sections, changed by `f`.
+fn h14_create_with(
+    d: &Device,
+    f: impl FnOnce(&mut Vec<uapi::Section>, &mut uapi::ProgramCreate),
+) -> Result<(), Errno> {
+    let hwx = fixture("tinygrad_sum.hwx").ok_or(Errno::NOSYS)?;
+    let stream = hwx.task_stream();
+    let mut bo = d.bo_create(stream.len() as u64).map_err(|_| Errno::IO)?;
+    bo.map().map_err(|_| Errno::IO)?[..stream.len()].copy_from_slice(stream);
+    let mut sections = vec![uapi::Section {
+        id: 1,
+        flags: 0,
+        offset: 0,
+        size: stream.len() as u64,
+    }];
+    let mut a = uapi::ProgramCreate {
+        bo_handle: bo.handle(),
+        offset: 0,
+        size: stream.len() as u64,
+        section_size: std::mem::size_of::<uapi::Section>() as u32,
+        ..Default::default()
+    };
+    f(&mut sections, &mut a);
+    a.sections = sections.as_ptr() as u64;
+    if a.section_count == 0 {
+        a.section_count = sections.len() as u32;
+    }
+    raw::program_create(d.fd(), &mut a)?;
+    let mut destroy = uapi::ProgramDestroy {
+        handle: a.handle,
+        pad: 0,
+    };
+    raw::program_destroy(d.fd(), &mut destroy)
+}
+
+/// `--h14`: the firmware path of the simulated T6021: compiled fixtures
+/// loaded as sections run through PROGRAM_LOAD / PROC_CREATE / CALL and
+/// match the CPU reference; the same program loads twice (digest cache);
+/// malformed section lists are refused.
+fn h14_suite() -> TestResult {
+    let d = open()?;
+    check!(
+        param_value(&d, param::FW_STATE)? == uapi::fw_state::RUNNING,
+        "firmware not running"
+    );
+    fixtures_match_reference(&d)?;
+    let p1 = sum_program(&d)?;
+    let p2 = sum_program(&d)?;
+    for p in [&p1, &p2] {
+        let st = h14_run_sum(&d, p)?;
+        check!(st == Ok(ane::device::JobStatus::Done), "sum: {st:?}");
+    }
+    let bad: [SectionCase; 8] = [
+        ("td fields set", Errno::INVAL, |_, a| a.td_size = 0x274),
+        ("no sections", Errno::INVAL, |s, _| s.clear()),
+        ("section id 0", Errno::INVAL, |s, _| s[0].id = 0),
+        ("section id 10", Errno::INVAL, |s, _| s[0].id = 10),
+        ("duplicate id", Errno::INVAL, |s, _| {
+            let dup = s[0];
+            s.push(dup)
+        }),
+        ("section past the range", Errno::INVAL, |s, _| {
+            s[0].size += 1
+        }),
+        ("section flags", Errno::INVAL, |s, _| s[0].flags = 1),
+        ("short section struct", Errno::INVAL, |_, a| {
+            a.section_size = 8
+        }),
+    ];
+    for (name, want, f) in bad {
+        let got = h14_create_with(&d, f);
+        check!(got == Err(want), "{name}: got {got:?}, want {want:?}");
+    }
+    Ok(())
+}
+
+/// `--h14-fault BITS`: a fault injected into the running firmware makes the
+/// next call fail (FAULT or TIMEOUT), quarantines the firmware, and every
+/// later EXEC and PROGRAM_CREATE is refused with EIO.
+fn h14_fault(bits: &str) -> TestResult {
+    let d = open()?;
+    let program = sum_program(&d)?;
+    std::fs::write(format!("{SIM_DEBUGFS}/fw_faults"), bits)
+        .map_err(|e| format!("fw_faults: {e}"))?;
+    let st = h14_run_sum(&d, &program)?;
+    check!(
+        matches!(
+            st,
+            Ok(ane::device::JobStatus::Fault(_)) | Ok(ane::device::JobStatus::Timeout)
+        ),
+        "call under fault {bits}: {st:?}"
+    );
+    let state = param_value(&d, param::FW_STATE)?;
+    check!(
+        state == uapi::fw_state::QUARANTINED,
+        "state after the failed call: {state}"
+    );
+    let st = h14_run_sum(&d, &program)?;
+    check!(st == Err(Errno::IO), "EXEC after quarantine: {st:?}");
+    let r = h14_create_with(&d, |_, _| {});
+    check!(
+        r == Err(Errno::IO),
+        "PROGRAM_CREATE after quarantine: {r:?}"
+    );
+    Ok(())
+}
+
 fn injected_hang_recovers(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     inject("hang", 1)?;
@@ -1383,6 +1523,31 @@ fn main() -> ExitCode {
             }
             Err(e) => {
                 println!("FAIL firmware: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.get(1).map(String::as_str) == Some("--h14") {
+        return match h14_suite() {
+            Ok(()) => {
+                println!("PASS h14: fixtures through the firmware, digest cache, section checks");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("FAIL h14: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
+    if args.get(1).map(String::as_str) == Some("--h14-fault") {
+        let bits = args.get(2).map(String::as_str).unwrap_or("8");
+        return match h14_fault(bits) {
+            Ok(()) => {
+                println!("PASS h14 fault {bits}: call failed, quarantined, EIO after");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                println!("FAIL h14 fault {bits}: {e}");
                 ExitCode::from(1)
             }
         };

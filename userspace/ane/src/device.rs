@@ -495,7 +495,58 @@ impl Device {
         let m = bo.map()?;
         m[..stream.len()].copy_from_slice(stream);
         m[woff as usize..woff as usize + weights.len()].copy_from_slice(weights);
+        if self.query()?.backend == uapi::backend::FIRMWARE {
+            // The firmware takes a program as sections: the task stream
+            // (id 1) and, if any, the weights (id 2).
+            let mut sections = vec![uapi::Section {
+                id: 1,
+                flags: 0,
+                offset: 0,
+                size: tsk,
+            }];
+            if !weights.is_empty() {
+                sections.push(uapi::Section {
+                    id: 2,
+                    flags: 0,
+                    offset: woff,
+                    size: weights.len() as u64,
+                });
+            }
+            return self.program_create_sections(&bo, 0, size, &sections);
+        }
         self.program_create(&bo, 0, size, hwx.td_size(), hwx.td_count(), tsk)
+    }
+
+    /// Hands a program made of `sections` (offsets relative to `offset`)
+    /// in `size` bytes at `offset` of `bo` to the firmware backend (H14).
+    pub fn program_create_sections(
+        &self,
+        bo: &Bo<'_>,
+        offset: u64,
+        size: u64,
+        sections: &[uapi::Section],
+    ) -> Result<Program<'_>> {
+        let mut a = uapi::ProgramCreate {
+            bo_handle: bo.handle,
+            offset,
+            size,
+            sections: sections.as_ptr() as u64,
+            section_count: u32::try_from(sections.len()).map_err(|_| Error::Invalid {
+                field: "section_count",
+                value: sections.len() as u64,
+                reason: "too many sections",
+            })?,
+            section_size: std::mem::size_of::<uapi::Section>() as u32,
+            ..Default::default()
+        };
+        raw::program_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+            source,
+        })?;
+        Ok(Program {
+            dev: self,
+            handle: a.handle,
+        })
     }
 
     /// One BO per tensor of a compiled HWX program, in tensor order, and

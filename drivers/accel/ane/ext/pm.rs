@@ -41,6 +41,7 @@ extern "C" {
     fn ane_glue_pm_force_suspend(dev: *mut bindings::device) -> c_int;
     fn ane_glue_pm_force_resume(dev: *mut bindings::device) -> c_int;
     fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
+    fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
 }
 
 fn raw_dev<Ctx: device::DeviceContext>(dev: &device::Device<Ctx>) -> *mut bindings::device {
@@ -211,6 +212,16 @@ impl RuntimePm {
         Ok(PmRef {
             dev: self.dev.clone(),
         })
+    }
+
+    /// Keeps a device that is active (being probed) from suspending until
+    /// the returned reference is dropped.
+    pub fn hold(&self) -> PmRef {
+        // SAFETY: `dev` is a live device.
+        unsafe { ane_glue_pm_get_noresume(raw_dev(&self.dev)) };
+        PmRef {
+            dev: self.dev.clone(),
+        }
     }
 }
 
