@@ -119,7 +119,16 @@ struct drm_ane_bo_info {
 	__u64 iova;		/* out */
 };
 
-/* One firmware section of an H14 program. H13 programs take none. */
+/*
+ * One firmware section of an H14 program. H13 programs take none; H14
+ * programs are only sections (td_size, td_count and tsk_size must be zero):
+ * 1 to 9 sections with ids 1..9, each once, inside the program range. The
+ * kernel copies them for the firmware, which validates the program itself;
+ * a program whose ids, sizes and bytes equal an earlier one's is not loaded
+ * again. PROGRAM_CREATE and EXEC fail with EIO unless DRM_ANE_PARAM_FW_STATE
+ * is DRM_ANE_FW_RUNNING. On H14 a binding's slot is the program's buffer id,
+ * passed to the firmware with the buffer's address and size.
+ */
 struct drm_ane_section {
 	__u32 id;
 	__u32 flags;		/* must be zero */
