@@ -81,8 +81,8 @@ step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
 # T6001 tables (bad-input table, lifecycle, execution of a real compiled
 # program against the CPU reference, injected hang and error recovery), and
 # unbind with the node held open; kmemleak scans after each.
-suite=load_unload,accel_smoke,ioctl,ioctl_t6001,unbind_open,fw_t6021,probe
-step "qemu x86_64: load/unload, accel node, ioctl suite (T8103, T6001), unbind while open, T6021 firmware start and faults, ane-probe (info, parity, mlp, run, bench)" boot x86_64 "$kdir_x86" "$suite" suite
+suite=load_unload,accel_smoke,ioctl,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,probe
+step "qemu x86_64: load/unload, accel node, ioctl suite (T8103, T6001, T6021), unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" boot x86_64 "$kdir_x86" "$suite" suite
 step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"
 step "guest arm64: test-flavour module + initramfs" guest arm64 "$kdir_arm"
 step "qemu arm64 (16K pages): the same suite" boot arm64 "$kdir_arm" "$suite" suite
