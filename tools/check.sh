@@ -77,10 +77,12 @@ arm_dtb() {
 
 step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
 # One boot per architecture runs the suite: load/unload with no device, the
-# simulated device's node and runtime PM, the ioctl suite on the T8103 and
-# T6001 tables (bad-input table, lifecycle, execution of a real compiled
-# program against the CPU reference, injected hang and error recovery), and
-# unbind with the node held open; kmemleak scans after each.
+# simulated device's node and runtime PM, the ioctl suite on the T8103,
+# T6001 and T6021 tables (bad-input table, lifecycle, execution of real
+# compiled programs against the CPU reference, injected hang and error
+# recovery per SoC), unbind with the node held open, the T6021 firmware
+# start, calls and fault matrix, and ane-probe's commands; kmemleak scans
+# after each.
 suite=load_unload,accel_smoke,ioctl,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,probe
 step "qemu x86_64: load/unload, accel node, ioctl suite (T8103, T6001, T6021), unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" boot x86_64 "$kdir_x86" "$suite" suite
 step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"

@@ -175,46 +175,6 @@ pub(crate) fn exec(
         if b.pad != 0 || b.flags == 0 || b.flags & !bind::ALL != 0 {
             return Err(EINVAL);
         }
-        if h14 {
-            // The firmware validates its own programs (their format is not
-            // public); the kernel checks the buffers it hands over.
-            if b.size == 0 || b.offset % BIND_ALIGN != 0 {
-                return Err(EINVAL);
-            }
-            let bo = gem::lookup(file, b.bo_handle)?;
-            let end = b.offset.checked_add(b.size).ok_or(EINVAL)?;
-            if end > bo.size() as u64 {
-                return Err(EINVAL);
-            }
-            io.push(
-                IoRef {
-                    buffer_id: u32::from(slot),
-                    kind: if b.flags & bind::OUT != 0 {
-                        IoKind::Output
-                    } else {
-                        IoKind::Input
-                    },
-                    iova: bo.mapping()?.iova() + b.offset,
-                    size: b.size,
-                },
-                GFP_KERNEL,
-            )?;
-            bound |= 1 << slot;
-            bos.push(bo, GFP_KERNEL)?;
-            continue;
-        }
-        let info = summary.and_then(|s| s.slot(slot)).ok_or(EINVAL)?;
-        // Only slots the program uses may be bound, with the direction the
-        // program uses them in.
-        let usage = info.usage;
-        if usage.is_empty() {
-            return Err(EINVAL);
-        }
-        let read = usage.contains(SlotUsage::TILE_READ) || usage.contains(SlotUsage::KERNEL_READ);
-        let written = usage.contains(SlotUsage::TILE_WRITE);
-        if read && b.flags & bind::IN == 0 || written && b.flags & bind::OUT == 0 {
-            return Err(EINVAL);
-        }
         if b.size == 0 || b.offset % BIND_ALIGN != 0 {
             return Err(EINVAL);
         }
@@ -223,11 +183,45 @@ pub(crate) fn exec(
         if end > bo.size() as u64 {
             return Err(EINVAL);
         }
-        if b.size < info.min_size {
-            return Err(ENOSPC);
-        }
-        if let Some(bar) = bars.get_mut(usize::from(slot)) {
-            *bar = bo.mapping()?.iova() + b.offset;
+        let iova = bo.mapping()?.iova() + b.offset;
+        if h14 {
+            // The firmware validates its own programs (their format is not
+            // public); the kernel checks the buffers it hands over.
+            let kind = if b.flags & bind::OUT != 0 {
+                IoKind::Output
+            } else {
+                IoKind::Input
+            };
+            let buffer_id = u32::from(slot);
+            io.push(
+                IoRef {
+                    buffer_id,
+                    kind,
+                    iova,
+                    size: b.size,
+                },
+                GFP_KERNEL,
+            )?;
+        } else {
+            let info = summary.and_then(|s| s.slot(slot)).ok_or(EINVAL)?;
+            // Only slots the program uses may be bound, with the direction
+            // the program uses them in, and large enough.
+            let usage = info.usage;
+            if usage.is_empty() {
+                return Err(EINVAL);
+            }
+            let read =
+                usage.contains(SlotUsage::TILE_READ) || usage.contains(SlotUsage::KERNEL_READ);
+            let written = usage.contains(SlotUsage::TILE_WRITE);
+            if read && b.flags & bind::IN == 0 || written && b.flags & bind::OUT == 0 {
+                return Err(EINVAL);
+            }
+            if b.size < info.min_size {
+                return Err(ENOSPC);
+            }
+            if let Some(bar) = bars.get_mut(usize::from(slot)) {
+                *bar = iova;
+            }
         }
         bound |= 1 << slot;
         bos.push(bo, GFP_KERNEL)?;

@@ -16,7 +16,9 @@ expect() {
 	modprobe -r ane
 }
 
-# No firmware file: failed before anything is touched.
+# No firmware file: failed before anything is touched. (An earlier test
+# of this boot may have installed one.)
+rm -f "$fwdir/t602x_ane0_fw_selene_rc4x.macho"
 expect 0 failed 0 no
 ane-ioctl-tests --write-fw-image "$fwdir/t602x_ane0_fw_selene_rc4x.macho"
 expect 0 running 0 no
