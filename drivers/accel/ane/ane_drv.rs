@@ -356,6 +356,12 @@ fn probe_h13<'bound>(
         soc.recovery,
     )?;
     let irq = request_completion_irq(pdev, &engine)?;
+    let data = ane_data(pdev, soc, simulated, Some(engine.clone()), None);
+    let drm = accel::Device::<AneDriver>::new(dev, data)?;
+    let reg = accel::Registration::new(drm)?;
+    // The simulated line refers to the engine and the engine to the
+    // simulator: connected only once nothing can fail any more, and
+    // disconnected at unbind.
     #[cfg(ane_test)]
     if let Some(sim) = &_sim {
         if module_parameters::sim_irq.value() {
@@ -363,9 +369,6 @@ fn probe_h13<'bound>(
             engine.set_irq(true);
         }
     }
-    let data = ane_data(pdev, soc, simulated, Some(engine.clone()), None);
-    let drm = accel::Device::<AneDriver>::new(dev, data)?;
-    let reg = accel::Registration::new(drm)?;
     dev_info!(
         dev,
         "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, completion by {}{}\n",

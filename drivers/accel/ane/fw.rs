@@ -338,8 +338,8 @@ impl Firmware {
     }
 
     /// Starts the firmware (probe). Failures are recorded, not returned:
-    /// the device stays bound in the failed state. `Err` only when the
-    /// device cannot be set up at all.
+    /// the device stays bound in the failed state, which GET_PARAM reports
+    /// with the failed step and the captured registers.
     pub(crate) fn start(&self, dev: &Device<AneDriver>, pdev: &kernel::device::Device) {
         let mut st = self.state.lock();
         let r = self.start_locked(dev, pdev, &mut st);

@@ -421,11 +421,22 @@ fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
     }
 }
 
+/// Rows up to this many bytes take the block paths below: for them a
+/// `memcpy` call per row costs more than the copy itself.
+const SHORT_ROW_BYTES: usize = 512;
+
 /// The inverse of [`tile_impl`]: gathers the data rows, ignores padding.
 fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
     let plane_len = g.rows * g.row;
     if g.row == g.row_stride && plane_len == g.plane_stride {
         dense.copy_from_slice(tiled);
+        return;
+    }
+    if g.row_stride * std::mem::size_of::<T>() <= SHORT_ROW_BYTES
+        && g.plane_stride == g.rows * g.row_stride
+        && g.row > 0
+    {
+        untile_short_rows(g, tiled, dense);
         return;
     }
     for (dst, src) in dense
@@ -443,6 +454,36 @@ fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
                 d.copy_from_slice(&s[..g.row]);
             }
         }
+    }
+}
+
+/// [`untile_impl`] for short rows: each row is moved in whole 64-byte
+/// blocks (fixed-size copies, so no call per row). A row's last block runs
+/// past its end in the tiled row (into padding, still inside the row
+/// stride, a multiple of 64 bytes) and in the dense output into the next
+/// row, which is written right after; rows whose blocks would pass the end
+/// of `dense` are copied exactly. Needs evenly spaced rows
+/// (`plane_stride == rows · row_stride`, true of every layout, since row
+/// strides are 64-byte multiples).
+fn untile_short_rows<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
+    let block = ROW_ALIGN / std::mem::size_of::<T>();
+    let span = g.row.div_ceil(block) * block;
+    let rows = g.planes * g.rows;
+    let fast = if dense.len() >= span {
+        ((dense.len() - span) / g.row + 1).min(rows)
+    } else {
+        0
+    };
+    let mut src_rows = tiled.chunks_exact(g.row_stride);
+    for (r, src) in (&mut src_rows).take(fast).enumerate() {
+        let dst = &mut dense[r * g.row..][..span];
+        for (d, s) in dst.chunks_exact_mut(block).zip(src.chunks_exact(block)) {
+            d.copy_from_slice(s);
+        }
+    }
+    for (r, src) in src_rows.take(rows - fast).enumerate() {
+        let at = (fast + r) * g.row;
+        dense[at..at + g.row].copy_from_slice(&src[..g.row]);
     }
 }
 
