@@ -2,10 +2,11 @@
 
 //! Jobs: one execution of a program with a set of buffer bindings.
 //!
-//! EXEC checks every binding against the program's validated summary (each
-//! slot the program uses is bound, large enough, with the right direction;
-//! nothing else is bound), builds the slot table of device addresses, and
-//! queues the job on the engine. The job holds references to the program and
+//! EXEC checks every binding against its BO and, on H13, against the
+//! program's validated summary (each slot the program uses is bound, large
+//! enough, with the right direction; nothing else is bound), builds the
+//! slot table of device addresses (H13) or the call's buffer list (H14),
+//! and queues the job on the engine. The job holds references to the program and
 //! to every BO it uses, and a runtime-PM reference, until it ends — so
 //! closing handles, destroying the program or closing the file while it runs
 //! frees nothing the engine is using.

@@ -14,6 +14,11 @@
 //! Slot 0 (the task stream) and slot 1 (the weights) of the program's
 //! buffer-slot table point into that private copy; a bootstrap copy of the
 //! first TD, stamped with the job's network id, sits in front of it.
+//!
+//! H14 (T602x) programs are in the firmware's own format: PROGRAM_CREATE
+//! takes them as sections, copies each into a kernel buffer in the
+//! firmware's address space, and has the firmware load the program once per
+//! distinct content ([`crate::fw::Firmware::load`]).
 
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc};
 
