@@ -456,7 +456,7 @@ fn probe_h14<'bound>(
     );
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     // Failures are recorded in the firmware state; the device stays bound.
-    firmware.start(&drm, dev);
+    firmware.start(&drm, dev, module_parameters::rtkit.value());
     if firmware.released_hardware() {
         // The firmware cannot be stopped and restarted without a reboot,
         // and it keeps using the memory this module handed it.
@@ -622,6 +622,10 @@ macro_rules! ane_module {
                 bo_total_mb: u32 {
                     default: 8192,
                     description: "Cap on all buffer objects of a device in MiB (read at bind)",
+                },
+                rtkit: bool {
+                    default: false,
+                    description: "T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
                 },
                 completion_irq: bool {
                     default: true,

@@ -8,8 +8,10 @@
 
 #include <asm/barrier.h>
 #include <linux/device.h>
+#include <linux/of.h>
 #include <linux/pm_domain.h>
 #include <linux/pm_runtime.h>
+#include <linux/soc/apple/rtkit.h>
 
 #include "ane_glue.h"
 
@@ -92,4 +94,62 @@ void ane_glue_dma_mb(void)
 void ane_glue_pm_get_noresume(struct device *dev)
 {
 	pm_runtime_get_noresume(dev);
+}
+
+#if IS_ENABLED(CONFIG_APPLE_RTKIT)
+static void ane_glue_rtkit_crashed(void *cookie, const void *crashlog,
+				   size_t size)
+{
+	dev_err(cookie, "ANE coprocessor crashed (RTKit crash log of %zu bytes)\n",
+		size);
+}
+
+static void ane_glue_rtkit_recv(void *cookie, u8 endpoint, u64 message)
+{
+	dev_dbg(cookie, "RTKit endpoint %u: %#llx\n", endpoint, message);
+}
+
+static const struct apple_rtkit_ops ane_glue_rtkit_ops = {
+	.crashed = ane_glue_rtkit_crashed,
+	.recv_message = ane_glue_rtkit_recv,
+};
+#endif
+
+/*
+ * Optional RTKit management session over the coprocessor's mailbox (the
+ * node's first "mboxes" entry), for firmware that speaks it. The kernel's
+ * apple_rtkit bounds the wait for HELLO (-ETIME after 1 s). On failure
+ * everything is released again, so a mailbox that was started does not
+ * keep interrupting. Returns 0 and the session in @out, or -errno:
+ * -ENODEV without a mailbox, -EOPNOTSUPP without CONFIG_APPLE_RTKIT.
+ */
+int ane_glue_rtkit_boot(struct device *dev, void **out)
+{
+#if IS_ENABLED(CONFIG_APPLE_RTKIT)
+	struct apple_rtkit *rtk;
+	int ret;
+
+	if (!dev->of_node || !of_property_present(dev->of_node, "mboxes"))
+		return -ENODEV;
+	rtk = apple_rtkit_init(dev, dev, NULL, 0, &ane_glue_rtkit_ops);
+	if (IS_ERR(rtk))
+		return PTR_ERR(rtk);
+	ret = apple_rtkit_boot(rtk);
+	if (ret) {
+		apple_rtkit_free(rtk);
+		return ret;
+	}
+	*out = rtk;
+	return 0;
+#else
+	return -EOPNOTSUPP;
+#endif
+}
+
+/* Ends a session of ane_glue_rtkit_boot(). */
+void ane_glue_rtkit_free(void *rtk)
+{
+#if IS_ENABLED(CONFIG_APPLE_RTKIT)
+	apple_rtkit_free(rtk);
+#endif
 }

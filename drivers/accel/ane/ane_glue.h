@@ -16,5 +16,7 @@ int ane_glue_pm_force_resume(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
 void ane_glue_dma_mb(void);
 void ane_glue_pm_get_noresume(struct device *dev);
+int ane_glue_rtkit_boot(struct device *dev, void **out);
+void ane_glue_rtkit_free(void *rtk);
 
 #endif

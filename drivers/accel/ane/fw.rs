@@ -246,6 +246,8 @@ struct State {
     programs: KVec<([u8; 32], FwProgram)>,
     /// The next call's cookie.
     next_cookie: u64,
+    /// The optional RTKit session.
+    rtkit: Option<crate::ext::rtkit::Rtkit>,
 }
 
 /// A program the firmware has loaded, with its process.
@@ -296,6 +298,7 @@ impl Firmware {
                     dev: None,
                     programs: KVec::new(),
                     next_cookie: 1,
+                    rtkit: None,
                 }),
                 regs,
             }),
@@ -340,12 +343,39 @@ impl Firmware {
     /// Starts the firmware (probe). Failures are recorded, not returned:
     /// the device stays bound in the failed state, which GET_PARAM reports
     /// with the failed step and the captured registers.
-    pub(crate) fn start(&self, dev: &Device<AneDriver>, pdev: &kernel::device::Device) {
+    ///
+    /// With `rtkit`, a started firmware is also offered an RTKit session
+    /// over the coprocessor's mailbox (for firmware that speaks it; the
+    /// macOS 13.5 image never said HELLO, seed-repos.md §3.4). Its outcome
+    /// is logged; the channel transport is used either way.
+    pub(crate) fn start(
+        &self,
+        dev: &Device<AneDriver>,
+        pdev: &kernel::device::Device,
+        rtkit: bool,
+    ) {
         let mut st = self.state.lock();
         let r = self.start_locked(dev, pdev, &mut st);
         if let Err(e) = r {
             st.state = fw_state::FAILED;
             dev_err!(pdev, "ANE firmware not started: {}\n", e);
+            return;
+        }
+        if rtkit {
+            match crate::ext::rtkit::Rtkit::boot(pdev) {
+                Ok(r) => {
+                    dev_info!(pdev, "RTKit session with the ANE coprocessor running\n");
+                    st.rtkit = Some(r);
+                }
+                Err(e) if e == ENODEV => {
+                    dev_info!(pdev, "RTKit: the node has no mailbox; channel transport only\n")
+                }
+                Err(e) => dev_warn!(
+                    pdev,
+                    "RTKit: no session ({:?}; ETIME means no HELLO within 1 s); channel transport only\n",
+                    e
+                ),
+            }
         }
     }
 
@@ -658,6 +688,7 @@ impl Firmware {
     /// memory is left allocated until reboot.
     pub(crate) fn shutdown(&self, pdev: &kernel::device::Device) {
         let mut st = self.state.lock();
+        st.rtkit = None;
         st.host = None;
         st.dev = None;
         st.programs.clear();

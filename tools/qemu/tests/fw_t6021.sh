@@ -23,6 +23,12 @@ expect 0 failed 0 no
 ane-ioctl-tests --write-fw-image "$fwdir/t602x_ane0_fw_selene_rc4x.macho"
 expect 0 running 0 no
 dmesg | grep -q "ANE firmware running" || fail "no running message"
+# The optional RTKit session: this node has no mailbox, so the driver says
+# so and keeps the channel transport.
+modprobe ane sim_soc=0x6021 rtkit=1
+ane-ioctl-tests --fw-expect running 0 no || fail "rtkit=1"
+dmesg | grep -q "RTKit: the node has no mailbox; channel transport only" || fail "no RTKit message"
+modprobe -r ane
 expect 64 failed 1 no    # ISLAND_OFF: preflight refuses, no register read
 expect 1 failed 5 yes    # NO_READY
 expect 2 failed 8 yes    # BAD_DONE

@@ -17,6 +17,7 @@
 //! - [`platform`]: module-registered platform devices (the simulator).
 //! - [`pm`]: runtime PM and a platform driver adapter that supplies
 //!   `dev_pm_ops`.
+//! - [`rtkit`]: an RTKit session with a coprocessor (`apple_rtkit`).
 //! - [`time`]: absolute monotonic time for deadlines.
 
 pub mod accel;
@@ -26,4 +27,5 @@ pub mod iommu;
 pub mod module;
 pub mod platform;
 pub mod pm;
+pub mod rtkit;
 pub mod time;
