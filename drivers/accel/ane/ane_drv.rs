@@ -58,14 +58,28 @@ kernel::of_device_table!(
     [
         (of::DeviceId::new(hw::soc::T8103.compatible), SocId::T8103),
         (of::DeviceId::new(hw::soc::T6000.compatible), SocId::T6000),
+    ]
+);
+
+kernel::of_device_table!(
+    FW_OF_TABLE,
+    <AneFwDriver as platform::Driver>::IdInfo,
+    [
         (of::DeviceId::new(hw::soc::T6020.compatible), SocId::T6020),
         (of::DeviceId::new(hw::soc::T6021.compatible), SocId::T6021),
     ]
 );
 
 /// The driver: a platform driver with runtime PM that creates an accel
-/// device per bound ANE.
+/// device per bound ANE. It binds the H13 SoCs; [`AneFwDriver`] the H14
+/// ones, with the same code.
 pub(crate) struct AneDriver;
+
+/// The platform driver of the H14 SoCs (`ane-fw`). Its devices cannot be
+/// unbound or bound through sysfs: a released coprocessor cannot be
+/// restarted without a reboot, so only a module reload (refused once a
+/// real coprocessor was released) would end the binding.
+pub(crate) struct AneFwDriver;
 
 /// Limits from the module parameters, fixed when a device is bound.
 pub(crate) struct Limits {
@@ -500,6 +514,46 @@ fn probe_h14<'bound>(
     })
 }
 
+/// Probe of either driver: the SoC from the match (or the simulator).
+fn probe_any<'bound>(
+    pdev: &'bound platform::Device<Core<'_>>,
+    id: Option<&'bound SocId>,
+) -> Result<AneBound<'bound>> {
+    let dev = pdev.as_ref();
+    let Some((id, simulated)) = probe_soc(pdev, id) else {
+        // Only reachable through a manual bind of a device that matched
+        // no table entry.
+        dev_err!(dev, "no ANE SoC data for this device\n");
+        return Err(ENODEV);
+    };
+    let soc = id.info();
+    // Power first: nothing below may touch the engine before every
+    // island is up.
+    attach_power_domains(pdev, soc, simulated)?;
+    match soc.backend {
+        BackendKind::HostDriven => probe_h13(pdev, soc, simulated),
+        BackendKind::Firmware => probe_h14(pdev, soc, simulated),
+    }
+}
+
+/// Unbind of either driver.
+fn unbind_any(pdev: &platform::Device<Core<'_>>, this: Pin<&AneBound<'_>>) {
+    dev_info!(pdev.as_ref(), "unbinding {:?}\n", this.soc.id);
+    // Queued jobs end as aborted and the running one finishes; after
+    // this no job touches the hardware. The node goes away right after,
+    // when the registration is dropped.
+    if let Some(e) = &this.engine {
+        e.shutdown();
+    }
+    if let Some(f) = &this.fw {
+        f.shutdown(pdev.as_ref());
+    }
+    #[cfg(ane_test)]
+    if let Some(sim) = &this.sim {
+        sim.disconnect_irq();
+    }
+}
+
 impl platform::Driver for AneDriver {
     type IdInfo = SocId;
     type Data<'bound> = AneBound<'bound>;
@@ -509,47 +563,40 @@ impl platform::Driver for AneDriver {
         pdev: &'bound platform::Device<Core<'_>>,
         id: Option<&'bound Self::IdInfo>,
     ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        let dev = pdev.as_ref();
-        let Some((id, simulated)) = probe_soc(pdev, id) else {
-            // Only reachable through a manual bind of a device that matched
-            // no table entry.
-            dev_err!(dev, "no ANE SoC data for this device\n");
-            return Err(ENODEV);
-        };
-        let soc = id.info();
-        // Power first: nothing below may touch the engine before every
-        // island is up.
-        attach_power_domains(pdev, soc, simulated)?;
-        match soc.backend {
-            BackendKind::HostDriven => probe_h13(pdev, soc, simulated),
-            BackendKind::Firmware => probe_h14(pdev, soc, simulated),
-        }
+        probe_any(pdev, id)
     }
 
     fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        dev_info!(pdev.as_ref(), "unbinding {:?}\n", this.soc.id);
-        // Queued jobs end as aborted and the running one finishes; after
-        // this no job touches the hardware. The node goes away right after,
-        // when the registration is dropped.
-        if let Some(e) = &this.engine {
-            e.shutdown();
-        }
-        if let Some(f) = &this.fw {
-            f.shutdown(pdev.as_ref());
-        }
-        #[cfg(ane_test)]
-        if let Some(sim) = &this.sim {
-            sim.disconnect_irq();
-        }
+        unbind_any(pdev, this)
     }
 }
 
-impl PmDriver for AneDriver {
+impl platform::Driver for AneFwDriver {
+    type IdInfo = SocId;
+    type Data<'bound> = AneBound<'bound>;
+    const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&FW_OF_TABLE);
+
+    fn probe<'bound>(
+        pdev: &'bound platform::Device<Core<'_>>,
+        id: Option<&'bound Self::IdInfo>,
+    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
+        probe_any(pdev, id)
+    }
+
+    fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
+        unbind_any(pdev, this)
+    }
+}
+
+/// Runtime PM of either driver.
+struct Pm;
+
+impl Pm {
     fn autosuspend_delay_ms() -> i32 {
         module_parameters::autosuspend_ms.value()
     }
 
-    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
+    fn suspend(data: Pin<&AneBound<'_>>) -> Result {
         pr_debug!("{:?}: runtime suspend\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.suspend();
@@ -565,7 +612,7 @@ impl PmDriver for AneDriver {
         Ok(())
     }
 
-    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
+    fn resume(data: Pin<&AneBound<'_>>) -> Result {
         pr_debug!("{:?}: runtime resume\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.resume();
@@ -574,8 +621,38 @@ impl PmDriver for AneDriver {
     }
 }
 
-/// The module: registers the platform driver (and, in the test flavour, the
-/// simulated device).
+impl PmDriver for AneDriver {
+    fn autosuspend_delay_ms() -> i32 {
+        Pm::autosuspend_delay_ms()
+    }
+
+    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
+        Pm::suspend(data)
+    }
+
+    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
+        Pm::resume(data)
+    }
+}
+
+impl PmDriver for AneFwDriver {
+    const SUPPRESS_BIND_ATTRS: bool = true;
+
+    fn autosuspend_delay_ms() -> i32 {
+        Pm::autosuspend_delay_ms()
+    }
+
+    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
+        Pm::suspend(data)
+    }
+
+    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
+        Pm::resume(data)
+    }
+}
+
+/// The module: registers the platform drivers (and, in the test flavour,
+/// the simulated device).
 #[pin_data]
 struct AneModule {
     // Dropped first: unbinds the simulated device while the driver exists.
@@ -583,6 +660,8 @@ struct AneModule {
     _sim: Option<ext::platform::PlatformDevice>,
     #[pin]
     _driver: kernel::driver::Registration<ext::pm::Adapter<AneDriver>>,
+    #[pin]
+    _fw_driver: kernel::driver::Registration<ext::pm::Adapter<AneFwDriver>>,
 }
 
 impl kernel::InPlaceModule for AneModule {
@@ -594,6 +673,7 @@ impl kernel::InPlaceModule for AneModule {
                 <Self as kernel::ModuleMetadata>::NAME,
                 module,
             ),
+            _fw_driver <- kernel::driver::Registration::new(c"ane-fw", module),
             #[cfg(ane_test)]
             _sim: sim::register(module_parameters::sim_soc.value())?,
         })

@@ -68,7 +68,12 @@ pub(crate) fn register(sim_soc: u32) -> Result<Option<PlatformDevice>> {
         return Err(EINVAL);
     };
     pr_info!("registering a simulated {:?} ANE\n", soc);
-    PlatformDevice::register(c"ane", 0, &(soc as u32).to_ne_bytes()).map(Some)
+    // Bound by name: the H14 driver for firmware SoCs.
+    let name = match soc.info().backend {
+        crate::hw::soc::BackendKind::HostDriven => c"ane",
+        crate::hw::soc::BackendKind::Firmware => c"ane-fw",
+    };
+    PlatformDevice::register(name, 0, &(soc as u32).to_ne_bytes()).map(Some)
 }
 
 /// The simulated engine: a register file with the task manager's map

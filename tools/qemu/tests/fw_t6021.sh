@@ -23,6 +23,13 @@ expect 0 failed 0 no
 ane-ioctl-tests --write-fw-image "$fwdir/t602x_ane0_fw_selene_rc4x.macho"
 expect 0 running 0 no
 dmesg | grep -q "ANE firmware running" || fail "no running message"
+# T602x devices have no sysfs bind/unbind: a released coprocessor cannot
+# be restarted without a reboot.
+modprobe ane sim_soc=0x6021
+[ -L /sys/bus/platform/drivers/ane-fw/ane-fw.0 ] || fail "the simulated T6021 is not bound to ane-fw"
+[ ! -e /sys/bus/platform/drivers/ane-fw/unbind ] || fail "ane-fw offers sysfs unbind"
+[ -e /sys/bus/platform/drivers/ane/unbind ] || fail "ane (H13) lost its sysfs unbind"
+modprobe -r ane
 # The optional RTKit session: this node has no mailbox, so the driver says
 # so and keeps the channel transport.
 modprobe ane sim_soc=0x6021 rtkit=1

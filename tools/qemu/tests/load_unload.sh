@@ -3,6 +3,7 @@
 modprobe ane
 module_loaded || fail "module not loaded"
 [ -d /sys/bus/platform/drivers/ane ] || fail "platform driver 'ane' not registered"
+[ -d /sys/bus/platform/drivers/ane-fw ] || fail "platform driver 'ane-fw' not registered"
 expect_eq "bound devices" "$(bound_count)" 0
 ane-probe info
 ane-probe info --json > /tmp/info.json

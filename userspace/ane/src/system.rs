@@ -416,7 +416,14 @@ pub fn module_state(root: &SysRoot) -> Result<ModuleState, Error> {
         None => read_text(&module.join("srcversion"))?,
     };
     let mut bound = Vec::new();
-    if let Ok(entries) = fs::read_dir(root.path("/sys/bus/platform/drivers/ane")) {
+    // `ane` binds the H13 SoCs, `ane-fw` the H14 ones.
+    for driver in [
+        "/sys/bus/platform/drivers/ane",
+        "/sys/bus/platform/drivers/ane-fw",
+    ] {
+        let Ok(entries) = fs::read_dir(root.path(driver)) else {
+            continue;
+        };
         for e in entries.filter_map(|e| e.ok()) {
             // Bound devices appear as symlinks to the device directory.
             if !e.file_type().map(|t| t.is_symlink()).unwrap_or(false) {

@@ -54,6 +54,10 @@ fn raw_dev<Ctx: device::DeviceContext>(dev: &device::Device<Ctx>) -> *mut bindin
 
 /// A platform driver with runtime PM.
 pub trait PmDriver: platform::Driver + 'static {
+    /// Whether sysfs offers no `bind`/`unbind` for this driver's devices
+    /// (`driver.suppress_bind_attrs`).
+    const SUPPRESS_BIND_ATTRS: bool = false;
+
     /// Autosuspend delay in milliseconds, read when a device is bound.
     fn autosuspend_delay_ms() -> i32;
 
@@ -105,6 +109,7 @@ unsafe impl<T: PmDriver> driver::RegistrationOps for Adapter<T> {
             (*p).driver.pm = &Self::PM_OPS;
             (*p).driver.of_match_table = of_table;
             (*p).driver.acpi_match_table = acpi_table;
+            (*p).driver.suppress_bind_attrs = T::SUPPRESS_BIND_ATTRS;
             (*p).probe = Some(Self::probe_callback);
             (*p).remove = Some(Self::remove_callback);
         }
