@@ -4,7 +4,8 @@
 //! firmware from the user's own copy. The project never redistributes it.
 //!
 //! The image is the `Firmware/ane/t602x_ane0_fw_selene_rc4x.im4p` member of
-//! the macOS 13.5 (22G74) restore image. An `.im4p` is a DER sequence
+//! the macOS 13.5 (22G74) restore image, read straight out of the `.ipsw`
+//! with `--ipsw` ([`crate::ipsw`]). An `.im4p` is a DER sequence
 //! `{ "IM4P", type, description, payload, … }` whose payload is stored
 //! uncompressed for this file, so unwrapping it needs no decompressor. The
 //! payload must be the arm64 Mach-O the driver pins (size, SHA-256, load
@@ -18,12 +19,22 @@ use clap::Args;
 
 use crate::exit::{Error, FAILURE, OK};
 
+/// The firmware's member in the restore image.
+pub const IPSW_MEMBER: &str = "Firmware/ane/t602x_ane0_fw_selene_rc4x.im4p";
+
+/// No ANE firmware member is larger (the pinned payload is about 5 MB).
+const MAX_MEMBER: u64 = 16 << 20;
+
 /// Arguments of `ane-probe firmware`.
 #[derive(Args, Debug)]
 pub struct FirmwareArgs {
-    /// The firmware: the `.im4p` from the restore image, or the unwrapped
-    /// Mach-O.
+    /// The firmware: the restore image itself (with --ipsw), the `.im4p`
+    /// from it, or the unwrapped Mach-O.
     pub file: PathBuf,
+    /// FILE is the macOS 13.5 (22G74) restore image (.ipsw); its member
+    /// Firmware/ane/t602x_ane0_fw_selene_rc4x.im4p is read from it.
+    #[arg(long)]
+    pub ipsw: bool,
     /// Write the checked Mach-O here (for the driver:
     /// /usr/lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho). Only a
     /// pinned image is written, atomically.
@@ -129,11 +140,16 @@ fn hex(d: &[u8]) -> String {
 
 /// Runs `ane-probe firmware`; the exit code.
 pub fn firmware(json: bool, args: &FirmwareArgs) -> Result<u8, Error> {
-    let bytes = std::fs::read(&args.file).map_err(|source| Error::Read {
-        what: "firmware file".into(),
-        path: args.file.clone(),
-        source,
-    })?;
+    let bytes = if args.ipsw {
+        crate::ipsw::read_member(&args.file, IPSW_MEMBER, MAX_MEMBER)
+            .map_err(|e| Error::Firmware(format!("{}: {e}", args.file.display())))?
+    } else {
+        std::fs::read(&args.file).map_err(|source| Error::Read {
+            what: "firmware file".into(),
+            path: args.file.clone(),
+            source,
+        })?
+    };
     let is_im4p = bytes.first() == Some(&0x30);
     let payload = if is_im4p {
         unwrap_im4p(&bytes).map_err(|e| Error::Firmware(format!("{}: {e}", args.file.display())))?

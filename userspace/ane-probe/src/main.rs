@@ -24,8 +24,9 @@
 //! - `mlp [--model] [--in N] [--hidden N] [--out N] [--batch N] [--seed N]`:
 //!   `y = W2·relu(W1·x)` as two built programs chained through one
 //!   resident buffer, graded against the CPU reference ([`ane::mlp`]).
-//! - `firmware FILE [--out PATH]`: checks the user's T6021 firmware (the
-//!   `.im4p` from their macOS 13.5 restore image, or its payload) against
+//! - `firmware [--ipsw] FILE [--out PATH]`: checks the user's T6021
+//!   firmware (their macOS 13.5 restore image with `--ipsw`, the `.im4p`
+//!   member of it, or its payload) against
 //!   the driver's pin and installs it with `--out`; exit 1 when it is not
 //!   the pinned image.
 //!
@@ -49,6 +50,7 @@ mod bench;
 mod common;
 mod exit;
 mod firmware;
+mod ipsw;
 mod mlp;
 mod npy;
 mod parity;
