@@ -369,6 +369,37 @@ impl Geometry {
     }
 }
 
+/// Copies `s` into `d` (equal lengths, at least one 32-byte block) in
+/// fixed 32-byte blocks, the last one overlapping the one before so the
+/// copy ends exactly at the row's end: constant-size copies compile to
+/// plain vector moves, where a copy of the row's own length is a `memcpy`
+/// call per row, which dominates short rows.
+#[inline(always)]
+fn copy_blocks<T: Copy>(d: &mut [T], s: &[T]) {
+    let block = 32 / std::mem::size_of::<T>();
+    let n = d.len();
+    let mut o = 0;
+    while o + block <= n {
+        d[o..o + block].copy_from_slice(&s[o..o + block]);
+        o += block;
+    }
+    if o < n {
+        let o = n - block;
+        d[o..n].copy_from_slice(&s[o..n]);
+    }
+}
+
+/// Copies a row: in blocks when it is short (see [`copy_blocks`]).
+#[inline(always)]
+fn copy_row<T: Copy>(d: &mut [T], s: &[T]) {
+    let bytes = std::mem::size_of_val(d);
+    if (32..=SHORT_ROW_BYTES).contains(&bytes) {
+        copy_blocks(d, s);
+    } else {
+        d.copy_from_slice(s);
+    }
+}
+
 /// Copies dense rows into the strided layout and zeroes every padding
 /// element. `dense.len() == planes·rows·row` and
 /// `tiled.len() == planes·plane_stride` are established by the caller.
@@ -395,6 +426,20 @@ fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
         }
         return;
     }
+    if g.row != g.row_stride && g.plane_stride == g.rows * g.row_stride {
+        // Planes add no padding of their own (row strides are 64-byte
+        // multiples): one pass over all rows.
+        let block = ROW_ALIGN / std::mem::size_of::<T>();
+        for (s, d) in dense
+            .chunks_exact(g.row)
+            .zip(tiled.chunks_exact_mut(g.row_stride))
+        {
+            let start = d.len().saturating_sub(block);
+            d[start..].fill(zero);
+            copy_row(&mut d[..g.row], s);
+        }
+        return;
+    }
     for (src, dst) in dense
         .chunks_exact(plane_len)
         .zip(tiled.chunks_exact_mut(g.plane_stride))
@@ -414,15 +459,15 @@ fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
             {
                 let start = d.len().saturating_sub(block);
                 d[start..].fill(zero);
-                d[..g.row].copy_from_slice(s);
+                copy_row(&mut d[..g.row], s);
             }
         }
         tail.fill(zero);
     }
 }
 
-/// Rows up to this many bytes take the block paths below: for them a
-/// `memcpy` call per row costs more than the copy itself.
+/// Rows up to this many bytes are copied in fixed blocks ([`copy_row`]):
+/// for them a `memcpy` call per row costs more than the copy itself.
 const SHORT_ROW_BYTES: usize = 512;
 
 /// The inverse of [`tile_impl`]: gathers the data rows, ignores padding.
@@ -432,13 +477,16 @@ fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
         dense.copy_from_slice(tiled);
         return;
     }
-    if g.row_stride * std::mem::size_of::<T>() <= SHORT_ROW_BYTES
-        && g.plane_stride == g.rows * g.row_stride
-        && g.row > 0
-    {
-        untile_short_rows(g, tiled, dense);
+    if g.row != g.row_stride && g.plane_stride == g.rows * g.row_stride {
+        for (d, s) in dense
+            .chunks_exact_mut(g.row)
+            .zip(tiled.chunks_exact(g.row_stride))
+        {
+            copy_row(d, &s[..g.row]);
+        }
         return;
     }
+
     for (dst, src) in dense
         .chunks_exact_mut(plane_len)
         .zip(tiled.chunks_exact(g.plane_stride))
@@ -451,39 +499,9 @@ fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
                 .chunks_exact_mut(g.row)
                 .zip(rows.chunks_exact(g.row_stride))
             {
-                d.copy_from_slice(&s[..g.row]);
+                copy_row(d, &s[..g.row]);
             }
         }
-    }
-}
-
-/// [`untile_impl`] for short rows: each row is moved in whole 64-byte
-/// blocks (fixed-size copies, so no call per row). A row's last block runs
-/// past its end in the tiled row (into padding, still inside the row
-/// stride, a multiple of 64 bytes) and in the dense output into the next
-/// row, which is written right after; rows whose blocks would pass the end
-/// of `dense` are copied exactly. Needs evenly spaced rows
-/// (`plane_stride == rows · row_stride`, true of every layout, since row
-/// strides are 64-byte multiples).
-fn untile_short_rows<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
-    let block = ROW_ALIGN / std::mem::size_of::<T>();
-    let span = g.row.div_ceil(block) * block;
-    let rows = g.planes * g.rows;
-    let fast = if dense.len() >= span {
-        ((dense.len() - span) / g.row + 1).min(rows)
-    } else {
-        0
-    };
-    let mut src_rows = tiled.chunks_exact(g.row_stride);
-    for (r, src) in (&mut src_rows).take(fast).enumerate() {
-        let dst = &mut dense[r * g.row..][..span];
-        for (d, s) in dst.chunks_exact_mut(block).zip(src.chunks_exact(block)) {
-            d.copy_from_slice(s);
-        }
-    }
-    for (r, src) in src_rows.take(rows - fast).enumerate() {
-        let at = (fast + r) * g.row;
-        dense[at..at + g.row].copy_from_slice(&src[..g.row]);
     }
 }
 
