@@ -18,7 +18,7 @@ use crate::common::{check_writable, Ctx, JobArgs};
 use crate::exit::Error;
 use crate::program::ProgramFile;
 use crate::progress::{self, Progress};
-use crate::receipt::{self, Receipt, Runs, TensorHash, Verdict};
+use crate::receipt::{self, Header, Receipt, Runs, TensorHash, Verdict};
 use crate::session::{open_device, Session};
 use crate::slots::{self, parse_slot_arg, SlotArg, TensorData};
 use crate::stats::{self, human_ns};
@@ -118,13 +118,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
     let dev = open_device(&ctx.root, args.job.device.as_deref())?;
 
     let mut receipt = Receipt {
-        schema: receipt::SCHEMA,
-        schema_version: receipt::SCHEMA_VERSION,
-        tool: receipt::tool(),
-        timestamp: String::new(),
-        host: receipt::host(),
-        module: receipt::module(&ctx.root),
-        board: receipt::board(&ctx.root),
+        header: Header::new(receipt::SCHEMA, receipt::SCHEMA_VERSION, &ctx.root),
         device: None,
         program: receipt::program_info(&prog),
         inputs: inputs
@@ -210,7 +204,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
     })();
     drop(bar);
     receipt.timings = stats::summarize(&receipt.samples_ns);
-    receipt.timestamp = receipt::now();
+    receipt.header.timestamp = receipt::now();
     match result {
         Ok(()) if receipt.runs.mismatched > 0 => {
             receipt.verdict = Verdict::Mismatch;
@@ -252,13 +246,7 @@ fn print_text(r: &Receipt, path: Option<&std::path::Path>) {
     );
     println!("sha256:   {}", r.program.sha256);
     if let Some(d) = &r.device {
-        println!(
-            "device:   {} ({}, H{}, {})",
-            d.node,
-            d.soc.as_deref().unwrap_or(&d.soc_id),
-            d.generation,
-            d.backend
-        );
+        println!("device:   {d}");
     }
     println!(
         "runs:     {} of {} timed after {} warm-up, seed {}, priority {}",

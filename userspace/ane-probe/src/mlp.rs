@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::common::Ctx;
 use crate::exit::{self, Error};
 use crate::parity::{table, ulp_text, verdict_name, verdict_text};
-use crate::receipt::{self, Board, DeviceInfo, Host, Module, Tool};
+use crate::receipt::{self, DeviceInfo, Header};
 use crate::session::open_device;
 
 fn positive(s: &str) -> Result<usize, String> {
@@ -91,20 +91,9 @@ pub struct LayerRow {
 /// `mlp --json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// 1.
-    pub schema_version: u32,
-    /// This tool.
-    pub tool: Tool,
-    /// When the run ended.
-    pub timestamp: String,
-    /// The host.
-    pub host: Host,
-    /// The kernel module.
-    pub module: Module,
-    /// The board.
-    pub board: Board,
+    /// [`SCHEMA`], version 1, tool, host, when the run ended.
+    #[serde(flatten)]
+    pub header: Header,
     /// `model` or `device`.
     pub executor: String,
     /// The device (absent with `--model`).
@@ -161,13 +150,7 @@ pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
     };
     let pass = result.verdict != Verdict::Fail;
     let report = Report {
-        schema: SCHEMA,
-        schema_version: 1,
-        tool: receipt::tool(),
-        timestamp: receipt::now(),
-        host: receipt::host(),
-        module: receipt::module(&ctx.root),
-        board: receipt::board(&ctx.root),
+        header: Header::new(SCHEMA, 1, &ctx.root),
         executor: executor.into(),
         device,
         shape,
@@ -203,13 +186,7 @@ pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
 
 fn print_text(r: &Report, res: &MlpResult) {
     match &r.device {
-        Some(d) => println!(
-            "executor: device {} ({}, H{}, {})",
-            d.node,
-            d.soc.as_deref().unwrap_or(&d.soc_id),
-            d.generation,
-            d.backend
-        ),
+        Some(d) => println!("executor: device {d}"),
         None => println!("executor: engine model (host)"),
     }
     let s = r.shape;

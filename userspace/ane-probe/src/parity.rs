@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::common::Ctx;
 use crate::exit::{self, Error};
 use crate::progress::{self, Progress};
-use crate::receipt::{self, Board, DeviceInfo, Host, Module, Tool};
+use crate::receipt::{self, DeviceInfo, Header};
 use crate::session::open_device;
 
 /// `parity`'s arguments.
@@ -110,20 +110,9 @@ impl Row {
 /// `parity --json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// 1.
-    pub schema_version: u32,
-    /// This tool.
-    pub tool: Tool,
-    /// When the run ended.
-    pub timestamp: String,
-    /// The host.
-    pub host: Host,
-    /// The kernel module.
-    pub module: Module,
-    /// The board.
-    pub board: Board,
+    /// [`SCHEMA`], version 1, tool, host, when the run ended.
+    #[serde(flatten)]
+    pub header: Header,
     /// `model` or `device`.
     pub executor: String,
     /// The device (absent with `--model`).
@@ -186,13 +175,7 @@ pub fn parity(ctx: &Ctx, args: &ParityArgs) -> Result<u8, Error> {
     let rows: Vec<Row> = results.iter().map(Row::new).collect();
     let failed = results.iter().any(|r| r.verdict == Verdict::Fail);
     let report = Report {
-        schema: SCHEMA,
-        schema_version: 1,
-        tool: receipt::tool(),
-        timestamp: receipt::now(),
-        host: receipt::host(),
-        module: receipt::module(&ctx.root),
-        board: receipt::board(&ctx.root),
+        header: Header::new(SCHEMA, 1, &ctx.root),
         executor: executor.into(),
         device,
         cells: rows,
@@ -241,13 +224,7 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 fn print_table(r: &Report, results: &[CellResult]) {
     match &r.device {
-        Some(d) => println!(
-            "executor: device {} ({}, H{}, {})",
-            d.node,
-            d.soc.as_deref().unwrap_or(&d.soc_id),
-            d.generation,
-            d.backend
-        ),
+        Some(d) => println!("executor: device {d}"),
         None => println!("executor: engine model (host)"),
     }
     let rows: Vec<Vec<String>> = results

@@ -142,6 +142,56 @@ pub struct DeviceInfo {
     pub page_size: u64,
 }
 
+impl std::fmt::Display for DeviceInfo {
+    /// `NODE (SOC, H13, host-driven)`, as the text outputs name a device.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} ({}, H{}, {})",
+            self.node,
+            self.soc.as_deref().unwrap_or(&self.soc_id),
+            self.generation,
+            self.backend
+        )
+    }
+}
+
+/// The fields every JSON report of `bench`, `parity` and `mlp` starts with
+/// (flattened into it: the keys stand at the top level).
+#[derive(Clone, Debug, Serialize)]
+pub struct Header {
+    /// The report's schema name.
+    pub schema: &'static str,
+    /// Its version.
+    pub schema_version: u32,
+    /// This tool.
+    pub tool: Tool,
+    /// When the run ended, RFC 3339 UTC.
+    pub timestamp: String,
+    /// The host.
+    pub host: Host,
+    /// The kernel module.
+    pub module: Module,
+    /// The board.
+    pub board: Board,
+}
+
+impl Header {
+    /// The header of a `schema` report made now, on the machine below
+    /// `root`.
+    pub fn new(schema: &'static str, schema_version: u32, root: &Path) -> Header {
+        Header {
+            schema,
+            schema_version,
+            tool: tool(),
+            timestamp: now(),
+            host: host(),
+            module: module(root),
+            board: board(root),
+        }
+    }
+}
+
 /// Describes an open device from its version and `GET_PARAM`s.
 pub fn device_info(dev: &Device, q: &Query) -> DeviceInfo {
     let v = dev.version();
@@ -266,20 +316,10 @@ pub struct Runs {
 /// The bench receipt.
 #[derive(Clone, Debug, Serialize)]
 pub struct Receipt {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// [`SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// This tool.
-    pub tool: Tool,
-    /// When the bench ended, RFC 3339 UTC.
-    pub timestamp: String,
-    /// The host.
-    pub host: Host,
-    /// The kernel module.
-    pub module: Module,
-    /// The board.
-    pub board: Board,
+    /// [`SCHEMA`], [`SCHEMA_VERSION`], tool, host; the timestamp is when
+    /// the bench ended.
+    #[serde(flatten)]
+    pub header: Header,
     /// The accel device (absent if it could not be queried).
     pub device: Option<DeviceInfo>,
     /// The program.
@@ -386,13 +426,15 @@ mod tests {
         };
         let samples = vec![1000, 1200, 1100];
         Receipt {
-            schema: SCHEMA,
-            schema_version: SCHEMA_VERSION,
-            tool: tool(),
-            timestamp: rfc3339(0),
-            host: host(),
-            module: Module::default(),
-            board: Board::default(),
+            header: Header {
+                schema: SCHEMA,
+                schema_version: SCHEMA_VERSION,
+                tool: tool(),
+                timestamp: rfc3339(0),
+                host: host(),
+                module: Module::default(),
+                board: Board::default(),
+            },
             device: Some(DeviceInfo {
                 node: "/dev/accel/accel0".into(),
                 driver_version: "1.0.0".into(),

@@ -289,13 +289,7 @@ fn print_text(r: &RunReport) {
     );
     println!("sha256:   {}", r.program.sha256);
     if let Some(d) = &r.device {
-        println!(
-            "device:   {} ({}, H{}, {})",
-            d.node,
-            d.soc.as_deref().unwrap_or(&d.soc_id),
-            d.generation,
-            d.backend
-        );
+        println!("device:   {d}");
     }
     for (kind, list) in [("input ", &r.inputs), ("output", &r.outputs)] {
         for t in list {
