@@ -473,31 +473,47 @@ impl Device {
             tsk_size,
             ..Default::default()
         };
-        raw::program_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
-            ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
-            source,
-        })?;
-        Ok(Program {
-            dev: self,
-            handle: a.handle,
-        })
+        self.create_program(&mut a)
     }
 
     /// Loads a compiled HWX program: its task stream and weights are laid
     /// out in a staging BO the way the kernel expects, then handed over.
     pub fn load_hwx(&self, hwx: &crate::hwx::Hwx) -> Result<Program<'_>> {
-        let stream = hwx.task_stream();
+        self.load_stream(
+            hwx.task_stream(),
+            hwx.weights(),
+            hwx.td_size(),
+            hwx.td_count(),
+        )
+    }
+
+    /// Stages a task stream and its weights in a BO the way the kernel
+    /// expects (weights at `round_up(tsk_size, 16)`) and creates the
+    /// program: as TDs on the host-driven backend (H13), as sections on
+    /// the firmware backend (H14: the stream is section 1, the weights, if
+    /// any, section 2).
+    fn load_stream(
+        &self,
+        stream: &[u8],
+        weights: &[u8],
+        td_size: u32,
+        td_count: u32,
+    ) -> Result<Program<'_>> {
         let tsk = stream.len() as u64;
         let woff = tsk.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
-        let weights = hwx.weights();
         let size = woff + weights.len() as u64;
-        let mut bo = self.bo_create(size)?;
+        let mut bo = self.bo_create(size.max(1))?;
         let m = bo.map()?;
+        if (m.len() as u64) < size {
+            return Err(Error::Invalid {
+                field: "size",
+                value: size,
+                reason: "the staging BO is smaller than the program",
+            });
+        }
         m[..stream.len()].copy_from_slice(stream);
         m[woff as usize..woff as usize + weights.len()].copy_from_slice(weights);
-        if self.query()?.backend == uapi::backend::FIRMWARE {
-            // The firmware takes a program as sections: the task stream
-            // (id 1) and, if any, the weights (id 2).
+        if self.get_param(uapi::param::BACKEND)? == uapi::backend::FIRMWARE {
             let mut sections = vec![uapi::Section {
                 id: 1,
                 flags: 0,
@@ -514,7 +530,19 @@ impl Device {
             }
             return self.program_create_sections(&bo, 0, size, &sections);
         }
-        self.program_create(&bo, 0, size, hwx.td_size(), hwx.td_count(), tsk)
+        self.program_create(&bo, 0, size, td_size, td_count, tsk)
+    }
+
+    /// PROGRAM_CREATE with `a`, whose handle the returned program owns.
+    fn create_program(&self, a: &mut uapi::ProgramCreate) -> Result<Program<'_>> {
+        raw::program_create(&self.fd, a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+            source,
+        })?;
+        Ok(Program {
+            dev: self,
+            handle: a.handle,
+        })
     }
 
     /// Hands a program made of `sections` (offsets relative to `offset`)
@@ -539,14 +567,7 @@ impl Device {
             section_size: std::mem::size_of::<uapi::Section>() as u32,
             ..Default::default()
         };
-        raw::program_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
-            ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
-            source,
-        })?;
-        Ok(Program {
-            dev: self,
-            handle: a.handle,
-        })
+        self.create_program(&mut a)
     }
 
     /// One BO per tensor of a compiled HWX program, in tensor order, and
@@ -730,18 +751,7 @@ impl Device {
     /// weights are laid out in a staging BO as [`Device::load_hwx`] does
     /// (weights at `round_up(tsk_size, 16)`), then handed over.
     pub fn load_program(&self, p: &crate::builder::Program) -> Result<Program<'_>> {
-        let image = p.image();
-        let size = image.len() as u64;
-        let mut bo = self.bo_create(size.max(1))?;
-        let m = bo.map()?;
-        m.get_mut(..image.len())
-            .ok_or(Error::Invalid {
-                field: "size",
-                value: size,
-                reason: "the staging BO is smaller than the program",
-            })?
-            .copy_from_slice(&image);
-        self.program_create(&bo, 0, size, p.td_size, p.td_count, p.tsk_size())
+        self.load_stream(&p.tsk, &p.weights, p.td_size, p.td_count)
     }
 
     /// One BO per tensor slot of a built program, in [`crate::builder::Program::tensors`]
@@ -752,23 +762,11 @@ impl Device {
         &self,
         p: &crate::builder::Program,
     ) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
-        use crate::builder::Direction;
         let mut bos = Vec::new();
         let mut bindings = Vec::new();
         for t in &p.tensors {
             let bo = self.bo_create(t.buffer_size)?;
-            bindings.push(uapi::Binding {
-                slot: t.slot,
-                bo_handle: bo.handle(),
-                offset: 0,
-                size: t.buffer_size,
-                flags: match t.direction {
-                    Direction::In => uapi::bind::IN,
-                    Direction::Out => uapi::bind::OUT,
-                    Direction::Scratch => uapi::bind::IN | uapi::bind::OUT,
-                },
-                pad: 0,
-            });
+            bindings.push(tensor_binding(t, &bo));
             bos.push(bo);
         }
         Ok((bos, bindings))
