@@ -1100,6 +1100,18 @@ const BAD_INPUTS: &[Case] = &[
     ("get_param: param = u32::MAX", Errno::INVAL, |d| {
         get_param(d, u32::MAX, 0)
     }),
+    // Every table the suite runs has no failed firmware start: nothing was
+    // captured (fw_t6021 checks the captured values after a failure).
+    (
+        "get_param: FW_CAPTURE0 with nothing captured",
+        Errno::INVAL,
+        |d| get_param(d, param::FW_CAPTURE0, 0),
+    ),
+    (
+        "get_param: last FW_CAPTURE with nothing captured",
+        Errno::INVAL,
+        |d| get_param(d, param::FW_CAPTURE0 + param::FW_CAPTURE_COUNT - 1, 0),
+    ),
     ("bo_create: size 0", Errno::INVAL, |d| bo_create(d, 0, 0)),
     ("bo_create: unknown flag bit 0", Errno::INVAL, |d| {
         bo_create(d, 4096, 1)
