@@ -20,7 +20,10 @@
 //!
 //! [`Shape`] is a validated shape; [`Layout`] its strides and sizes;
 //! [`tile`] / [`untile`] (and the byte versions) convert between a dense
-//! NCHW array and the strided layout with one slice copy per row.
+//! NCHW array and the strided layout: one copy when the layout has no
+//! padding, else one copy per row (short rows in fixed 32-byte blocks, on
+//! x86-64 with AVX2 when the CPU has it). `cargo bench -p ane` measures
+//! them against `memcpy` of the same bytes.
 
 use std::fmt;
 
@@ -389,20 +392,73 @@ fn copy_blocks<T: Copy>(d: &mut [T], s: &[T]) {
     }
 }
 
-/// Copies a row: in blocks when it is short (see [`copy_blocks`]).
+/// Whether rows of `row` elements of `T` are copied in blocks (see
+/// [`copy_blocks`]).
+fn is_short_row<T>(row: usize) -> bool {
+    (32..=SHORT_ROW_BYTES).contains(&(row * std::mem::size_of::<T>()))
+}
+
+/// Writes rows of `row` elements from `dense` into consecutive strides of
+/// `row_stride` elements of `tiled`, zeroing each row's padding. The choice
+/// of row copy is made once, outside the loop, so the loop body is only
+/// the copy.
 #[inline(always)]
-fn copy_row<T: Copy>(d: &mut [T], s: &[T]) {
-    let bytes = std::mem::size_of_val(d);
-    if (32..=SHORT_ROW_BYTES).contains(&bytes) {
-        copy_blocks(d, s);
+fn tile_row_pass<T: Copy>(row: usize, row_stride: usize, dense: &[T], tiled: &mut [T], zero: T) {
+    let pairs = dense
+        .chunks_exact(row)
+        .zip(tiled.chunks_exact_mut(row_stride));
+    if is_short_row::<T>(row) {
+        for (s, d) in pairs {
+            zero_row_tail(d, zero);
+            copy_blocks(&mut d[..row], s);
+        }
     } else {
-        d.copy_from_slice(s);
+        for (s, d) in pairs {
+            zero_row_tail(d, zero);
+            d[..row].copy_from_slice(s);
+        }
+    }
+}
+
+/// The inverse of [`tile_row_pass`]: gathers rows, skips padding.
+#[inline(always)]
+fn untile_row_pass<T: Copy>(row: usize, row_stride: usize, tiled: &[T], dense: &mut [T]) {
+    let pairs = dense
+        .chunks_exact_mut(row)
+        .zip(tiled.chunks_exact(row_stride));
+    if is_short_row::<T>(row) {
+        for (d, s) in pairs {
+            copy_blocks(d, &s[..row]);
+        }
+    } else {
+        for (d, s) in pairs {
+            d.copy_from_slice(&s[..row]);
+        }
+    }
+}
+
+/// Zeroes the last 64 bytes of the strided row `d`, ahead of the row's data
+/// being copied over its start. Row padding is shorter than 64 bytes and a
+/// row stride at least 64 bytes, so this covers the padding with one
+/// fixed-size store, where a fill of the padding's own length is a `memset`
+/// call per row.
+#[inline(always)]
+fn zero_row_tail<T: Copy>(d: &mut [T], zero: T) {
+    let block = ROW_ALIGN / std::mem::size_of::<T>();
+    let start = d.len().saturating_sub(block);
+    match d.get_mut(start..start + block) {
+        Some(tail) => tail.fill(zero),
+        None => d.fill(zero),
     }
 }
 
 /// Copies dense rows into the strided layout and zeroes every padding
 /// element. `dense.len() == planes·rows·row` and
 /// `tiled.len() == planes·plane_stride` are established by the caller.
+///
+/// Always inlined, so that [`tile_rows`] can compile it a second time with
+/// wider vectors.
+#[inline(always)]
 fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
     let plane_len = g.rows * g.row;
     if g.row == g.row_stride && plane_len == g.plane_stride {
@@ -429,15 +485,7 @@ fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
     if g.row != g.row_stride && g.plane_stride == g.rows * g.row_stride {
         // Planes add no padding of their own (row strides are 64-byte
         // multiples): one pass over all rows.
-        let block = ROW_ALIGN / std::mem::size_of::<T>();
-        for (s, d) in dense
-            .chunks_exact(g.row)
-            .zip(tiled.chunks_exact_mut(g.row_stride))
-        {
-            let start = d.len().saturating_sub(block);
-            d[start..].fill(zero);
-            copy_row(&mut d[..g.row], s);
-        }
+        tile_row_pass(g.row, g.row_stride, dense, tiled, zero);
         return;
     }
     for (src, dst) in dense
@@ -448,29 +496,18 @@ fn tile_impl<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
         if g.row == g.row_stride {
             rows.copy_from_slice(src);
         } else {
-            // Row padding is shorter than 64 bytes and a row stride at
-            // least 64 bytes, so zeroing each row's last 64 bytes (a
-            // fixed-size store) and then copying the data over them covers
-            // the padding without a variable-length fill per row.
-            let block = ROW_ALIGN / std::mem::size_of::<T>();
-            for (s, d) in src
-                .chunks_exact(g.row)
-                .zip(rows.chunks_exact_mut(g.row_stride))
-            {
-                let start = d.len().saturating_sub(block);
-                d[start..].fill(zero);
-                copy_row(&mut d[..g.row], s);
-            }
+            tile_row_pass(g.row, g.row_stride, src, rows, zero);
         }
         tail.fill(zero);
     }
 }
 
-/// Rows up to this many bytes are copied in fixed blocks ([`copy_row`]):
+/// Rows up to this many bytes are copied in fixed blocks ([`copy_blocks`]):
 /// for them a `memcpy` call per row costs more than the copy itself.
 const SHORT_ROW_BYTES: usize = 512;
 
 /// The inverse of [`tile_impl`]: gathers the data rows, ignores padding.
+#[inline(always)]
 fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
     let plane_len = g.rows * g.row;
     if g.row == g.row_stride && plane_len == g.plane_stride {
@@ -478,12 +515,7 @@ fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
         return;
     }
     if g.row != g.row_stride && g.plane_stride == g.rows * g.row_stride {
-        for (d, s) in dense
-            .chunks_exact_mut(g.row)
-            .zip(tiled.chunks_exact(g.row_stride))
-        {
-            copy_row(d, &s[..g.row]);
-        }
+        untile_row_pass(g.row, g.row_stride, tiled, dense);
         return;
     }
 
@@ -495,14 +527,63 @@ fn untile_impl<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
         if g.row == g.row_stride {
             dst.copy_from_slice(rows);
         } else {
-            for (d, s) in dst
-                .chunks_exact_mut(g.row)
-                .zip(rows.chunks_exact(g.row_stride))
-            {
-                copy_row(d, &s[..g.row]);
-            }
+            untile_row_pass(g.row, g.row_stride, rows, dst);
         }
     }
+}
+
+/// Runs [`tile_impl`] with the widest vectors the CPU has.
+///
+/// The fixed 32-byte blocks of [`copy_blocks`] are two 16-byte moves on the
+/// x86-64 baseline (SSE2), while the C library's `memcpy` picks AVX2 or
+/// string moves at run time; a row kernel limited to SSE2 spends twice the
+/// stores per short row. Measured on a Zen 4 for 154-byte rows: tile 0.6×
+/// and untile 0.67× `memcpy` with SSE2, both 0.8× with AVX2, which is the
+/// share of the tiled rows that is data. On AArch64 the baseline (NEON) is
+/// already what `memcpy` uses.
+fn tile_rows<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked above), the only
+        // requirement of `tile_avx2`.
+        unsafe { tile_avx2(g, dense, tiled, zero) };
+        return;
+    }
+    tile_impl(g, dense, tiled, zero);
+}
+
+/// Runs [`untile_impl`] with the widest vectors the CPU has (see
+/// [`tile_rows`]).
+fn untile_rows<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: as in `tile_rows`.
+        unsafe { untile_avx2(g, tiled, dense) };
+        return;
+    }
+    untile_impl(g, tiled, dense);
+}
+
+/// [`tile_impl`] compiled with AVX2.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_avx2<T: Copy>(g: &Geometry, dense: &[T], tiled: &mut [T], zero: T) {
+    tile_impl(g, dense, tiled, zero);
+}
+
+/// [`untile_impl`] compiled with AVX2.
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn untile_avx2<T: Copy>(g: &Geometry, tiled: &[T], dense: &mut [T]) {
+    untile_impl(g, tiled, dense);
 }
 
 fn check_lengths(
@@ -542,7 +623,7 @@ pub fn tile<T: Element>(shape: &Shape, dense: &[T], tiled: &mut [T]) -> Result<(
     let layout = shape.layout();
     check_lengths(&layout, dense.len(), tiled.len(), ELEMENT_BYTES)?;
     let g = Geometry::new(&layout, ELEMENT_BYTES);
-    tile_impl(&g, dense, &mut tiled[..g.planes * g.plane_stride], T::ZERO);
+    tile_rows(&g, dense, &mut tiled[..g.planes * g.plane_stride], T::ZERO);
     Ok(())
 }
 
@@ -552,7 +633,7 @@ pub fn untile<T: Element>(shape: &Shape, tiled: &[T], dense: &mut [T]) -> Result
     let layout = shape.layout();
     check_lengths(&layout, dense.len(), tiled.len(), ELEMENT_BYTES)?;
     let g = Geometry::new(&layout, ELEMENT_BYTES);
-    untile_impl(&g, &tiled[..g.planes * g.plane_stride], dense);
+    untile_rows(&g, &tiled[..g.planes * g.plane_stride], dense);
     Ok(())
 }
 
@@ -562,7 +643,7 @@ pub fn tile_bytes(shape: &Shape, dense: &[u8], tiled: &mut [u8]) -> Result<(), T
     let layout = shape.layout();
     check_lengths(&layout, dense.len(), tiled.len(), 1)?;
     let g = Geometry::new(&layout, 1);
-    tile_impl(&g, dense, &mut tiled[..g.planes * g.plane_stride], 0);
+    tile_rows(&g, dense, &mut tiled[..g.planes * g.plane_stride], 0);
     Ok(())
 }
 
@@ -571,7 +652,7 @@ pub fn untile_bytes(shape: &Shape, tiled: &[u8], dense: &mut [u8]) -> Result<(),
     let layout = shape.layout();
     check_lengths(&layout, dense.len(), tiled.len(), 1)?;
     let g = Geometry::new(&layout, 1);
-    untile_impl(&g, &tiled[..g.planes * g.plane_stride], dense);
+    untile_rows(&g, &tiled[..g.planes * g.plane_stride], dense);
     Ok(())
 }
 
@@ -734,6 +815,13 @@ mod tests {
             (1, 16400, 1, 1),
             (1, 2, 64, 48),
             (4, 7, 9, 11),
+            // Row lengths at the edges of the block copy (`is_short_row`):
+            // 30, 32, 34, 512 and 514 bytes.
+            (1, 1, 4, 15),
+            (1, 2, 3, 16),
+            (2, 1, 3, 17),
+            (1, 2, 2, 256),
+            (1, 1, 2, 257),
         ] {
             v.push(shape(n, c, h, w));
         }
@@ -758,6 +846,24 @@ mod tests {
             untile(&s, &tiled, &mut back).unwrap();
             assert_eq!(back, dense, "{s}");
             assert_eq!(untile_to_vec(&s, &expected).unwrap(), dense, "{s}");
+        }
+    }
+
+    /// `tile`/`untile` run the kernels compiled for the widest vectors the
+    /// CPU has; the portable build of the same kernels must agree, since it
+    /// is what runs where that detection says no.
+    #[test]
+    fn portable_kernels_match_naive() {
+        for s in shapes() {
+            let layout = s.layout();
+            let g = Geometry::new(&layout, ELEMENT_BYTES);
+            let dense = pattern(s.elements());
+            let mut tiled = vec![0xFFFFu16; layout.tiled_bytes() / 2];
+            tile_impl(&g, &dense, &mut tiled, 0);
+            assert_eq!(tiled, naive_tile(&s, &dense)[..tiled.len()], "{s}");
+            let mut back = vec![0u16; s.elements()];
+            untile_impl(&g, &tiled, &mut back);
+            assert_eq!(back, dense, "{s}");
         }
     }
 
