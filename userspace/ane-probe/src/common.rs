@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
-//! Options and steps `run` and `bench` share.
+//! Options and steps the commands share: `run` and `bench` submit a
+//! program ([`JobArgs`]); `parity` and `mlp` check on a device or the host
+//! engine model ([`TargetArgs`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ane::device::Device;
 use ane::hw::uapi;
 use clap::{Args, ValueEnum};
 
 use crate::exit::Error;
+use crate::receipt::{self, DeviceInfo};
+use crate::session::open_device;
 
 /// Global options every command sees.
 pub struct Ctx {
@@ -71,6 +76,36 @@ impl JobArgs {
     /// `--timeout-ms` as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// Where `parity` and `mlp` run: the host engine model or a device.
+#[derive(Args, Debug)]
+pub struct TargetArgs {
+    /// Run on the host engine model instead of a device (works anywhere).
+    #[arg(long)]
+    pub model: bool,
+    /// Accel node to use [default: the first node of the ane driver].
+    #[arg(long, value_name = "NODE", conflicts_with = "model")]
+    pub device: Option<PathBuf>,
+    /// How long to wait for each job.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    pub timeout_ms: u64,
+}
+
+impl TargetArgs {
+    /// `--timeout-ms` as a duration.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    /// Opens the device (`--device`, or the first node of the driver) and
+    /// describes it for the report.
+    pub fn open(&self, ctx: &Ctx) -> Result<(Device, DeviceInfo), Error> {
+        let dev = open_device(&ctx.root, self.device.as_deref())?;
+        let info = receipt::device_info(&dev, &dev.query()?);
+        Ok((dev, info))
     }
 }
 

@@ -7,19 +7,15 @@
 //! and for the bound (hidden layer within 2 ulp, output within the hidden
 //! layer's error propagated through `W2` plus 3 ulp).
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use ane::mlp::{self, DeviceMlp, Mlp, MlpResult, MlpShape, ModelMlp};
 use ane::parity::{Rng, Verdict};
 use clap::Args;
 use serde::Serialize;
 
-use crate::common::Ctx;
+use crate::common::{Ctx, TargetArgs};
 use crate::exit::{self, Error};
 use crate::parity::{table, ulp_text, verdict_name, verdict_text};
-use crate::receipt::{self, DeviceInfo, Header};
-use crate::session::open_device;
+use crate::receipt::{DeviceInfo, Header};
 
 fn positive(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
@@ -32,9 +28,8 @@ fn positive(s: &str) -> Result<usize, String> {
 /// `mlp`'s arguments.
 #[derive(Args, Debug)]
 pub struct MlpArgs {
-    /// Run on the host engine model instead of a device (works anywhere).
-    #[arg(long)]
-    model: bool,
+    #[command(flatten)]
+    target: TargetArgs,
     /// Input features.
     #[arg(long = "in", value_name = "N", default_value_t = MlpShape::DEFAULT.in_features,
           value_parser = positive)]
@@ -54,13 +49,6 @@ pub struct MlpArgs {
     /// Seed of the weights and the input.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
-    /// Accel node to use [default: the first node of the ane driver].
-    #[arg(long, value_name = "NODE", conflicts_with = "model")]
-    device: Option<PathBuf>,
-    /// How long to wait for each job.
-    #[arg(long, value_name = "N", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    timeout_ms: u64,
 }
 
 /// The `schema` of `mlp --json`.
@@ -123,19 +111,17 @@ pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
     let mut rng = Rng::new(args.seed);
     let net = Mlp::random(shape, &mut rng)?;
     let x = net.input(&mut rng);
-    let (executor, device, result) = if args.model {
+    let (executor, device, result) = if args.target.model {
         (
             "model",
             None,
             mlp::run_mlp(&net, &x, &mut ModelMlp::new(&net)),
         )
     } else {
-        let dev = open_device(&ctx.root, args.device.as_deref())?;
-        let q = dev.query()?;
-        let info = receipt::device_info(&dev, &q);
+        let (dev, info) = args.target.open(ctx)?;
         let result = match DeviceMlp::load(&dev, &net) {
             Ok(mut runner) => {
-                runner.timeout = Duration::from_millis(args.timeout_ms);
+                runner.timeout = args.target.timeout();
                 mlp::run_mlp(&net, &x, &mut runner)
             }
             Err(e) => MlpResult {

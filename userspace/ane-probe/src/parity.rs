@@ -10,35 +10,23 @@
 //! fails a job), 2 without a device (and no `--model`) or for an unknown
 //! cell name.
 
-use std::path::PathBuf;
-use std::time::Duration;
-
 use ane::parity::{self, Cell, CellResult, DeviceExecutor, Executor, ModelExecutor, Verdict};
 use clap::Args;
 use serde::Serialize;
 
-use crate::common::Ctx;
+use crate::common::{Ctx, TargetArgs};
 use crate::exit::{self, Error};
 use crate::progress::{self, Progress};
-use crate::receipt::{self, DeviceInfo, Header};
-use crate::session::open_device;
+use crate::receipt::{DeviceInfo, Header};
 
 /// `parity`'s arguments.
 #[derive(Args, Debug)]
 pub struct ParityArgs {
-    /// Run on the host engine model instead of a device (works anywhere).
-    #[arg(long)]
-    model: bool,
+    #[command(flatten)]
+    target: TargetArgs,
     /// Only these cells, comma-separated [default: all].
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
     cells: Vec<String>,
-    /// Accel node to use [default: the first node of the ane driver].
-    #[arg(long, value_name = "NODE", conflicts_with = "model")]
-    device: Option<PathBuf>,
-    /// How long to wait for each job.
-    #[arg(long, value_name = "N", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
-    timeout_ms: u64,
 }
 
 /// The `schema` of `parity --json`.
@@ -158,16 +146,14 @@ fn run_all(cells: &[Cell], exec: &mut dyn Executor, bar: &Progress) -> Vec<CellR
 pub fn parity(ctx: &Ctx, args: &ParityArgs) -> Result<u8, Error> {
     let cells = select_cells(&args.cells)?;
     let bar_wanted = progress::wanted(ctx.json);
-    let (executor, device, results) = if args.model {
+    let (executor, device, results) = if args.target.model {
         let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
         let r = run_all(&cells, &mut ModelExecutor::new(), &bar);
         ("model", None, r)
     } else {
-        let dev = open_device(&ctx.root, args.device.as_deref())?;
-        let q = dev.query()?;
-        let info = receipt::device_info(&dev, &q);
+        let (dev, info) = args.target.open(ctx)?;
         let mut exec = DeviceExecutor::new(&dev);
-        exec.timeout = Duration::from_millis(args.timeout_ms);
+        exec.timeout = args.target.timeout();
         let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
         let r = run_all(&cells, &mut exec, &bar);
         ("device", Some(info), r)
