@@ -393,20 +393,12 @@ pub trait MlpRunner {
     fn run(&mut self, x: &[f16]) -> Result<MlpOutputs, ExecError>;
 }
 
-fn to_bytes(x: &[f16]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect()
-}
-
-fn from_bytes(b: &[u8]) -> Vec<f16> {
-    b.chunks_exact(2)
-        .map(|p| f16::from_bits(u16::from_le_bytes([p[0], p[1]])))
-        .collect()
-}
-
 fn tile_into(t: &TensorSlot, dense: &[f16], buf: &mut [u8]) -> Result<(), ExecError> {
-    tensor::tile_bytes(&t.shape, &to_bytes(dense), buf).map_err(|source| ExecError::Tensor {
-        name: t.name,
-        source,
+    tensor::tile_bytes(&t.shape, &tensor::f16_to_le_bytes(dense), buf).map_err(|source| {
+        ExecError::Tensor {
+            name: t.name,
+            source,
+        }
     })
 }
 
@@ -416,7 +408,7 @@ fn untile_from(t: &TensorSlot, buf: &[u8]) -> Result<Vec<f16>, ExecError> {
         name: t.name,
         source,
     })?;
-    Ok(from_bytes(&dense))
+    Ok(tensor::f16_from_le_bytes(&dense))
 }
 
 /// `[batch][features]` ↔ the `(1, features, 1, batch)` NCHW order.

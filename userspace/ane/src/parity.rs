@@ -427,16 +427,6 @@ fn input_for<'a>(
         })
 }
 
-fn to_bytes(x: &[f16]) -> Vec<u8> {
-    x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect()
-}
-
-fn from_bytes(b: &[u8]) -> Vec<f16> {
-    b.chunks_exact(2)
-        .map(|p| f16::from_bits(u16::from_le_bytes([p[0], p[1]])))
-        .collect()
-}
-
 /// Device memory of the engine model: disjoint regions of host memory.
 #[derive(Clone, Debug, Default)]
 pub struct HostMem {
@@ -554,12 +544,12 @@ impl Executor for ModelExecutor {
             let mut buf = vec![0xA5u8; size];
             if t.direction == Direction::In {
                 let data = input_for(t, inputs)?;
-                tensor::tile_bytes(&t.shape, &to_bytes(data), &mut buf).map_err(|source| {
-                    ExecError::Tensor {
+                tensor::tile_bytes(&t.shape, &tensor::f16_to_le_bytes(data), &mut buf).map_err(
+                    |source| ExecError::Tensor {
                         name: t.name,
                         source,
-                    }
-                })?;
+                    },
+                )?;
             }
             if let Some(bar) = bars.get_mut(t.slot as usize) {
                 *bar = next;
@@ -591,7 +581,7 @@ impl Executor for ModelExecutor {
                     source,
                 }
             })?;
-            outs.push(from_bytes(&dense));
+            outs.push(tensor::f16_from_le_bytes(&dense));
         }
         Ok(outs)
     }
@@ -640,7 +630,7 @@ impl Executor for DeviceExecutor<'_> {
             }
             let data = input_for(t, inputs)?;
             let m = bo.map()?;
-            tensor::tile_bytes(&t.shape, &to_bytes(data), m).map_err(|source| {
+            tensor::tile_bytes(&t.shape, &tensor::f16_to_le_bytes(data), m).map_err(|source| {
                 ExecError::Tensor {
                     name: t.name,
                     source,
@@ -664,7 +654,7 @@ impl Executor for DeviceExecutor<'_> {
                 name: t.name,
                 source,
             })?;
-            outs.push(from_bytes(&dense));
+            outs.push(tensor::f16_from_le_bytes(&dense));
         }
         Ok(outs)
     }

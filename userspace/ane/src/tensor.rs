@@ -656,6 +656,20 @@ pub fn untile_bytes(shape: &Shape, tiled: &[u8], dense: &mut [u8]) -> Result<(),
     Ok(())
 }
 
+/// `x` as little-endian bytes, the form [`tile_bytes`] takes.
+pub(crate) fn f16_to_le_bytes(x: &[f16]) -> Vec<u8> {
+    x.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect()
+}
+
+/// Little-endian bytes (an even number, as [`untile_bytes`] writes) as
+/// fp16 values.
+pub(crate) fn f16_from_le_bytes(b: &[u8]) -> Vec<f16> {
+    debug_assert!(b.len() % 2 == 0);
+    b.chunks_exact(2)
+        .map(|p| f16::from_bits(u16::from_le_bytes([p[0], p[1]])))
+        .collect()
+}
+
 /// Tiles `dense` into a new zero-filled buffer of [`Layout::buffer_size`]
 /// bytes.
 pub fn tile_to_vec<T: Element>(shape: &Shape, dense: &[T]) -> Result<Vec<T>, TensorError> {
