@@ -496,12 +496,16 @@ impl ProgramFile {
 pub(crate) mod tests {
     use super::*;
 
-    /// The shared fixture directory of the development checkout.
+    /// Fixture `name` in `$ANE_SHARED/fixtures`, or in
+    /// `../shared/fixtures` next to the checkout.
     pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
-        let dir = PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures"
-        ));
+        let dir = match std::env::var_os("ANE_SHARED") {
+            Some(shared) => PathBuf::from(shared).join("fixtures"),
+            None => PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/fixtures"
+            )),
+        };
         if !dir.is_dir() {
             eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
             return None;

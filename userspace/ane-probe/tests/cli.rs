@@ -32,8 +32,13 @@ fn usage_error(args: &[&str]) -> String {
     stderr(&o)
 }
 
+/// Fixture `name` in `$ANE_SHARED/fixtures`, or in `../shared/fixtures`
+/// next to the checkout.
 fn fixture(name: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures");
+    let dir = match std::env::var_os("ANE_SHARED") {
+        Some(shared) => PathBuf::from(shared).join("fixtures"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+    };
     if !dir.is_dir() {
         eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
         return None;

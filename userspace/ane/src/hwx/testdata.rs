@@ -9,12 +9,16 @@ use std::path::PathBuf;
 
 use crate::tensor::Shape;
 
-/// Where the shared fixtures live relative to this crate.
+/// Where the shared fixtures live: `$ANE_SHARED/fixtures`, or
+/// `../shared/fixtures` next to the checkout.
 pub(crate) fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures"
-    ))
+    match std::env::var_os("ANE_SHARED") {
+        Some(shared) => PathBuf::from(shared).join("fixtures"),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures"
+        )),
+    }
 }
 
 /// The bytes of fixture `name`, or `None` (with a message) when the

@@ -201,11 +201,15 @@ fn validate(p: &[u8], td_size: u32, td_count: u32) -> Result<ProgramSummary, TdE
 // ---------------------------------------------------------------------------
 // Fixtures
 
+/// `$ANE_SHARED/fixtures`, or `../shared/fixtures` next to the checkout.
 pub(crate) fn fixtures_dir() -> Option<PathBuf> {
-    let dir = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures"
-    ));
+    let dir = match std::env::var_os("ANE_SHARED") {
+        Some(shared) => PathBuf::from(shared).join("fixtures"),
+        None => PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/fixtures"
+        )),
+    };
     if dir.is_dir() {
         Some(dir)
     } else {
