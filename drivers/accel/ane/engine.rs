@@ -56,10 +56,7 @@ pub(crate) enum Mmio {
 impl Mmio {
     fn read32(&self, off: usize) -> u32 {
         match self {
-            Mmio::Hw(io) => io
-                .try_access()
-                .and_then(|io| (&*io).try_read32(off).ok())
-                .unwrap_or(u32::MAX),
+            Mmio::Hw(io) => window_read32(io, off).unwrap_or(u32::MAX),
             #[cfg(ane_test)]
             Mmio::Sim(s) => s.read32(off),
         }
@@ -67,14 +64,39 @@ impl Mmio {
 
     fn write32(&self, off: usize, val: u32) {
         match self {
-            Mmio::Hw(io) => {
-                if let Some(io) = io.try_access() {
-                    let _ = (&*io).try_write32(val, off);
-                }
-            }
+            Mmio::Hw(io) => window_write32(io, off, val),
             #[cfg(ane_test)]
             Mmio::Sim(s) => s.write32(off, val),
         }
+    }
+}
+
+// Accessors of a revocable register window, shared with the firmware path
+// (`fw::FwRegs`). A read gives `None` once the window is revoked (the device
+// is unbound) or for an offset outside it, and each caller picks what that
+// reads as; a write then does nothing.
+
+/// Reads the 32-bit register at `off` of `io`.
+pub(crate) fn window_read32<const N: usize>(io: &DevresIoMem<N>, off: usize) -> Option<u32> {
+    io.try_access().and_then(|io| (&*io).try_read32(off).ok())
+}
+
+/// Writes the 32-bit register at `off` of `io`.
+pub(crate) fn window_write32<const N: usize>(io: &DevresIoMem<N>, off: usize, val: u32) {
+    if let Some(io) = io.try_access() {
+        let _ = (&*io).try_write32(val, off);
+    }
+}
+
+/// Reads the 64-bit register at `off` of `io`.
+pub(crate) fn window_read64<const N: usize>(io: &DevresIoMem<N>, off: usize) -> Option<u64> {
+    io.try_access().and_then(|io| (&*io).try_read64(off).ok())
+}
+
+/// Writes the 64-bit register at `off` of `io`.
+pub(crate) fn window_write64<const N: usize>(io: &DevresIoMem<N>, off: usize, val: u64) {
+    if let Some(io) = io.try_access() {
+        let _ = (&*io).try_write64(val, off);
     }
 }
 

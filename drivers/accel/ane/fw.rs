@@ -30,13 +30,14 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     firmware,
-    io::{mem::DevresIoMem, Io},
+    io::mem::DevresIoMem,
     prelude::*,
     str::CString,
     sync::{aref::ARef, new_mutex, Arc, Mutex},
     time::{delay::fsleep, Delta},
 };
 
+use crate::engine::{window_read32, window_read64, window_write32, window_write64};
 use crate::ext::accel::Device;
 use crate::gem::{self, Bo};
 use crate::hw::fw::{
@@ -70,10 +71,7 @@ impl FwRegs {
             return 0;
         }
         match self {
-            FwRegs::Hw { engine, .. } => engine
-                .try_access()
-                .and_then(|io| (&*io).try_read32(off).ok())
-                .unwrap_or(u32::MAX),
+            FwRegs::Hw { engine, .. } => window_read32(engine, off).unwrap_or(u32::MAX),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.read32(off),
         }
@@ -84,11 +82,7 @@ impl FwRegs {
             return;
         }
         match self {
-            FwRegs::Hw { engine, .. } => {
-                if let Some(io) = engine.try_access() {
-                    let _ = (&*io).try_write32(val, off);
-                }
-            }
+            FwRegs::Hw { engine, .. } => window_write32(engine, off, val),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.write32(off, val),
         }
@@ -99,10 +93,7 @@ impl FwRegs {
             return 0;
         }
         match self {
-            FwRegs::Hw { engine, .. } => engine
-                .try_access()
-                .and_then(|io| (&*io).try_read64(off).ok())
-                .unwrap_or(u64::MAX),
+            FwRegs::Hw { engine, .. } => window_read64(engine, off).unwrap_or(u64::MAX),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.read64(off),
         }
@@ -113,11 +104,7 @@ impl FwRegs {
             return;
         }
         match self {
-            FwRegs::Hw { engine, .. } => {
-                if let Some(io) = engine.try_access() {
-                    let _ = (&*io).try_write64(val, off);
-                }
-            }
+            FwRegs::Hw { engine, .. } => window_write64(engine, off, val),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.write64(off, val),
         }
@@ -125,10 +112,7 @@ impl FwRegs {
 
     fn pmgr_read32(&self, off: usize) -> u32 {
         match self {
-            FwRegs::Hw { pmgr, .. } => pmgr
-                .try_access()
-                .and_then(|io| (&*io).try_read32(off).ok())
-                .unwrap_or(0),
+            FwRegs::Hw { pmgr, .. } => window_read32(pmgr, off).unwrap_or(0),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.pmgr_read32(off),
         }
