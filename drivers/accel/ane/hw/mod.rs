@@ -24,3 +24,6 @@ pub mod soc;
 pub mod td;
 pub mod tm;
 pub mod uapi;
+
+#[cfg(test)]
+mod test_rng;

@@ -12,30 +12,8 @@ extern crate std;
 
 use std::vec::Vec;
 
+use super::super::test_rng::Rng;
 use super::fp::{Overflow, Rounding, F16, F32};
-
-/// A small deterministic generator (xorshift64*).
-pub(super) struct Rng(pub(super) u64);
-
-impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub(super) fn u32(&mut self) -> u32 {
-        (self.next() >> 32) as u32
-    }
-    pub(super) fn u16(&mut self) -> u16 {
-        (self.next() >> 48) as u16
-    }
-    pub(super) fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 const RNE: Rounding = Rounding::NearestEven;
 const RNA: Rounding = Rounding::NearestTiesAway;

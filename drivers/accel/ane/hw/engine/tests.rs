@@ -27,7 +27,8 @@ use super::super::td::tests::{count_tds, eiln_kernels, fixtures_dir, hwx, Hwx, R
 use super::super::td::{
     ChainFault, Dma as DmaKind, StreamHeader, TdError, HEADER_SIZE, TD_SIZE_STANDARD,
 };
-use super::fp_tests::{ref_round, Rng, EDGES16};
+use super::super::test_rng::Rng;
+use super::fp_tests::{ref_round, EDGES16};
 use super::*;
 
 macro_rules! fixtures_or_skip {

@@ -13,6 +13,7 @@ extern crate std;
 use std::vec;
 use std::vec::Vec;
 
+use super::super::test_rng::Rng;
 use super::boot::{self, *};
 use super::chman::{self, *};
 use super::image;
@@ -906,31 +907,11 @@ fn shared_malloc_refusal_leaves_no_program_memory() {
     );
 }
 
-/// xorshift64*, for the property tests.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 #[test]
 fn decoders_never_panic_on_arbitrary_bytes() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for _ in 0..20_000 {
-        let n = rng.below(0x200);
+        let n = rng.index(0x200);
         let mut b = rng.bytes(n);
         // Make headers plausible half of the time so decoders go deeper.
         if n >= 8 && rng.next() & 1 == 0 {
@@ -942,7 +923,7 @@ fn decoders_never_panic_on_arbitrary_bytes() {
                 OP_PROCEDURE_CALL,
                 OP_CH_PROPERTY_WRITE,
             ];
-            b[4..6].copy_from_slice(&op[rng.below(op.len())].to_le_bytes());
+            b[4..6].copy_from_slice(&op[rng.index(op.len())].to_le_bytes());
             b[6..8].fill(0);
         }
         let _ = msg::header(&b);
@@ -953,12 +934,12 @@ fn decoders_never_panic_on_arbitrary_bytes() {
         let _ = msg::decode_proc_create(&b);
         let _ = msg::decode_procedure_call(&b);
         let _ = msg::decode_call_header(&b);
-        let _ = msg::decode_call_record(&b, rng.below(70));
+        let _ = msg::decode_call_record(&b, rng.index(70));
         let _ = msg::decode_io_record(&b, 0);
         let _ = msg::decode_property_write(&b);
         let _ = chman::decode_event(&b);
         let _ = chman::decode_sm_request(&b);
-        let _ = chman::parse_entry(rng.below(9), &b);
+        let _ = chman::parse_entry(rng.index(9), &b);
         if let Ok(s) = InitStruct::decode(&b) {
             let _ = s.check();
         }
@@ -971,8 +952,8 @@ fn decoders_never_panic_on_arbitrary_bytes() {
     }
     for _ in 0..5_000 {
         let mut t = good;
-        for _ in 0..1 + rng.below(4) {
-            let i = rng.below(TABLE_LEN);
+        for _ in 0..1 + rng.index(4) {
+            let i = rng.index(TABLE_LEN);
             t[i] = rng.next() as u8;
         }
         let _ = Table::parse(&t, rng.next() % 0x2_0000);
@@ -986,17 +967,17 @@ fn image_checker_never_panics_on_mutations() {
     let mut accepted = 0;
     for _ in 0..20_000 {
         let mut f = base.clone();
-        for _ in 0..1 + rng.below(6) {
+        for _ in 0..1 + rng.index(6) {
             // Mostly hit the header and load commands.
             let i = if rng.next() & 3 == 0 {
-                rng.below(f.len())
+                rng.index(f.len())
             } else {
-                rng.below(0x300)
+                rng.index(0x300)
             };
             f[i] = rng.next() as u8;
         }
         if rng.next() & 7 == 0 {
-            let n = rng.below(f.len());
+            let n = rng.index(f.len());
             f.truncate(n);
         }
         if let Ok(img) = image::parse(&f) {
@@ -1018,7 +999,7 @@ fn model_survives_garbage_commands() {
     for _ in 0..60 {
         let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
         config_get(&mut bus, &mut host).unwrap();
-        let n = 8 + rng.below(0x300);
+        let n = 8 + rng.index(0x300);
         let mut m = rng.bytes(n);
         m[..4].fill(0);
         let op = [
@@ -1028,7 +1009,7 @@ fn model_survives_garbage_commands() {
             OP_PROCEDURE_CALL,
             0x99,
         ];
-        m[4..6].copy_from_slice(&op[rng.below(op.len())].to_le_bytes());
+        m[4..6].copy_from_slice(&op[rng.index(op.len())].to_le_bytes());
         m[6..8].fill(0);
         let mut r = vec![0u8; n];
         match host.exchange(&mut bus, &m, &mut r, POLLS, 50) {

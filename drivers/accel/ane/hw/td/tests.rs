@@ -15,6 +15,7 @@ use std::string::{String, ToString};
 use std::vec;
 use std::vec::Vec;
 
+use super::super::test_rng::Rng;
 use super::header::{self, Header};
 use super::regs::{
     common, kdma, l2, ne, pe, tile_dst, tile_src, Block, DmaAddr, Field, Nonlinear, PeOp, Reg,
@@ -1610,23 +1611,6 @@ fn error_messages_name_registers() {
 
 // ---------------------------------------------------------------------------
 // Fuzzing
-
-/// xorshift64*: a small deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// Decodes and validates `p` every way the API allows; returns whether the
 /// program validated. Any panic fails the test.
