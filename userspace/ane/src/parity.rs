@@ -80,6 +80,11 @@ impl Rng {
         }
     }
 
+    /// An index in `0..n` (0 when `n` is 0).
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+
     /// A finite fp16 with a random sign and significand and an unbiased
     /// exponent in `lo..=hi` (normal range), or zero one time in `zeros`
     /// (never when `zeros` is 0).

@@ -513,6 +513,7 @@ pub fn compare(expected: &[f16], actual: &[f16], tolerance_ulp: u32) -> Result<U
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::parity::Rng;
     use Rounding::{NearestEven as RNE, NearestTiesAway as RNA};
 
     fn h(x: f32) -> f16 {
@@ -536,17 +537,6 @@ mod tests {
     const INF: u16 = 0x7C00;
     const NEG_INF: u16 = 0xFC00;
 
-    /// A small deterministic PRNG (xorshift64*).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-        }
-    }
-
     #[test]
     fn rne_matches_half_crate_away_from_subnormal_ties() {
         // `half` converts with round-to-nearest-even. Agree with it on random
@@ -556,9 +546,9 @@ mod tests {
         // above the tie and must round up to 2^-24; consistent with rounding
         // through f32 first), so the exhaustive test below uses the
         // definition instead.
-        let mut rng = Rng(0x1234_5678_9ABC_DEF1);
+        let mut rng = Rng::new(0x1234_5678_9ABC_DEF1);
         for _ in 0..200_000 {
-            let x = f64::from_bits(rng.next());
+            let x = f64::from_bits(rng.next_u64());
             if x.is_nan() {
                 assert_eq!(round_f64(x, RNE).to_bits(), 0x7E00);
             } else if x.abs() >= f64::powi(2.0, -14) {
@@ -568,7 +558,7 @@ mod tests {
                     "{x:e}"
                 );
             }
-            let y = f32::from_bits(rng.next() as u32);
+            let y = f32::from_bits(rng.next_u64() as u32);
             if !y.is_nan() {
                 assert_eq!(
                     round_f32(y, RNE).to_bits(),
@@ -974,9 +964,9 @@ mod tests {
         assert_eq!(ulp_diff(b(0x7E00), b(INF)), ULP_NAN_MISMATCH);
         assert_eq!(ulp_diff(h(0.0), b(0x7C01)), ULP_NAN_MISMATCH);
         // Symmetry, identity and the triangle inequality on random values.
-        let mut rng = Rng(42);
+        let mut rng = Rng::new(42);
         for _ in 0..20_000 {
-            let r = rng.next();
+            let r = rng.next_u64();
             let (x, y, z) = (b(r as u16), b((r >> 16) as u16), b((r >> 32) as u16));
             assert_eq!(ulp_diff(x, y), ulp_diff(y, x));
             assert_eq!(ulp_diff(x, x), 0);

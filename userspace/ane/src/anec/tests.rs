@@ -490,7 +490,7 @@ fn new_checks_payload_length() {
 
 #[test]
 fn random_mutations_never_panic() {
-    let mut rng = Rng(0xA11E_C0DE);
+    let mut rng = Rng::new(0xA11E_C0DE);
     let mut seeds = vec![valid_file()];
     for name in ["sum.anec", "conv.anec"] {
         if let Some(b) = fixture(name) {
@@ -500,27 +500,27 @@ fn random_mutations_never_panic() {
     let mut accepted = 0;
     for round in 0..4000 {
         let mut f = seeds[round % seeds.len()].clone();
-        for _ in 0..1 + rng.below(3) {
+        for _ in 0..1 + rng.index(3) {
             // Mostly the header fields.
-            let at = if rng.below(4) != 0 {
-                rng.below(0x200)
+            let at = if rng.index(4) != 0 {
+                rng.index(0x200)
             } else {
-                rng.below(f.len())
+                rng.index(f.len())
             };
-            match rng.below(3) {
-                0 => f[at] ^= 1 << rng.below(8),
+            match rng.index(3) {
+                0 => f[at] ^= 1 << rng.index(8),
                 1 => {
-                    let v = [0, 1, u32::MAX, rng.next() as u32][rng.below(4)];
+                    let v = [0, 1, u32::MAX, rng.next_u64() as u32][rng.index(4)];
                     let at = at & !3;
                     if at + 4 <= f.len() {
                         f[at..at + 4].copy_from_slice(&v.to_le_bytes());
                     }
                 }
-                _ => f[at] = rng.next() as u8,
+                _ => f[at] = rng.next_u64() as u8,
             }
         }
-        if rng.below(8) == 0 {
-            let len = rng.below(f.len() + 1);
+        if rng.index(8) == 0 {
+            let len = rng.index(f.len() + 1);
             f.truncate(len);
         }
         if let Ok(a) = Anec::parse(&f) {
@@ -534,8 +534,8 @@ fn random_mutations_never_panic() {
     }
     assert!(accepted > 0);
     for _ in 0..2000 {
-        let len = rng.below(0x1400);
-        let f: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let len = rng.index(0x1400);
+        let f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         let _ = Anec::parse(&f);
     }
 }

@@ -39,21 +39,8 @@ pub(crate) fn fixture(name: &str) -> Option<Vec<u8>> {
     }
 }
 
-/// xorshift64*: deterministic, good enough for mutation tests.
-pub(crate) struct Rng(pub(crate) u64);
-
-impl Rng {
-    pub(crate) fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform-ish in `0..n` (`n > 0`).
-    pub(crate) fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+/// The mutation tests draw from the parity cells' generator.
+pub(crate) use crate::parity::Rng;
 
 /// The regular files of a `.tar.gz` archive, as (path, bytes).
 pub(crate) fn read_tar_gz(archive: &[u8]) -> Vec<(String, Vec<u8>)> {

@@ -989,7 +989,7 @@ fn check_invariants(h: &Hwx) {
 
 #[test]
 fn random_mutations_never_panic() {
-    let mut rng = Rng(0x0005_EED0_FA11_C0DE);
+    let mut rng = Rng::new(0x0005_EED0_FA11_C0DE);
     let mut seeds = vec![
         HwxBuilder::h13_add().build(),
         HwxBuilder::h13_conv().build(),
@@ -1008,32 +1008,32 @@ fn random_mutations_never_panic() {
         let mut f = seeds[round % seeds.len()].clone();
         // Mutations concentrate on the header and load commands.
         let cmds_end = 32 + le32_at(&f, 20) as usize;
-        for _ in 0..1 + rng.below(4) {
+        for _ in 0..1 + rng.index(4) {
             if f.is_empty() {
                 break;
             }
-            let hot = rng.below(4) != 0;
+            let hot = rng.index(4) != 0;
             let at = if hot {
-                rng.below(cmds_end.min(f.len()))
+                rng.index(cmds_end.min(f.len()))
             } else {
-                rng.below(f.len())
+                rng.index(f.len())
             };
-            match rng.below(4) {
-                0 => f[at] ^= 1 << rng.below(8),
-                1 => f[at] = rng.next() as u8,
+            match rng.index(4) {
+                0 => f[at] ^= 1 << rng.index(8),
+                1 => f[at] = rng.next_u64() as u8,
                 2 => {
                     if at + 4 <= f.len() {
-                        let v = match rng.below(4) {
+                        let v = match rng.index(4) {
                             0 => 0,
                             1 => u32::MAX,
-                            2 => rng.next() as u32 & 0xFFFF,
-                            _ => rng.next() as u32,
+                            2 => rng.next_u64() as u32 & 0xFFFF,
+                            _ => rng.next_u64() as u32,
                         };
                         put32(&mut f, at & !3, v);
                     }
                 }
                 _ => {
-                    let len = rng.below(f.len() + 1);
+                    let len = rng.index(f.len() + 1);
                     f.truncate(len);
                 }
             }
@@ -1047,9 +1047,9 @@ fn random_mutations_never_panic() {
     assert!(accepted > 0);
     // Pure noise.
     for _ in 0..2000 {
-        let len = rng.below(300);
-        let mut f: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        if f.len() >= 4 && rng.below(2) == 0 {
+        let len = rng.index(300);
+        let mut f: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        if f.len() >= 4 && rng.index(2) == 0 {
             put32(&mut f, 0, MAGIC);
         }
         if let Ok(h) = Hwx::parse(&f) {
