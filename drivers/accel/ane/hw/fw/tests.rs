@@ -293,6 +293,24 @@ fn sections(bus: &mut Bus, secs: &[(u32, &[u8])]) -> Vec<SectionRef> {
         .collect()
 }
 
+/// A booted, configured firmware with one loaded program and its process,
+/// and one 64-byte output buffer as buffer 4: what a call needs.
+fn ready_for_call(cfg: ModelConfig) -> (Bus, Host, u32, u32, [IoRef; 1]) {
+    let (mut bus, _, mut host) = booted(cfg);
+    config_get(&mut bus, &mut host).unwrap();
+    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let program = load(&mut bus, &mut host, &secs).unwrap();
+    let process = proc_create(&mut bus, &mut host, program).unwrap();
+    let out = buffer(&mut bus, &[0u8; 64]);
+    let io = [IoRef {
+        buffer_id: 4,
+        kind: IoKind::Output,
+        iova: out.dva,
+        size: 64,
+    }];
+    (bus, host, program, process, io)
+}
+
 #[test]
 fn clean_boot() {
     let (mut bus, b, _host) = booted(ModelConfig::DEFAULT);
@@ -478,22 +496,10 @@ fn load_proc_call_finish_round_trip() {
 
 #[test]
 fn pipelined_calls_are_matched_by_cookie() {
-    let cfg = ModelConfig {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
         finish_delay: 5,
         ..ModelConfig::DEFAULT
-    };
-    let (mut bus, _, mut host) = booted(cfg);
-    config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
-    let program = load(&mut bus, &mut host, &secs).unwrap();
-    let process = proc_create(&mut bus, &mut host, program).unwrap();
-    let out = buffer(&mut bus, &[0u8; 64]);
-    let io = [IoRef {
-        buffer_id: 4,
-        kind: IoKind::Output,
-        iova: out.dva,
-        size: 64,
-    }];
+    });
     let first = CallArgs {
         program,
         process,
@@ -531,18 +537,7 @@ fn wrong_process_and_program_are_refused() {
 
 #[test]
 fn executor_failure_is_a_status() {
-    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
-    config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
-    let program = load(&mut bus, &mut host, &secs).unwrap();
-    let process = proc_create(&mut bus, &mut host, program).unwrap();
-    let out = buffer(&mut bus, &[0u8; 64]);
-    let io = [IoRef {
-        buffer_id: 4,
-        kind: IoKind::Output,
-        iova: out.dva,
-        size: 64,
-    }];
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
     bus.exec.fail = true;
     let args = CallArgs {
         program,
@@ -746,21 +741,10 @@ fn fault_error_status() {
 
 #[test]
 fn fault_missing_finish() {
-    let (mut bus, _, mut host) = booted(ModelConfig {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
         faults: Faults::MISSING_FINISH,
         ..ModelConfig::DEFAULT
     });
-    config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
-    let program = load(&mut bus, &mut host, &secs).unwrap();
-    let process = proc_create(&mut bus, &mut host, program).unwrap();
-    let out = buffer(&mut bus, &[0u8; 64]);
-    let io = [IoRef {
-        buffer_id: 4,
-        kind: IoKind::Output,
-        iova: out.dva,
-        size: 64,
-    }];
     let args = CallArgs {
         program,
         process,
