@@ -1530,9 +1530,25 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
     }),
 ];
 
+/// The exit of a mode that makes one check: `PASS <line>` and 0 when it
+/// passed (`Ok(line)`), `FAIL <label>: <error>` and 1 when not.
+fn verdict(r: Result<String, String>, label: &str) -> ExitCode {
+    match r {
+        Ok(line) => {
+            println!("PASS {line}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("FAIL {label}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--after-unbind") {
+    let mode = args.get(1).map(String::as_str);
+    if mode == Some("--after-unbind") {
         let path = args
             .get(2)
             .map(String::as_str)
@@ -1549,7 +1565,7 @@ fn main() -> ExitCode {
             }
         };
     }
-    if args.get(1).map(String::as_str) == Some("--write-fw-image") {
+    if mode == Some("--write-fw-image") {
         let Some(path) = args.get(2) else {
             eprintln!("usage: --write-fw-image PATH");
             return ExitCode::from(2);
@@ -1562,58 +1578,28 @@ fn main() -> ExitCode {
             }
         };
     }
-    if args.get(1).map(String::as_str) == Some("--fw-expect") {
+    if mode == Some("--fw-expect") {
         let want = (args.get(2), args.get(3), args.get(4));
-        return match fw_expect(want.0, want.1, want.2) {
-            Ok(line) => {
-                println!("PASS firmware: {line}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                println!("FAIL firmware: {e}");
-                ExitCode::from(1)
-            }
-        };
+        let r = fw_expect(want.0, want.1, want.2).map(|line| format!("firmware: {line}"));
+        return verdict(r, "firmware");
     }
-    if args.get(1).map(String::as_str) == Some("--h14") {
-        return match h14_suite() {
-            Ok(()) => {
-                println!("PASS h14: fixtures through the firmware, digest cache, section checks");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                println!("FAIL h14: {e}");
-                ExitCode::from(1)
-            }
-        };
+    if mode == Some("--h14") {
+        let r = h14_suite()
+            .map(|()| "h14: fixtures through the firmware, digest cache, section checks".into());
+        return verdict(r, "h14");
     }
-    if args.get(1).map(String::as_str) == Some("--h14-fault") {
+    if mode == Some("--h14-fault") {
         let bits = args.get(2).map(String::as_str).unwrap_or("8");
-        return match h14_fault(bits) {
-            Ok(()) => {
-                println!("PASS h14 fault {bits}: call failed, quarantined, EIO after");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                println!("FAIL h14 fault {bits}: {e}");
-                ExitCode::from(1)
-            }
-        };
+        let r = h14_fault(bits)
+            .map(|()| format!("h14 fault {bits}: call failed, quarantined, EIO after"));
+        return verdict(r, &format!("h14 fault {bits}"));
     }
-    if args.get(1).map(String::as_str) == Some("--wedge") {
+    if mode == Some("--wedge") {
         let what = args.get(2).map(String::as_str).unwrap_or("hang");
-        return match wedge_and_rebind(what) {
-            Ok(()) => {
-                println!("PASS wedge ({what}) -> EIO, rebind recovers");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                println!("FAIL wedge ({what}): {e}");
-                ExitCode::from(1)
-            }
-        };
+        let r = wedge_and_rebind(what).map(|()| format!("wedge ({what}) -> EIO, rebind recovers"));
+        return verdict(r, &format!("wedge ({what})"));
     }
-    if args.get(1).map(String::as_str) == Some("--child-bo-traffic") {
+    if mode == Some("--child-bo-traffic") {
         let path = args
             .get(2)
             .map(String::as_str)
