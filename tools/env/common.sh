@@ -10,7 +10,6 @@ set -euo pipefail
 ANE_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ANE_CACHE=${ANE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ane-build}
 ANE_SUITE=trixie
-ANE_KVER_SERIES=7.3
 mkdir -p "$ANE_CACHE"
 
 log() { printf '[ane-env] %s\n' "$*" >&2; }
@@ -45,8 +44,23 @@ with_lock() {
 
 # Bump a recipe version when the way an artefact is built changes in a way
 # that matters to its content; cosmetic script edits then keep the caches.
-ANE_CHROOT_RECIPE=1
-ANE_KERNEL_RECIPE=1
+ANE_CHROOT_RECIPE=2
+ANE_KERNEL_RECIPE=2
 
-chroot_key() { { echo "recipe $ANE_CHROOT_RECIPE"; cat "$ANE_TOP/tools/env/packages.txt"; } | sha256sum | cut -c1-16; }
+# kernel_rust SERIES: which Rust toolchain builds the SERIES test kernels
+# (and every module built against them): "system" is trixie's rustc (1.85,
+# the kernel minimum), "backports" the trixie-backports rustc unpacked under
+# /opt/rust-backports (tools/env/rust-backports.sh).
+kernel_rust() {
+	case "$1" in
+	7.2) echo backports ;;
+	7.3) echo system ;;
+	*) return 1 ;;
+	esac
+}
+
+chroot_key() {
+	{ echo "recipe $ANE_CHROOT_RECIPE"; cat "$ANE_TOP/tools/env/packages.txt" "$ANE_TOP/tools/env/rust-backports.sh"; } |
+		sha256sum | cut -c1-16
+}
 chroot_dir() { echo "$ANE_CACHE/chroot-$ANE_SUITE-$(chroot_key)"; }

@@ -33,7 +33,10 @@ mmdebstrap --variant=apt --architectures=amd64,arm64 \
 	--include="$pkgs" \
 	--aptopt='APT::Install-Recommends "false"' \
 	--customize-hook='chroot "$1" sh -c "cd /tmp && apt-get download busybox-static:arm64 && mkdir -p /opt/arm64-busybox && dpkg-deb -x busybox-static_*_arm64.deb /opt/arm64-busybox && rm busybox-static_*_arm64.deb"' \
+	--customize-hook="copy-in $ANE_TOP/tools/env/rust-backports.sh /tmp" \
+	--customize-hook='chroot "$1" sh -e /tmp/rust-backports.sh && rm "$1/tmp/rust-backports.sh"' \
 	--customize-hook='chroot "$1" dpkg-query -W > "$1/.ane-manifest"' \
+	--customize-hook='cat "$1/opt/rust-backports/manifest" >> "$1/.ane-manifest"' \
 	"$ANE_SUITE" "$dir.tmp" \
 	"deb $mirror $ANE_SUITE main" \
 	"deb $mirror $ANE_SUITE-backports main" >&2

@@ -2,7 +2,15 @@
 # Build (or reuse) a test kernel. Prints the build directory as seen inside
 # the chroot (/cache/...), which is the KDIR for the module build.
 #
-#   tools/kernel/build.sh x86_64|arm64
+#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3]     (default 7.3)
+#
+# Every kernel is built with GCC, like the kernels Asahi users run, from
+# Debian's linux-source-SERIES. The Rust toolchain is the series' own (see
+# kernel_rust in tools/env/common.sh): 7.3 with trixie's rustc 1.85, the
+# kernel minimum, 7.2 with trixie-backports' rustc, so the two bracket the
+# target's 1.93.1. The build directory records the toolchain in
+# .ane-toolchain (tools/kernel/with-toolchain.sh reads it), so a module is
+# always built by the rustc that built its kernel.
 #
 # The build directory is keyed by the kernel source package version, the
 # toolchain versions, the config fragments and ANE_KERNEL_RECIPE; it is
@@ -10,48 +18,64 @@
 source "$(dirname "$0")/../env/common.sh"
 
 arch=${1:-}
+series=${2:-7.3}
 case "$arch" in
-x86_64) karch=x86_64 image=arch/x86/boot/bzImage ;;
-arm64) karch=arm64 image=arch/arm64/boot/Image ;;
-*) die "usage: build.sh x86_64|arm64" ;;
+x86_64) karch=x86_64 image=arch/x86/boot/bzImage cross= ;;
+arm64) karch=arm64 image=arch/arm64/boot/Image cross=aarch64-linux-gnu- ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3]" ;;
 esac
+rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3]"
 
 root=$("$ANE_TOP/tools/env/mkchroot.sh")
 manifest=$root/.ane-manifest
 pick() { awk -v p="$1" '$1 == p { print $2 }' "$manifest"; }
-srcver=$(pick linux-source-$ANE_KVER_SERIES)
-[ -n "$srcver" ] || die "linux-source-$ANE_KVER_SERIES missing from the chroot"
-toolchain="rustc=$(pick rustc) rust-src=$(pick rust-src) bindgen=$(pick bindgen) clang=$(pick clang-19) lld=$(pick lld-19)"
+srcver=$(pick linux-source-$series)
+[ -n "$srcver" ] || die "linux-source-$series missing from the chroot"
+case "$rust" in
+system) rustver="rustc=$(pick rustc) rust-src=$(pick rust-src)" toolpath= ;;
+backports) rustver=$(awk '$1 == "rust-backports:rustc" { print "rustc=" $2 }' "$manifest") toolpath=/opt/rust-backports/bin ;;
+esac
+gccver=$(pick gcc-14)
+[ "$arch" = arm64 ] && gccver=$(pick gcc-14-aarch64-linux-gnu)
+toolchain="$rustver bindgen=$(pick bindgen) libclang=$(pick libclang1-19) gcc=$gccver binutils=$(pick binutils)"
 frags=("$ANE_TOP/tools/kernel/common.config" "$ANE_TOP/tools/kernel/$arch.config")
 key=$( { echo "recipe $ANE_KERNEL_RECIPE $srcver $toolchain"; cat "${frags[@]}"; } | sha256sum | cut -c1-16)
 
 src=linux-src-$srcver
-out=kbuild-$arch-$key
+out=kbuild-$arch-$series-$key
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
 	echo "/cache/$out"
 	exit 0
 fi
-with_lock "kernel-$arch"
+with_lock "kernel-$arch-$series"
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
 	echo "/cache/$out"
 	exit 0
 fi
 
-log "building the $arch kernel ($srcver; $toolchain) in $ANE_CACHE/$out"
+log "building the $arch $series kernel ($srcver; $toolchain) in $ANE_CACHE/$out"
 start=$(date +%s)
 jobs=$(nproc)
 "$ANE_TOP/tools/env/run.sh" /bin/bash -euo pipefail -c '
-	src=/cache/$1 out=/cache/$2 karch=$3 image=$4 jobs=$5 arch=$6
-	if [ ! -f "$src/.ane-ready" ]; then
-		rm -rf "$src" "$src.tmp"
-		mkdir -p "$src.tmp"
-		tar -C "$src.tmp" --strip-components=1 -xJf /usr/src/linux-source-7.3.tar.xz
-		touch "$src.tmp/.ane-ready"
-		mv "$src.tmp" "$src"
-	fi
+	src=/cache/$1 out=/cache/$2 karch=$3 image=$4 jobs=$5 arch=$6 series=$7 cross=$8 toolpath=$9
+	# One unpacked source per version, shared by the architectures (the
+	# lock is held only while unpacking).
+	(
+		flock 9
+		if [ ! -f "$src/.ane-ready" ]; then
+			rm -rf "$src" "$src.tmp"
+			mkdir -p "$src.tmp"
+			tar -C "$src.tmp" --strip-components=1 -xJf "/usr/src/linux-source-$series.tar.xz"
+			touch "$src.tmp/.ane-ready"
+			mv "$src.tmp" "$src"
+		fi
+	) 9>"/cache/.lock-src-$series"
 	rm -rf "$out"
 	mkdir -p "$out"
-	mk() { make -C "$src" O="$out" ARCH="$karch" LLVM=1 -j"$jobs" "$@"; }
+	echo "$toolpath" >"$out/.ane-toolchain"
+	[ -z "$toolpath" ] || export PATH="$toolpath:$PATH"
+	# GCC (CROSS_COMPILE for arm64), as the kernels users run are built.
+	mk() { make -C "$src" O="$out" ARCH="$karch" ${cross:+CROSS_COMPILE=$cross} -j"$jobs" "$@"; }
 	mk tinyconfig >/dev/null
 	KCONFIG_CONFIG="$out/.config" "$src/scripts/kconfig/merge_config.sh" -m -O "$out" \
 		"$out/.config" tools/kernel/common.config "tools/kernel/$arch.config" >/dev/null
@@ -74,10 +98,10 @@ jobs=$(nproc)
 	test -f "$out/$image"
 	test -f "$out/rust/libkernel.rmeta"
 	test -f "$out/Module.symvers"
-' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" >"$ANE_CACHE/$out.log" 2>&1 || {
+' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" "$series" "$cross" "$toolpath" >"$ANE_CACHE/$out.log" 2>&1 || {
 	tail -n 40 "$ANE_CACHE/$out.log" >&2
 	die "kernel build failed; full log: $ANE_CACHE/$out.log"
 }
 touch "$ANE_CACHE/$out/.ane-ready"
-log "$arch kernel built in $(($(date +%s) - start)) s"
+log "$arch $series kernel built in $(($(date +%s) - start)) s"
 echo "/cache/$out"
