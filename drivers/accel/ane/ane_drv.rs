@@ -13,19 +13,22 @@
 //! Layout (see `docs/architecture.md`):
 //! - [`hw`]: hardware knowledge and the UAPI, plain `core` Rust shared with
 //!   the userspace library and the simulator;
-//! - [`ext`]: the abstractions Linux 7.3's kernel crate lacks (accel device,
-//!   shmem GEM objects, IOMMU domains, runtime PM);
+//! - [`ext`]: the one glue layer over the kernel (platform drivers through
+//!   the C glue, accel device, shmem GEM objects, IOMMU domains, register
+//!   windows, interrupts, runtime PM); the rest of the driver uses only
+//!   kernel-crate items that are the same in 7.1, 7.2 and 7.3;
 //! - `gem`, `vm`, `program`, `job`, `ioctl`: buffers, per-client address
 //!   spaces, validated programs, jobs, the remaining ioctls;
 //! - `engine`: job scheduling and the H13 task-manager backend;
 //! - `sim` (test flavour): the simulated ANE.
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::{
+    ffi::CStr,
+    sync::atomic::{AtomicU64, AtomicUsize, Ordering},
+};
 
 use kernel::{
-    device::{self, Core},
-    irq::{self as kirq, ThreadedRegistration},
-    of, platform,
+    device,
     prelude::*,
     sync::{aref::ARef, Arc},
 };
@@ -46,40 +49,23 @@ mod vm;
 
 use engine::{Engine, EngineIrq, Mmio, H13};
 use ext::accel::{self, DriverInfo};
-use ext::pm::{PmDriver, RuntimePm};
+use ext::io::IoWindow;
+use ext::irq::ThreadedIrq;
+use ext::platform::{self as pf, PlatformDev};
+use ext::pm::RuntimePm;
 use hw::soc::{BackendKind, SocId, SocInfo};
 use hw::uapi;
 use kernel::sync::{new_mutex, Mutex};
 use vm::{AddressSpace, Vm};
 
-kernel::of_device_table!(
-    OF_TABLE,
-    <AneDriver as platform::Driver>::IdInfo,
-    [
-        (of::DeviceId::new(hw::soc::T8103.compatible), SocId::T8103),
-        (of::DeviceId::new(hw::soc::T6000.compatible), SocId::T6000),
-    ]
-);
-
-kernel::of_device_table!(
-    FW_OF_TABLE,
-    <AneFwDriver as platform::Driver>::IdInfo,
-    [
-        (of::DeviceId::new(hw::soc::T6020.compatible), SocId::T6020),
-        (of::DeviceId::new(hw::soc::T6021.compatible), SocId::T6021),
-    ]
-);
-
-/// The driver: a platform driver with runtime PM that creates an accel
-/// device per bound ANE. It binds the H13 SoCs; [`AneFwDriver`] the H14
-/// ones, with the same code.
+/// The driver: creates an accel device per bound ANE.
+///
+/// The C glue registers two platform drivers that call it: `ane` binds the
+/// H13 SoCs, `ane-fw` the H14 ones; `ane-fw` devices cannot be unbound or
+/// bound through sysfs, since a released coprocessor cannot be restarted
+/// without a reboot. Their OF tables (and so the module aliases) are in
+/// `ane_glue.c`; which SoC a compatible means is [`SocInfo::by_compatible`].
 pub(crate) struct AneDriver;
-
-/// The platform driver of the H14 SoCs (`ane-fw`). Its devices cannot be
-/// unbound or bound through sysfs: a released coprocessor cannot be
-/// restarted without a reboot, so only a module reload (refused once a
-/// real coprocessor was released) would end the binding.
-pub(crate) struct AneFwDriver;
 
 /// Limits from the module parameters, fixed when a device is bound.
 pub(crate) struct Limits {
@@ -202,11 +188,14 @@ fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
 const JOB_TIMEOUT_MS: u32 = 2000;
 
 /// Data of a bound platform device.
-pub(crate) struct AneBound<'bound> {
+pub(crate) struct AneBound {
     soc: &'static SocInfo,
     engine: Option<Arc<Engine>>,
-    /// The engine's completion interrupt, when the node has one.
-    irq: Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>,
+    /// The engine's completion interrupt, when the node has one (freed
+    /// first when the data is dropped, see `Drop`).
+    irq: Option<ThreadedIrq<EngineIrq>>,
+    /// The register windows, revoked at unbind.
+    windows: KVec<Arc<IoWindow>>,
     /// H14: the firmware.
     fw: Option<Arc<fw::Firmware>>,
     /// H14: keeps the device powered while the coprocessor runs (its power
@@ -217,7 +206,7 @@ pub(crate) struct AneBound<'bound> {
     _reg: accel::Registration<AneDriver>,
 }
 
-impl AneBound<'_> {
+impl AneBound {
     /// Waits for a running interrupt handler to finish.
     fn sync_irq(&self) {
         if let Some(irq) = &self.irq {
@@ -236,41 +225,60 @@ mod sim_type {
     pub(crate) enum SimEngine {}
 }
 
+/// The engine's registers as [`engine_mmio`] found them.
+struct EngineMmio {
+    /// What the backend uses.
+    mmio: Mmio,
+    /// The hardware window, revoked at unbind.
+    window: Option<Arc<IoWindow>>,
+    /// The simulator, in the test flavour.
+    sim: Option<Arc<sim_type::SimEngine>>,
+}
+
 /// The register window of the engine: the simulator's model, or the
 /// device's "engine" MMIO range. Mapping it touches no register.
-fn engine_mmio(
-    pdev: &platform::Device<Core<'_>>,
-    soc: &SocInfo,
-    simulated: bool,
-) -> Result<(Mmio, Option<Arc<sim_type::SimEngine>>)> {
+fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result<EngineMmio> {
     #[cfg(ane_test)]
     if simulated {
         let retention = soc.recovery == hw::soc::Recovery::Rebind;
         let sim = sim::SimEngine::new(retention)?;
-        return Ok((Mmio::Sim(sim.clone()), Some(sim)));
+        return Ok(EngineMmio {
+            mmio: Mmio::Sim(sim.clone()),
+            window: None,
+            sim: Some(sim),
+        });
     }
     let _ = (simulated, soc);
-    let req = pdev.io_request_by_name(c"engine").ok_or_else(|| {
+    let io = map_window(pdev, c"engine", hw::tm::ENGINE_WINDOW)?;
+    Ok(EngineMmio {
+        mmio: Mmio::Hw(io.clone()),
+        window: Some(io),
+        sim: None,
+    })
+}
+
+/// Maps the register window `name` of at least `len` bytes. Mapping
+/// touches no register.
+fn map_window(pdev: &PlatformDev<'_>, name: &'static CStr, len: usize) -> Result<Arc<IoWindow>> {
+    IoWindow::map(pdev, Some(name), len).inspect_err(|e| {
         dev_err!(
-            pdev.as_ref(),
-            "no 'engine' register window in the device tree\n"
-        );
-        ENODEV
-    })?;
-    let io = req
-        .iomap_sized::<{ hw::tm::ENGINE_WINDOW }>()?
-        .into_devres()?;
-    Ok((Mmio::Hw(io), None))
+            pdev.device(),
+            "no usable '{}' register window of {:#x} bytes in the device tree ({:?})\n",
+            name.to_str().unwrap_or("?"),
+            len,
+            e
+        )
+    })
 }
 
 /// Finds the SoC of a device being probed: from the OF match, or (test
 /// flavour) from the simulated device's platform data.
-fn probe_soc(pdev: &platform::Device<Core<'_>>, id: Option<&SocId>) -> Option<(SocId, bool)> {
-    if let Some(id) = id {
-        return Some((*id, false));
+fn probe_soc(pdev: &PlatformDev<'_>, compatible: Option<&CStr>) -> Option<(SocId, bool)> {
+    if let Some(c) = compatible {
+        return SocInfo::by_compatible(c.to_str().ok()?).map(|s| (s.id, false));
     }
     #[cfg(ane_test)]
-    if let Some(raw) = ext::platform::platform_data_u32(pdev.as_ref()) {
+    if let Some(raw) = pdev.platform_data_u32() {
         return sim::soc_of_param(raw).map(|s| (s, true));
     }
     let _ = pdev;
@@ -280,12 +288,8 @@ fn probe_soc(pdev: &platform::Device<Core<'_>>, id: Option<&SocId>) -> Option<(S
 /// Attaches every power domain of the node and checks there are as many
 /// as the SoC needs: with an island off, the first engine access would
 /// wedge the SoC's fabric.
-fn attach_power_domains(
-    pdev: &platform::Device<Core<'_>>,
-    soc: &SocInfo,
-    simulated: bool,
-) -> Result {
-    let dev = pdev.as_ref();
+fn attach_power_domains(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result {
+    let dev = pdev.device();
     let n = ext::pm::attach_power_domains(dev)?;
     if simulated || n == soc.power_domains.len() {
         return Ok(());
@@ -303,49 +307,37 @@ fn attach_power_domains(
 
 /// Requests the engine's completion interrupt (the node's first), if the
 /// node has one and the `completion_irq` parameter allows it.
-fn request_completion_irq<'bound>(
-    pdev: &'bound platform::Device<Core<'_>>,
+fn request_completion_irq(
+    pdev: &PlatformDev<'_>,
     engine: &Arc<Engine>,
-) -> Result<Option<Pin<KBox<ThreadedRegistration<'bound, EngineIrq>>>>> {
-    if !module_parameters::completion_irq.value() {
+) -> Result<Option<ThreadedIrq<EngineIrq>>> {
+    if !ext::param::on(module_parameters::completion_irq.value()) {
         return Ok(None);
     }
     // Without the line, completion is polled.
-    if pdev.optional_irq_by_index(0).is_err() {
-        return Ok(None);
+    let irq = ThreadedIrq::request(pdev, 0, c"ane", EngineIrq::new(engine.clone()))?;
+    if irq.is_some() {
+        engine.set_irq(true);
     }
-    // SAFETY: The registration is kept in the device's data until unbind;
-    // it is never leaked.
-    let init = unsafe {
-        pdev.request_threaded_irq_by_index(
-            kirq::Flags::ONESHOT,
-            0,
-            c"ane",
-            Ok::<_, Error>(EngineIrq::new(engine.clone())),
-        )
-    };
-    let reg = KBox::pin_init(init, GFP_KERNEL)?;
-    engine.set_irq(true);
-    Ok(Some(reg))
+    Ok(irq)
 }
 
 /// The device data common to both generations.
 fn ane_data(
-    pdev: &platform::Device<Core<'_>>,
+    dev: &device::Device,
     soc: &'static SocInfo,
     simulated: bool,
     engine: Option<Arc<Engine>>,
     fw: Option<(Arc<fw::Firmware>, Arc<Vm>)>,
 ) -> AneData {
-    let dev = pdev.as_ref();
     let mb = |v: u32| u64::from(v) << 20;
-    let bo_total_max = mb(module_parameters::bo_total_mb.value());
+    let bo_total_max = mb(ext::param::get(module_parameters::bo_total_mb.value()));
     AneData {
         soc,
         simulated,
         limits: Limits {
             // One BO can never exceed the device's total.
-            bo_max: mb(module_parameters::bo_max_mb.value()).min(bo_total_max),
+            bo_max: mb(ext::param::get(module_parameters::bo_max_mb.value())).min(bo_total_max),
             bo_total_max,
             program_max: PROGRAM_MAX,
         },
@@ -358,19 +350,23 @@ fn ane_data(
 }
 
 /// H13: the host drives the task manager.
-fn probe_h13<'bound>(
-    pdev: &'bound platform::Device<Core<'_>>,
-    soc: &'static SocInfo,
-    simulated: bool,
-) -> Result<AneBound<'bound>> {
-    let dev = pdev.as_ref();
-    let (mmio, _sim) = engine_mmio(pdev, soc, simulated)?;
+fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
+    let dev = pdev.device();
+    let EngineMmio {
+        mmio,
+        window,
+        sim: _sim,
+    } = engine_mmio(pdev, soc, simulated)?;
+    let mut windows = KVec::new();
+    if let Some(w) = window {
+        windows.push(w, GFP_KERNEL)?;
+    }
     let engine = Engine::new(
         engine::Backend::H13(H13::new(mmio, JOB_TIMEOUT_MS)),
         soc.recovery,
     )?;
     let irq = request_completion_irq(pdev, &engine)?;
-    let data = ane_data(pdev, soc, simulated, Some(engine.clone()), None);
+    let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     let reg = accel::Registration::new(drm)?;
     // The simulated line refers to the engine and the engine to the
@@ -378,7 +374,7 @@ fn probe_h13<'bound>(
     // disconnected at unbind.
     #[cfg(ane_test)]
     if let Some(sim) = &_sim {
-        if module_parameters::sim_irq.value() {
+        if ext::param::on(module_parameters::sim_irq.value()) {
             sim.connect_irq(engine.clone());
             engine.set_irq(true);
         }
@@ -400,6 +396,7 @@ fn probe_h13<'bound>(
     Ok(AneBound {
         soc,
         irq,
+        windows,
         engine: Some(engine),
         fw: None,
         _awake: None,
@@ -413,33 +410,29 @@ fn probe_h13<'bound>(
 /// simulated coprocessor, or the `engine` and `pmgr` windows and an IOMMU
 /// domain attached for the device's lifetime. Mapping touches no register.
 fn h14_resources(
-    pdev: &platform::Device<Core<'_>>,
+    pdev: &PlatformDev<'_>,
     soc: &SocInfo,
     simulated: bool,
-) -> Result<(fw::FwRegs, Arc<Vm>)> {
+) -> Result<(fw::FwRegs, Arc<Vm>, KVec<Arc<IoWindow>>)> {
     // The firmware places its buffers on 16 KiB boundaries, as the DART does.
     const FW_ALIGN: u64 = 0x4000;
     #[cfg(ane_test)]
     if simulated {
         let pt = sim::SimPageTable::new()?;
-        let sim = sim::SimFw::new(module_parameters::sim_fw_faults.value(), &pt)?;
+        let sim = sim::SimFw::new(
+            ext::param::get(module_parameters::sim_fw_faults.value()),
+            &pt,
+        )?;
         let vm = Vm::with_align(soc.iova, AddressSpace::Sim(pt), FW_ALIGN)?;
-        return Ok((fw::FwRegs::Sim(sim), vm));
+        return Ok((fw::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
-    let dev = pdev.as_ref();
-    let window = |name: &'static CStr| {
-        pdev.io_request_by_name(name).ok_or_else(|| {
-            dev_err!(dev, "no '{}' register window in the device tree\n", name);
-            ENODEV
-        })
-    };
-    let engine = window(c"engine")?
-        .iomap_sized::<{ hw::fw::regs::ENGINE_WINDOW }>()?
-        .into_devres()?;
-    let pmgr = window(c"pmgr")?
-        .iomap_sized::<{ hw::fw::regs::PMGR_WINDOW }>()?
-        .into_devres()?;
+    let dev = pdev.device();
+    let engine = map_window(pdev, c"engine", hw::fw::regs::ENGINE_WINDOW)?;
+    let pmgr = map_window(pdev, c"pmgr", hw::fw::regs::PMGR_WINDOW)?;
+    let mut windows = KVec::with_capacity(2, GFP_KERNEL)?;
+    windows.push(engine.clone(), GFP_KERNEL)?;
+    windows.push(pmgr.clone(), GFP_KERNEL)?;
     let space = vm::IommuSpace::new(dev).inspect_err(|_| {
         dev_err!(
             dev,
@@ -448,21 +441,17 @@ fn h14_resources(
     })?;
     space.attach()?;
     let vm = Vm::with_align(soc.iova, AddressSpace::Iommu(space), FW_ALIGN)?;
-    Ok((fw::FwRegs::Hw { engine, pmgr }, vm))
+    Ok((fw::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
-fn probe_h14<'bound>(
-    pdev: &'bound platform::Device<Core<'_>>,
-    soc: &'static SocInfo,
-    simulated: bool,
-) -> Result<AneBound<'bound>> {
-    let dev = pdev.as_ref();
-    let (regs, vm) = h14_resources(pdev, soc, simulated)?;
+fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
+    let dev = pdev.device();
+    let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
     let firmware = fw::Firmware::new(regs, vm.clone())?;
     let engine = Engine::new(engine::Backend::Fw(firmware.clone()), soc.recovery)?;
     let data = ane_data(
-        pdev,
+        dev,
         soc,
         simulated,
         Some(engine.clone()),
@@ -470,11 +459,11 @@ fn probe_h14<'bound>(
     );
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     // Failures are recorded in the firmware state; the device stays bound.
-    firmware.start(&drm, dev, module_parameters::rtkit.value());
+    firmware.start(&drm, dev, ext::param::on(module_parameters::rtkit.value()));
     if firmware.released_hardware() {
         // The firmware cannot be stopped and restarted without a reboot,
         // and it keeps using the memory this module handed it.
-        ext::module::pin(&<AneModule as kernel::ModuleMetadata>::THIS_MODULE);
+        ext::module::pin();
         dev_warn!(
             dev,
             "the ANE coprocessor runs until reboot: the ane module stays loaded, and a new binding will not restart the firmware\n"
@@ -505,6 +494,7 @@ fn probe_h14<'bound>(
     Ok(AneBound {
         soc,
         irq: None,
+        windows,
         engine: Some(engine),
         fw: Some(firmware),
         _awake: awake,
@@ -514,89 +504,48 @@ fn probe_h14<'bound>(
     })
 }
 
-/// Probe of either driver: the SoC from the match (or the simulator).
-fn probe_any<'bound>(
-    pdev: &'bound platform::Device<Core<'_>>,
-    id: Option<&'bound SocId>,
-) -> Result<AneBound<'bound>> {
-    let dev = pdev.as_ref();
-    let Some((id, simulated)) = probe_soc(pdev, id) else {
-        // Only reachable through a manual bind of a device that matched
-        // no table entry.
-        dev_err!(dev, "no ANE SoC data for this device\n");
-        return Err(ENODEV);
-    };
-    let soc = id.info();
-    // Power first: nothing below may touch the engine before every
-    // island is up.
-    attach_power_domains(pdev, soc, simulated)?;
-    match soc.backend {
-        BackendKind::HostDriven => probe_h13(pdev, soc, simulated),
-        BackendKind::Firmware => probe_h14(pdev, soc, simulated),
-    }
-}
+impl pf::Driver for AneDriver {
+    type Data = AneBound;
 
-/// Unbind of either driver.
-fn unbind_any(pdev: &platform::Device<Core<'_>>, this: Pin<&AneBound<'_>>) {
-    dev_info!(pdev.as_ref(), "unbinding {:?}\n", this.soc.id);
-    // Queued jobs end as aborted and the running one finishes; after
-    // this no job touches the hardware. The node goes away right after,
-    // when the registration is dropped.
-    if let Some(e) = &this.engine {
-        e.shutdown();
-    }
-    if let Some(f) = &this.fw {
-        f.shutdown(pdev.as_ref());
-    }
-    #[cfg(ane_test)]
-    if let Some(sim) = &this.sim {
-        sim.disconnect_irq();
-    }
-}
-
-impl platform::Driver for AneDriver {
-    type IdInfo = SocId;
-    type Data<'bound> = AneBound<'bound>;
-    const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&OF_TABLE);
-
-    fn probe<'bound>(
-        pdev: &'bound platform::Device<Core<'_>>,
-        id: Option<&'bound Self::IdInfo>,
-    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        probe_any(pdev, id)
+    /// Either driver: the SoC from the matched compatible (or, test
+    /// flavour, the simulator's platform data).
+    fn probe(pdev: &PlatformDev<'_>, compatible: Option<&CStr>) -> Result<KBox<AneBound>> {
+        let dev = pdev.device();
+        let Some((id, simulated)) = probe_soc(pdev, compatible) else {
+            // Only reachable through a manual bind of a device that matched
+            // no table entry.
+            dev_err!(dev, "no ANE SoC data for this device\n");
+            return Err(ENODEV);
+        };
+        let soc = id.info();
+        // Power first: nothing below may touch the engine before every
+        // island is up.
+        attach_power_domains(pdev, soc, simulated)?;
+        let bound = match soc.backend {
+            BackendKind::HostDriven => probe_h13(pdev, soc, simulated)?,
+            BackendKind::Firmware => probe_h14(pdev, soc, simulated)?,
+        };
+        Ok(KBox::new(bound, GFP_KERNEL)?)
     }
 
-    fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        unbind_any(pdev, this)
-    }
-}
-
-impl platform::Driver for AneFwDriver {
-    type IdInfo = SocId;
-    type Data<'bound> = AneBound<'bound>;
-    const OF_ID_TABLE: Option<of::IdTable<Self::IdInfo>> = Some(&FW_OF_TABLE);
-
-    fn probe<'bound>(
-        pdev: &'bound platform::Device<Core<'_>>,
-        id: Option<&'bound Self::IdInfo>,
-    ) -> impl PinInit<Self::Data<'bound>, Error> + 'bound {
-        probe_any(pdev, id)
-    }
-
-    fn unbind<'bound>(pdev: &'bound platform::Device<Core<'_>>, this: Pin<&Self::Data<'bound>>) {
-        unbind_any(pdev, this)
-    }
-}
-
-/// Runtime PM of either driver.
-struct Pm;
-
-impl Pm {
-    fn autosuspend_delay_ms() -> i32 {
-        module_parameters::autosuspend_ms.value()
+    fn unbind(pdev: &PlatformDev<'_>, this: &AneBound) {
+        dev_info!(pdev.device(), "unbinding {:?}\n", this.soc.id);
+        // Queued jobs end as aborted and the running one finishes; after
+        // this no job touches the hardware. The node goes away when the
+        // data is dropped, right after.
+        if let Some(e) = &this.engine {
+            e.shutdown();
+        }
+        if let Some(f) = &this.fw {
+            f.shutdown(pdev.device());
+        }
+        #[cfg(ane_test)]
+        if let Some(sim) = &this.sim {
+            sim.disconnect_irq();
+        }
     }
 
-    fn suspend(data: Pin<&AneBound<'_>>) -> Result {
+    fn runtime_suspend(data: &AneBound) -> Result {
         pr_debug!("{:?}: runtime suspend\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.suspend();
@@ -612,70 +561,50 @@ impl Pm {
         Ok(())
     }
 
-    fn resume(data: Pin<&AneBound<'_>>) -> Result {
+    fn runtime_resume(data: &AneBound) -> Result {
         pr_debug!("{:?}: runtime resume\n", data.soc.id);
         if let Some(e) = &data.engine {
             e.resume();
         }
         Ok(())
     }
-}
 
-impl PmDriver for AneDriver {
     fn autosuspend_delay_ms() -> i32 {
-        Pm::autosuspend_delay_ms()
-    }
-
-    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
-        Pm::suspend(data)
-    }
-
-    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
-        Pm::resume(data)
+        ext::param::get(module_parameters::autosuspend_ms.value())
     }
 }
 
-impl PmDriver for AneFwDriver {
-    const SUPPRESS_BIND_ATTRS: bool = true;
-
-    fn autosuspend_delay_ms() -> i32 {
-        Pm::autosuspend_delay_ms()
-    }
-
-    fn runtime_suspend(data: Pin<&AneBound<'_>>) -> Result {
-        Pm::suspend(data)
-    }
-
-    fn runtime_resume(data: Pin<&AneBound<'_>>) -> Result {
-        Pm::resume(data)
+impl Drop for AneBound {
+    fn drop(&mut self) {
+        // The interrupt first (no handler runs after this), then the
+        // register windows: whatever outlives the binding (the engine, the
+        // firmware) can no longer reach the hardware. Devres unmaps the
+        // windows after this.
+        self.irq = None;
+        for w in self.windows.iter() {
+            w.revoke();
+        }
     }
 }
 
 /// The module: registers the platform drivers (and, in the test flavour,
 /// the simulated device).
-#[pin_data]
 struct AneModule {
     // Dropped first: unbinds the simulated device while the driver exists.
     #[cfg(ane_test)]
     _sim: Option<ext::platform::PlatformDevice>,
-    #[pin]
-    _driver: kernel::driver::Registration<ext::pm::Adapter<AneDriver>>,
-    #[pin]
-    _fw_driver: kernel::driver::Registration<ext::pm::Adapter<AneFwDriver>>,
+    _driver: pf::Registration<AneDriver>,
 }
 
-impl kernel::InPlaceModule for AneModule {
-    fn init(module: &'static kernel::ThisModule) -> impl PinInit<Self, Error> {
+impl kernel::Module for AneModule {
+    fn init(_module: &'static kernel::ThisModule) -> Result<Self> {
         #[cfg(ane_test)]
         selftest::on_load();
-        try_pin_init!(Self {
-            _driver <- kernel::driver::Registration::new(
-                <Self as kernel::ModuleMetadata>::NAME,
-                module,
-            ),
-            _fw_driver <- kernel::driver::Registration::new(c"ane-fw", module),
+        let driver = pf::Registration::new()?;
+        Ok(Self {
             #[cfg(ane_test)]
-            _sim: sim::register(module_parameters::sim_soc.value())?,
+            _sim: sim::register(ext::param::get(module_parameters::sim_soc.value()))?,
+            _driver: driver,
         })
     }
 }
@@ -703,13 +632,13 @@ macro_rules! ane_module {
                     default: 8192,
                     description: "Cap on all buffer objects of a device in MiB (read at bind)",
                 },
-                rtkit: bool {
-                    default: false,
-                    description: "T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
+                rtkit: u32 {
+                    default: 0,
+                    description: "1: T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
                 },
-                completion_irq: bool {
-                    default: true,
-                    description: "Use the engine's completion interrupt when the device tree has one (read at bind); polling otherwise",
+                completion_irq: u32 {
+                    default: 1,
+                    description: "1: use the engine's completion interrupt when the device tree has one (read at bind); polling otherwise",
                 },
                 $($extra)*
             },
@@ -722,9 +651,9 @@ ane_module! {}
 
 #[cfg(ane_test)]
 ane_module! {
-    selftest_warn: bool {
-        default: false,
-        description: "Test flavour only: emit a kernel WARNING at load, to prove the test harness catches it",
+    selftest_warn: u32 {
+        default: 0,
+        description: "Test flavour only: 1 = emit a kernel WARNING at load, to prove the test harness catches it",
     },
     sim_soc: u32 {
         default: 0,
@@ -734,9 +663,9 @@ ane_module! {
         default: 0,
         description: "Test flavour only: faults the simulated T602x firmware injects (hw::fw::model::Faults bits; read at bind)",
     },
-    sim_irq: bool {
-        default: true,
-        description: "Test flavour only: the simulated ANE signals completion by interrupt (read at bind)",
+    sim_irq: u32 {
+        default: 1,
+        description: "Test flavour only: 1 = the simulated ANE signals completion by interrupt (read at bind)",
     },
 }
 
@@ -745,7 +674,7 @@ ane_module! {
 mod selftest {
     /// Called at module load.
     pub(crate) fn on_load() {
-        if crate::module_parameters::selftest_warn.value() {
+        if crate::ext::param::on(crate::module_parameters::selftest_warn.value()) {
             kernel::warn_on!(true);
         }
     }

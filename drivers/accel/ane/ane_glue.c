@@ -1,19 +1,254 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 /*
- * Inline-only C helpers the Rust side cannot call directly: the runtime PM
- * API is mostly static inline wrappers in <linux/pm_runtime.h>. Each helper
- * is a plain call of one documented API sequence; policy lives in Rust
- * (ext/pm.rs is the only caller).
+ * The driver's C glue: the one place where it meets the kernel's driver
+ * core, and the only version-sensitive code of the module.
+ *
+ * Everything here uses C APIs that are the same in every kernel the module
+ * supports (7.1, 7.2, 7.3; docs/kernel-compat.md lists each with its 7.1
+ * evidence). The Rust kernel crate's driver-core abstractions (platform
+ * driver registration, device contexts, devres I/O memory, IRQ
+ * registrations, module pointers) changed shape between 7.1 and 7.2, so
+ * the driver does not use them: it registers its two platform drivers
+ * here, with the OF tables (and so the module aliases) and dev_pm_ops,
+ * and calls into Rust through one table of callbacks (ane_glue_ops).
+ *
+ * The rest are inline-only helpers the Rust side cannot call directly:
+ * runtime PM (static inline wrappers in <linux/pm_runtime.h>), MMIO
+ * accessors, the accel file operations. Each is a plain call of one
+ * documented API sequence; policy lives in Rust (ext/).
  */
 
 #include <asm/barrier.h>
 #include <linux/device.h>
+#include <linux/interrupt.h>
+#include <linux/io.h>
+#include <linux/module.h>
+#include <linux/mod_devicetable.h>
 #include <linux/of.h>
+#include <linux/of_device.h>
+#include <linux/platform_device.h>
 #include <linux/pm_domain.h>
 #include <linux/pm_runtime.h>
 #include <linux/soc/apple/rtkit.h>
+#include <drm/drm_accel.h>
+#include <drm/drm_file.h>
+#include <drm/drm_gem.h>
+#include <drm/drm_ioctl.h>
 
 #include "ane_glue.h"
+
+/* ---- platform drivers ------------------------------------------------ */
+
+/*
+ * The compatibles each driver binds. The SoC behind a compatible is Rust's
+ * business (hw::soc::SocInfo::by_compatible); a host test
+ * (hw::soc::tests::glue_tables_match) checks that these tables list exactly
+ * the compatibles of hw::soc, each under the driver of its backend.
+ */
+static const struct of_device_id ane_glue_h13_of[] = {
+	{ .compatible = "apple,t8103-ane" },
+	{ .compatible = "apple,t6000-ane" },
+	{}
+};
+MODULE_DEVICE_TABLE(of, ane_glue_h13_of);
+
+static const struct of_device_id ane_glue_fw_of[] = {
+	{ .compatible = "apple,t6020-ane" },
+	{ .compatible = "apple,t6021-ane" },
+	{}
+};
+MODULE_DEVICE_TABLE(of, ane_glue_fw_of);
+
+/* The Rust callbacks, set by ane_glue_register() before any probe. */
+static const struct ane_glue_ops *ane_ops;
+
+static int ane_glue_probe(struct platform_device *pdev)
+{
+	const struct of_device_id *match;
+	void *data = NULL;
+	int ret;
+
+	match = of_match_device(pdev->dev.driver->of_match_table, &pdev->dev);
+	ret = ane_ops->probe(pdev, &pdev->dev, match ? match->compatible : NULL,
+			     &data);
+	if (ret)
+		return ret;
+	platform_set_drvdata(pdev, data);
+	/* Runtime PM only once the data its callbacks use exists. */
+	ane_glue_pm_enable(&pdev->dev, ane_ops->autosuspend_delay_ms());
+	return 0;
+}
+
+static void ane_glue_remove(struct platform_device *pdev)
+{
+	void *data = platform_get_drvdata(pdev);
+
+	ane_ops->unbind(pdev, &pdev->dev, data);
+	/* No PM callback may run once the data is gone; power the device
+	 * down here if runtime PM left it up. */
+	if (ane_glue_pm_disable(&pdev->dev))
+		ane_ops->runtime_suspend(data);
+	platform_set_drvdata(pdev, NULL);
+	ane_ops->release(data);
+}
+
+static int ane_glue_runtime_suspend(struct device *dev)
+{
+	return ane_ops->runtime_suspend(dev_get_drvdata(dev));
+}
+
+static int ane_glue_runtime_resume(struct device *dev)
+{
+	return ane_ops->runtime_resume(dev_get_drvdata(dev));
+}
+
+static const struct dev_pm_ops ane_glue_pm_ops = {
+	.runtime_suspend = ane_glue_runtime_suspend,
+	.runtime_resume = ane_glue_runtime_resume,
+	/* System sleep: force runtime suspend/resume. */
+	.suspend = pm_runtime_force_suspend,
+	.resume = pm_runtime_force_resume,
+};
+
+/* H13 (the host drives the task manager). */
+static struct platform_driver ane_glue_h13_driver = {
+	.probe = ane_glue_probe,
+	.remove = ane_glue_remove,
+	.driver = {
+		.name = "ane",
+		.of_match_table = ane_glue_h13_of,
+		.pm = &ane_glue_pm_ops,
+	},
+};
+
+/*
+ * H14 (Linux starts the firmware). No sysfs bind/unbind: a released
+ * coprocessor cannot be restarted without a reboot.
+ */
+static struct platform_driver ane_glue_fw_driver = {
+	.probe = ane_glue_probe,
+	.remove = ane_glue_remove,
+	.driver = {
+		.name = "ane-fw",
+		.of_match_table = ane_glue_fw_of,
+		.pm = &ane_glue_pm_ops,
+		.suppress_bind_attrs = true,
+	},
+};
+
+int ane_glue_register(const struct ane_glue_ops *ops)
+{
+	int ret;
+
+	ane_ops = ops;
+	ret = platform_driver_register(&ane_glue_h13_driver);
+	if (ret)
+		return ret;
+	ret = platform_driver_register(&ane_glue_fw_driver);
+	if (ret)
+		platform_driver_unregister(&ane_glue_h13_driver);
+	return ret;
+}
+
+void ane_glue_unregister(void)
+{
+	platform_driver_unregister(&ane_glue_fw_driver);
+	platform_driver_unregister(&ane_glue_h13_driver);
+}
+
+/* Keeps this module loaded until reboot (rmmod then fails with EBUSY). */
+void ane_glue_module_pin(void)
+{
+	__module_get(THIS_MODULE);
+}
+
+/* The accel node's file operations, owned by this module (what
+ * DEFINE_DRM_ACCEL_FOPS() defines, but visible to the Rust side). */
+const struct file_operations ane_glue_accel_fops = {
+	.owner = THIS_MODULE,
+	DRM_ACCEL_FOPS,
+};
+
+/* ---- register windows -------------------------------------------------- */
+
+/*
+ * Maps the device's memory resource @name (or, when @name is NULL, its
+ * first one), which must span at least @min_size bytes. Unmapped by devres
+ * after remove(); the Rust side revokes its accessors in remove().
+ */
+int ane_glue_ioremap(struct platform_device *pdev, const char *name,
+		     size_t min_size, void __iomem **out)
+{
+	struct resource *res;
+	void __iomem *base;
+
+	if (name)
+		res = platform_get_resource_byname(pdev, IORESOURCE_MEM, name);
+	else
+		res = platform_get_resource(pdev, IORESOURCE_MEM, 0);
+	if (!res)
+		return -ENODEV;
+	if (resource_size(res) < min_size)
+		return -EINVAL;
+	base = devm_ioremap_resource(&pdev->dev, res);
+	if (IS_ERR(base))
+		return PTR_ERR(base);
+	*out = base;
+	return 0;
+}
+
+u32 ane_glue_readl(const void __iomem *addr)
+{
+	return readl(addr);
+}
+
+void ane_glue_writel(u32 val, void __iomem *addr)
+{
+	writel(val, addr);
+}
+
+u64 ane_glue_readq(const void __iomem *addr)
+{
+	return readq(addr);
+}
+
+void ane_glue_writeq(u64 val, void __iomem *addr)
+{
+	writeq(val, addr);
+}
+
+/* ---- interrupts -------------------------------------------------------- */
+
+/* The line at @index, or a negative errno (-ENXIO: the node has none). */
+int ane_glue_irq_get_optional(struct platform_device *pdev, unsigned int index)
+{
+	return platform_get_irq_optional(pdev, index);
+}
+
+/*
+ * A threaded handler: the hard handler only wakes the thread and the line
+ * stays masked (IRQF_ONESHOT) until @thread_fn returned. Freed with
+ * ane_glue_irq_free() (not devres: the Rust side frees it before the data
+ * @cookie points into goes away).
+ */
+int ane_glue_irq_request(unsigned int irq, irq_handler_t thread_fn,
+			 const char *name, void *cookie)
+{
+	return request_threaded_irq(irq, NULL, thread_fn, IRQF_ONESHOT, name,
+				    cookie);
+}
+
+void ane_glue_irq_free(unsigned int irq, void *cookie)
+{
+	free_irq(irq, cookie);
+}
+
+void ane_glue_irq_synchronize(unsigned int irq)
+{
+	synchronize_irq(irq);
+}
+
+/* ---- runtime PM -------------------------------------------------------- */
 
 /* Enable runtime PM for a device that probe left powered: active, with
  * autosuspend after @delay_ms of idleness. */
@@ -50,17 +285,6 @@ void ane_glue_pm_put_autosuspend(struct device *dev)
 {
 	pm_runtime_mark_last_busy(dev);
 	pm_runtime_put_autosuspend(dev);
-}
-
-/* System sleep: force runtime suspend/resume. */
-int ane_glue_pm_force_suspend(struct device *dev)
-{
-	return pm_runtime_force_suspend(dev);
-}
-
-int ane_glue_pm_force_resume(struct device *dev)
-{
-	return pm_runtime_force_resume(dev);
 }
 
 /*

@@ -1,21 +1,62 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR MIT */
-/* Prototypes of ane_glue.c; the Rust declarations are in ext/pm.rs. */
+/*
+ * Prototypes of ane_glue.c. The Rust declarations are in ext/glue.rs, which
+ * must match this file (both are checked by review; the types are plain
+ * pointers and integers).
+ */
 #ifndef ANE_GLUE_H
 #define ANE_GLUE_H
 
+#include <linux/interrupt.h>
 #include <linux/types.h>
 
 struct device;
+struct file_operations;
+struct platform_device;
+
+/*
+ * The driver's Rust callbacks (ext::platform). @probe returns 0 and the
+ * device's data in @data, or a negative errno; @compatible is the matched
+ * OF compatible, or NULL for a device bound by name (the test flavour's
+ * simulated device). @release drops the data after @unbind (and, if the
+ * device was left powered, @runtime_suspend).
+ */
+struct ane_glue_ops {
+	int (*probe)(struct platform_device *pdev, struct device *dev,
+		     const char *compatible, void **data);
+	void (*unbind)(struct platform_device *pdev, struct device *dev,
+		       void *data);
+	void (*release)(void *data);
+	int (*runtime_suspend)(void *data);
+	int (*runtime_resume)(void *data);
+	int (*autosuspend_delay_ms)(void);
+};
+
+int ane_glue_register(const struct ane_glue_ops *ops);
+void ane_glue_unregister(void);
+void ane_glue_module_pin(void);
+extern const struct file_operations ane_glue_accel_fops;
+
+int ane_glue_ioremap(struct platform_device *pdev, const char *name,
+		     size_t min_size, void __iomem **out);
+u32 ane_glue_readl(const void __iomem *addr);
+void ane_glue_writel(u32 val, void __iomem *addr);
+u64 ane_glue_readq(const void __iomem *addr);
+void ane_glue_writeq(u64 val, void __iomem *addr);
+
+int ane_glue_irq_get_optional(struct platform_device *pdev, unsigned int index);
+int ane_glue_irq_request(unsigned int irq, irq_handler_t thread_fn,
+			 const char *name, void *cookie);
+void ane_glue_irq_free(unsigned int irq, void *cookie);
+void ane_glue_irq_synchronize(unsigned int irq);
 
 void ane_glue_pm_enable(struct device *dev, int delay_ms);
 bool ane_glue_pm_disable(struct device *dev);
 int ane_glue_pm_resume_and_get(struct device *dev);
 void ane_glue_pm_put_autosuspend(struct device *dev);
-int ane_glue_pm_force_suspend(struct device *dev);
-int ane_glue_pm_force_resume(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
-void ane_glue_dma_mb(void);
 void ane_glue_pm_get_noresume(struct device *dev);
+void ane_glue_dma_mb(void);
 int ane_glue_rtkit_boot(struct device *dev, void **out);
 void ane_glue_rtkit_free(void *rtk);
 

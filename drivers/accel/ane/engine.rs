@@ -30,14 +30,13 @@
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
-    io::{mem::DevresIoMem, Io},
-    irq::{IrqReturn, ThreadedHandler},
     prelude::*,
     sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
     time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
     workqueue,
 };
 
+use crate::ext::{io::IoWindow, irq};
 use crate::hw::soc::Recovery;
 use crate::hw::tm::{self, mgr as tmr, tq};
 use crate::hw::uapi::{engine_state, job_status};
@@ -47,7 +46,7 @@ use crate::vm::AddressSpace;
 /// Register access to the engine window.
 pub(crate) enum Mmio {
     /// The hardware's registers (revoked on unbind).
-    Hw(DevresIoMem<{ tm::ENGINE_WINDOW }>),
+    Hw(Arc<IoWindow>),
     /// The simulator's register model.
     #[cfg(ane_test)]
     Sim(Arc<crate::sim::SimEngine>),
@@ -56,7 +55,7 @@ pub(crate) enum Mmio {
 impl Mmio {
     fn read32(&self, off: usize) -> u32 {
         match self {
-            Mmio::Hw(io) => window_read32(io, off).unwrap_or(u32::MAX),
+            Mmio::Hw(io) => io.read32(off).unwrap_or(u32::MAX),
             #[cfg(ane_test)]
             Mmio::Sim(s) => s.read32(off),
         }
@@ -64,39 +63,10 @@ impl Mmio {
 
     fn write32(&self, off: usize, val: u32) {
         match self {
-            Mmio::Hw(io) => window_write32(io, off, val),
+            Mmio::Hw(io) => io.write32(off, val),
             #[cfg(ane_test)]
             Mmio::Sim(s) => s.write32(off, val),
         }
-    }
-}
-
-// Accessors of a revocable register window, shared with the firmware path
-// (`fw::FwRegs`). A read gives `None` once the window is revoked (the device
-// is unbound) or for an offset outside it, and each caller picks what that
-// reads as; a write then does nothing.
-
-/// Reads the 32-bit register at `off` of `io`.
-pub(crate) fn window_read32<const N: usize>(io: &DevresIoMem<N>, off: usize) -> Option<u32> {
-    io.try_access().and_then(|io| (&*io).try_read32(off).ok())
-}
-
-/// Writes the 32-bit register at `off` of `io`.
-pub(crate) fn window_write32<const N: usize>(io: &DevresIoMem<N>, off: usize, val: u32) {
-    if let Some(io) = io.try_access() {
-        let _ = (&*io).try_write32(val, off);
-    }
-}
-
-/// Reads the 64-bit register at `off` of `io`.
-pub(crate) fn window_read64<const N: usize>(io: &DevresIoMem<N>, off: usize) -> Option<u64> {
-    io.try_access().and_then(|io| (&*io).try_read64(off).ok())
-}
-
-/// Writes the 64-bit register at `off` of `io`.
-pub(crate) fn window_write64<const N: usize>(io: &DevresIoMem<N>, off: usize, val: u64) {
-    if let Some(io) = io.try_access() {
-        let _ = (&*io).try_write64(val, off);
     }
 }
 
@@ -606,14 +576,10 @@ impl EngineIrq {
     }
 }
 
-impl ThreadedHandler for EngineIrq {
-    // The hard handler only wakes the thread (the default); the line stays
-    // masked (IRQF_ONESHOT) until the thread drained the events.
-    fn handle_threaded(&self) -> IrqReturn {
-        if self.engine.interrupt() {
-            IrqReturn::Handled
-        } else {
-            IrqReturn::None
-        }
+impl irq::Handler for EngineIrq {
+    // The hard handler only wakes the thread; the line stays masked
+    // (IRQF_ONESHOT) until the thread drained the events.
+    fn handle_threaded(&self) -> bool {
+        self.engine.interrupt()
     }
 }

@@ -30,15 +30,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
     firmware,
-    io::mem::DevresIoMem,
     prelude::*,
     str::CString,
     sync::{aref::ARef, new_mutex, Arc, Mutex},
     time::{delay::fsleep, Delta},
 };
 
-use crate::engine::{window_read32, window_read64, window_write32, window_write64};
-use crate::ext::accel::Device;
+use crate::ext::{accel::Device, io::IoWindow};
 use crate::gem::{self, Bo};
 use crate::hw::fw::{
     boot::{self, BootError, BufKind, Captured, FwBuf, MemError},
@@ -56,9 +54,9 @@ pub(crate) enum FwRegs {
     /// The device's `engine` (32 MiB) and read-only `pmgr` windows.
     Hw {
         /// The ANE block.
-        engine: DevresIoMem<{ regs::ENGINE_WINDOW }>,
+        engine: Arc<IoWindow>,
         /// The ANE power words, read-only.
-        pmgr: DevresIoMem<{ regs::PMGR_WINDOW }>,
+        pmgr: Arc<IoWindow>,
     },
     /// The simulator's firmware model.
     #[cfg(ane_test)]
@@ -71,7 +69,7 @@ impl FwRegs {
             return 0;
         }
         match self {
-            FwRegs::Hw { engine, .. } => window_read32(engine, off).unwrap_or(u32::MAX),
+            FwRegs::Hw { engine, .. } => engine.read32(off).unwrap_or(u32::MAX),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.read32(off),
         }
@@ -82,7 +80,7 @@ impl FwRegs {
             return;
         }
         match self {
-            FwRegs::Hw { engine, .. } => window_write32(engine, off, val),
+            FwRegs::Hw { engine, .. } => engine.write32(off, val),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.write32(off, val),
         }
@@ -93,7 +91,7 @@ impl FwRegs {
             return 0;
         }
         match self {
-            FwRegs::Hw { engine, .. } => window_read64(engine, off).unwrap_or(u64::MAX),
+            FwRegs::Hw { engine, .. } => engine.read64(off).unwrap_or(u64::MAX),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.read64(off),
         }
@@ -104,7 +102,7 @@ impl FwRegs {
             return;
         }
         match self {
-            FwRegs::Hw { engine, .. } => window_write64(engine, off, val),
+            FwRegs::Hw { engine, .. } => engine.write64(off, val),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.write64(off, val),
         }
@@ -112,7 +110,7 @@ impl FwRegs {
 
     fn pmgr_read32(&self, off: usize) -> u32 {
         match self {
-            FwRegs::Hw { pmgr, .. } => window_read32(pmgr, off).unwrap_or(0),
+            FwRegs::Hw { pmgr, .. } => pmgr.read32(off).unwrap_or(0),
             #[cfg(ane_test)]
             FwRegs::Sim(s) => s.pmgr_read32(off),
         }

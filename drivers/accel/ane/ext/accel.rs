@@ -30,17 +30,6 @@ use kernel::{
     types::Opaque,
 };
 
-#[allow(improper_ctypes)]
-extern "C" {
-    /// `accel_open()` from `drivers/accel/drm_accel.c` (`EXPORT_SYMBOL_GPL`),
-    /// declared only in `drm/drm_accel.h`, which the 7.3 bindings do not
-    /// include. `improper_ctypes` is allowed because `struct inode` and
-    /// `struct file` contain fields Rust cannot describe as FFI-safe; only
-    /// pointers to them cross the boundary, and they are never dereferenced
-    /// on this side.
-    fn accel_open(inode: *mut bindings::inode, filp: *mut bindings::file) -> c_int;
-}
-
 /// Static information about a driver, reported by `DRM_IOCTL_VERSION`.
 pub struct DriverInfo {
     /// Major version (the ABI version).
@@ -50,9 +39,9 @@ pub struct DriverInfo {
     /// Patch level.
     pub patchlevel: i32,
     /// Driver name.
-    pub name: &'static CStr,
+    pub name: &'static core::ffi::CStr,
     /// Driver description.
-    pub desc: &'static CStr,
+    pub desc: &'static core::ffi::CStr,
 }
 
 /// An accel driver.
@@ -113,29 +102,7 @@ impl<T: Driver> core::ops::Deref for Device<T> {
     }
 }
 
-/// The file operations of an accel node: `DRM_ACCEL_FOPS` of `drm_accel.h`.
-const fn accel_fops(owner: *mut bindings::module) -> bindings::file_operations {
-    let mut fops: bindings::file_operations = pin_init::zeroed();
-    fops.owner = owner;
-    fops.open = Some(accel_open);
-    fops.release = Some(bindings::drm_release);
-    fops.unlocked_ioctl = Some(bindings::drm_ioctl);
-    #[cfg(CONFIG_COMPAT)]
-    {
-        fops.compat_ioctl = Some(bindings::drm_compat_ioctl);
-    }
-    fops.poll = Some(bindings::drm_poll);
-    fops.read = Some(bindings::drm_read);
-    fops.llseek = Some(bindings::noop_llseek);
-    fops.mmap = Some(bindings::drm_gem_mmap);
-    fops.fop_flags = bindings::FOP_UNSIGNED_OFFSET;
-    fops
-}
-
 impl<T: Driver> Device<T> {
-    const FOPS: bindings::file_operations =
-        accel_fops(kernel::module::this_module::<crate::LocalModule>().as_ptr());
-
     const FEATURES: u32 =
         bindings::drm_driver_feature_DRIVER_GEM | bindings::drm_driver_feature_DRIVER_COMPUTE_ACCEL;
 
@@ -153,7 +120,8 @@ impl<T: Driver> Device<T> {
         d.driver_features = Self::FEATURES;
         d.ioctls = T::IOCTLS.as_ptr();
         d.num_ioctls = T::IOCTLS.len() as c_int;
-        d.fops = &Self::FOPS;
+        // `DRM_ACCEL_FOPS` with this module as owner, from the C glue.
+        d.fops = &raw const super::glue::ane_glue_accel_fops;
         d
     };
 
@@ -168,12 +136,8 @@ impl<T: Driver> Device<T> {
 
     /// Allocates an accel device under `parent`. It is not visible to
     /// userspace until it is registered with [`Registration::new`].
-    pub fn new(parent: &device::Device<device::Bound>, data: T::Data) -> Result<ARef<Self>> {
-        // `device::Device` is a transparent wrapper of `struct device`; its
-        // raw pointer getter is crate-private, so cast the reference.
-        let parent = core::ptr::from_ref(parent)
-            .cast::<bindings::device>()
-            .cast_mut();
+    pub fn new(parent: &device::Device, data: T::Data) -> Result<ARef<Self>> {
+        let parent = super::glue::raw_dev(parent);
         // SAFETY: `parent` is a bound device; the sizes describe `Self`,
         // whose `drm` field is at the given offset.
         let raw = unsafe {
@@ -191,7 +155,10 @@ impl<T: Driver> Device<T> {
         unsafe { core::ptr::addr_of_mut!((*raw).data).write(data) };
         // SAFETY: `data` is initialised now; switch to the vtable whose
         // `release` drops it. Nothing else sees the device yet.
-        unsafe { (*Opaque::cast_into(core::ptr::addr_of!((*raw).drm))).driver = &Self::VTABLE };
+        unsafe {
+            (*core::ptr::addr_of_mut!((*raw).drm).cast::<bindings::drm_device>()).driver =
+                &Self::VTABLE
+        };
         // SAFETY: We own the initial reference from `__drm_dev_alloc`.
         Ok(unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) })
     }
@@ -209,7 +176,24 @@ impl<T: Driver> Device<T> {
     /// `'a`.
     pub unsafe fn from_raw<'a>(raw: *const bindings::drm_device) -> &'a Self {
         // SAFETY: By the safety requirements, `raw` is inside a `Device<T>`.
-        unsafe { &*kernel::container_of!(Opaque::cast_from(raw), Self, drm) }
+        unsafe { &*Self::container_of(raw) }
+    }
+
+    /// The `Device<T>` whose `drm` field `raw` points to (`container_of`;
+    /// `Opaque<T>` is a transparent wrapper of `T`).
+    ///
+    /// # Safety
+    ///
+    /// `raw` must point to the `drm` field of a `Device<T>`.
+    unsafe fn container_of(raw: *const bindings::drm_device) -> *mut Self {
+        // SAFETY: By the safety requirements, the containing object starts
+        // `offset_of!(Self, drm)` bytes before `raw`.
+        unsafe {
+            raw.cast::<u8>()
+                .sub(offset_of!(Self, drm))
+                .cast::<Self>()
+                .cast_mut()
+        }
     }
 
     /// Enters the device for an access that must not race with unplug:
@@ -265,7 +249,7 @@ impl<T: Driver> Device<T> {
         // `VTABLE`, whose data is initialised. The allocation itself is freed
         // by the DRM core afterwards.
         unsafe {
-            let this = kernel::container_of!(Opaque::cast_from(raw_dev), Self, drm).cast_mut();
+            let this = Self::container_of(raw_dev);
             core::ptr::drop_in_place(core::ptr::addr_of_mut!((*this).data));
         }
     }

@@ -3,13 +3,9 @@
 //! Barriers for memory a device reads and writes (the kernel's `dma_mb()`
 //! is a macro, so `ane_glue.c` wraps it).
 
-extern "C" {
-    fn ane_glue_dma_mb();
-}
-
 /// Orders every earlier memory access before every later one, as seen by a
 /// device sharing the memory (`dma_mb()`).
 pub fn mb() {
     // SAFETY: A barrier; no preconditions.
-    unsafe { ane_glue_dma_mb() }
+    unsafe { super::glue::ane_glue_dma_mb() }
 }

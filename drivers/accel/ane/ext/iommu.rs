@@ -13,13 +13,7 @@ use kernel::{bindings, device, prelude::*};
 
 use super::accel::Driver;
 use super::gem::Object;
-
-fn raw_dev<Ctx: device::DeviceContext>(dev: &device::Device<Ctx>) -> *mut bindings::device {
-    // `device::Device` is a transparent wrapper of `struct device`.
-    core::ptr::from_ref(dev)
-        .cast::<bindings::device>()
-        .cast_mut()
-}
+use super::glue::raw_dev;
 
 /// An unmanaged IOMMU paging domain.
 pub struct IommuDomain(NonNull<bindings::iommu_domain>);

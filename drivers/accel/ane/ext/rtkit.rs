@@ -4,17 +4,11 @@
 //! `apple_rtkit` (7.3 has no Rust binding for it; `ane_glue.c` makes the
 //! calls).
 
-use core::{ffi::c_int, ffi::c_void, ptr::NonNull};
+use core::{ffi::c_void, ptr::NonNull};
 
-use kernel::{bindings, device, prelude::*};
+use kernel::{device, prelude::*};
 
-// `struct device` contains a zero-sized array Rust calls FFI-unsafe; only
-// pointers to it cross the boundary.
-#[allow(improper_ctypes)]
-extern "C" {
-    fn ane_glue_rtkit_boot(dev: *mut bindings::device, out: *mut *mut c_void) -> c_int;
-    fn ane_glue_rtkit_free(rtk: *mut c_void);
-}
+use super::glue::{ane_glue_rtkit_boot, ane_glue_rtkit_free, raw_dev};
 
 /// A running RTKit session; ended when dropped.
 pub struct Rtkit(NonNull<c_void>);
@@ -32,14 +26,7 @@ impl Rtkit {
     pub fn boot(dev: &device::Device) -> Result<Self> {
         let mut out: *mut c_void = core::ptr::null_mut();
         // SAFETY: `dev` is a live device being probed; `out` is valid.
-        let ret = unsafe {
-            ane_glue_rtkit_boot(
-                core::ptr::from_ref(dev)
-                    .cast::<bindings::device>()
-                    .cast_mut(),
-                &mut out,
-            )
-        };
+        let ret = unsafe { ane_glue_rtkit_boot(raw_dev(dev), &mut out) };
         kernel::error::to_result(ret)?;
         NonNull::new(out).map(Self).ok_or(EINVAL)
     }

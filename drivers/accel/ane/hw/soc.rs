@@ -384,4 +384,40 @@ mod tests {
             assert_eq!(names, soc.power_domains, "{file}");
         }
     }
+
+    /// The C glue's OF tables (`ane_glue.c`, which the kernel module's
+    /// aliases come from) list exactly the compatibles of this table, the
+    /// host-driven ones under the `ane` driver and the firmware ones under
+    /// `ane-fw`.
+    #[test]
+    fn glue_tables_match() {
+        extern crate std;
+        let glue = include_str!("../ane_glue.c");
+        let table = |name: &str| -> std::vec::Vec<&str> {
+            let start = glue
+                .find(&std::format!("of_device_id {name}[] = {{"))
+                .unwrap_or_else(|| panic!("no table {name} in ane_glue.c"));
+            let body = &glue[start..];
+            let body = &body[..body.find("};").expect("table end")];
+            body.split(".compatible = \"")
+                .skip(1)
+                .map(|rest| &rest[..rest.find('"').expect("string end")])
+                .collect()
+        };
+        let want = |backend: BackendKind| -> std::vec::Vec<&str> {
+            TABLE
+                .iter()
+                .filter(|s| s.backend == backend)
+                .map(|s| s.compatible.to_str().expect("ASCII"))
+                .collect()
+        };
+        assert_eq!(table("ane_glue_h13_of"), want(BackendKind::HostDriven));
+        assert_eq!(table("ane_glue_fw_of"), want(BackendKind::Firmware));
+        for c in table("ane_glue_h13_of")
+            .into_iter()
+            .chain(table("ane_glue_fw_of"))
+        {
+            assert!(SocInfo::by_compatible(c).is_some(), "{c}");
+        }
+    }
 }

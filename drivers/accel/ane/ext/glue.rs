@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The declarations of `ane_glue.c` (prototypes in `ane_glue.h`).
+//!
+//! The C glue is where the module meets the driver core; see its header
+//! comment and `docs/kernel-compat.md`. Only the modules of `ext` call these.
+//! Kernel structures cross the boundary only as pointers, most of them as
+//! `*mut c_void`, so these declarations do not depend on the layout of any
+//! kernel structure. C strings are `*const u8`: the kernel's `char` is
+//! unsigned on every architecture.
+
+use core::ffi::{c_int, c_uint, c_void};
+
+use kernel::bindings;
+
+/// `irq_handler_t`: `irqreturn_t (*)(int, void *)`; `irqreturn_t` is a C
+/// enum (`IRQ_NONE` 0, `IRQ_HANDLED` 1), passed as an `unsigned int`.
+pub(crate) type IrqThreadFn = unsafe extern "C" fn(irq: c_int, cookie: *mut c_void) -> c_uint;
+
+/// `struct ane_glue_ops`: the driver's callbacks, called by the C platform
+/// drivers. `pdev` is a `struct platform_device *`, `dev` its `struct
+/// device`, `data` what `probe` returned.
+#[repr(C)]
+pub(crate) struct GlueOps {
+    pub(crate) probe: unsafe extern "C" fn(
+        pdev: *mut c_void,
+        dev: *mut bindings::device,
+        compatible: *const u8,
+        data: *mut *mut c_void,
+    ) -> c_int,
+    pub(crate) unbind:
+        unsafe extern "C" fn(pdev: *mut c_void, dev: *mut bindings::device, data: *mut c_void),
+    pub(crate) release: unsafe extern "C" fn(data: *mut c_void),
+    pub(crate) runtime_suspend: unsafe extern "C" fn(data: *mut c_void) -> c_int,
+    pub(crate) runtime_resume: unsafe extern "C" fn(data: *mut c_void) -> c_int,
+    pub(crate) autosuspend_delay_ms: extern "C" fn() -> c_int,
+}
+
+// `struct device` contains a zero-sized array Rust calls FFI-unsafe; only
+// pointers to it cross the boundary.
+#[allow(improper_ctypes)]
+extern "C" {
+    pub(crate) fn ane_glue_register(ops: *const GlueOps) -> c_int;
+    pub(crate) fn ane_glue_unregister();
+    pub(crate) fn ane_glue_module_pin();
+    /// `const struct file_operations`: `DRM_ACCEL_FOPS` owned by this module.
+    pub(crate) static ane_glue_accel_fops: bindings::file_operations;
+
+    pub(crate) fn ane_glue_ioremap(
+        pdev: *mut c_void,
+        name: *const u8,
+        min_size: usize,
+        out: *mut *mut c_void,
+    ) -> c_int;
+    pub(crate) fn ane_glue_readl(addr: *const c_void) -> u32;
+    pub(crate) fn ane_glue_writel(val: u32, addr: *mut c_void);
+    pub(crate) fn ane_glue_readq(addr: *const c_void) -> u64;
+    pub(crate) fn ane_glue_writeq(val: u64, addr: *mut c_void);
+
+    pub(crate) fn ane_glue_irq_get_optional(pdev: *mut c_void, index: c_uint) -> c_int;
+    pub(crate) fn ane_glue_irq_request(
+        irq: c_uint,
+        thread_fn: IrqThreadFn,
+        name: *const u8,
+        cookie: *mut c_void,
+    ) -> c_int;
+    pub(crate) fn ane_glue_irq_free(irq: c_uint, cookie: *mut c_void);
+    pub(crate) fn ane_glue_irq_synchronize(irq: c_uint);
+
+    pub(crate) fn ane_glue_pm_resume_and_get(dev: *mut bindings::device) -> c_int;
+    pub(crate) fn ane_glue_pm_put_autosuspend(dev: *mut bindings::device);
+    pub(crate) fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
+    pub(crate) fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
+    pub(crate) fn ane_glue_dma_mb();
+    pub(crate) fn ane_glue_rtkit_boot(dev: *mut bindings::device, out: *mut *mut c_void) -> c_int;
+    pub(crate) fn ane_glue_rtkit_free(rtk: *mut c_void);
+}
+
+/// The `struct device` behind `dev`. `device::Device` is a transparent
+/// wrapper of `struct device` in every supported kernel; its raw pointer
+/// getter is crate-private, so the reference is cast.
+pub(crate) fn raw_dev<Ctx: kernel::device::DeviceContext>(
+    dev: &kernel::device::Device<Ctx>,
+) -> *mut bindings::device {
+    core::ptr::from_ref(dev)
+        .cast::<bindings::device>()
+        .cast_mut()
+}
+
+/// The `device::Device` of a raw `struct device`.
+///
+/// # Safety
+///
+/// `dev` must point to a live `struct device` that stays valid for `'a`.
+pub(crate) unsafe fn device_from_raw<'a>(dev: *mut bindings::device) -> &'a kernel::device::Device {
+    // SAFETY: `device::Device` is a transparent wrapper of `struct device`;
+    // the caller guarantees validity for `'a`.
+    unsafe { &*dev.cast::<kernel::device::Device>() }
+}

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Register windows that are revoked at unbind.
+//!
+//! An [`IoWindow`] maps one memory resource of a platform device (devres
+//! unmaps it after remove). Objects that outlive the binding (the engine
+//! belongs to the DRM device, which lives while files are open) keep an
+//! `Arc` to the window; the driver revokes it in unbind, after which every
+//! read gives `None` and every write does nothing, so no register is
+//! touched once the device is unbound. Accesses hold the window's lock, so
+//! revocation waits for one in flight.
+
+use core::ffi::{c_void, CStr};
+
+use kernel::{
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+use super::glue;
+use super::platform::PlatformDev;
+
+/// A revocable MMIO window of `len` bytes.
+#[pin_data]
+pub struct IoWindow {
+    /// The mapped base address; 0 once revoked.
+    #[pin]
+    base: SpinLock<usize>,
+    len: usize,
+}
+
+impl IoWindow {
+    /// Maps the memory resource called `name` (or, for `None`, the first
+    /// one) of `pdev`, which must span at least `len` bytes. Mapping touches
+    /// no register. `ENODEV` when there is no such resource.
+    pub fn map(pdev: &PlatformDev<'_>, name: Option<&CStr>, len: usize) -> Result<Arc<Self>> {
+        let mut base: *mut c_void = core::ptr::null_mut();
+        let name = name.map_or(core::ptr::null(), |n| n.as_char_ptr());
+        // SAFETY: `pdev` is being probed; `name` is NULL or a C string;
+        // `base` is a valid out pointer.
+        kernel::error::to_result(unsafe {
+            glue::ane_glue_ioremap(pdev.as_raw(), name, len, &mut base)
+        })?;
+        Arc::pin_init(
+            pin_init!(Self {
+                base <- new_spinlock!(base as usize),
+                len,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The address of the `width`-byte register at `off`, if it is inside
+    /// the window and aligned.
+    fn offset_ok(&self, off: usize, width: usize) -> bool {
+        off % width == 0 && off.checked_add(width).is_some_and(|end| end <= self.len)
+    }
+
+    /// Reads the 32-bit register at `off`; `None` once revoked or for an
+    /// offset outside the window.
+    pub fn read32(&self, off: usize) -> Option<u32> {
+        if !self.offset_ok(off, 4) {
+            return None;
+        }
+        let base = self.base.lock();
+        // SAFETY: While not revoked (checked under the lock that `revoke`
+        // takes), `base` is the live mapping of `len` bytes, and `off` is
+        // inside it.
+        (*base != 0).then(|| unsafe { glue::ane_glue_readl((*base + off) as *const c_void) })
+    }
+
+    /// Writes the 32-bit register at `off`; nothing once revoked.
+    pub fn write32(&self, off: usize, val: u32) {
+        if !self.offset_ok(off, 4) {
+            return;
+        }
+        let base = self.base.lock();
+        if *base != 0 {
+            // SAFETY: As in `read32`.
+            unsafe { glue::ane_glue_writel(val, (*base + off) as *mut c_void) };
+        }
+    }
+
+    /// Reads the 64-bit register at `off`; `None` once revoked or outside.
+    pub fn read64(&self, off: usize) -> Option<u64> {
+        if !self.offset_ok(off, 8) {
+            return None;
+        }
+        let base = self.base.lock();
+        // SAFETY: As in `read32`.
+        (*base != 0).then(|| unsafe { glue::ane_glue_readq((*base + off) as *const c_void) })
+    }
+
+    /// Writes the 64-bit register at `off`; nothing once revoked.
+    pub fn write64(&self, off: usize, val: u64) {
+        if !self.offset_ok(off, 8) {
+            return;
+        }
+        let base = self.base.lock();
+        if *base != 0 {
+            // SAFETY: As in `read32`.
+            unsafe { glue::ane_glue_writeq(val, (*base + off) as *mut c_void) };
+        }
+    }
+
+    /// Revokes the window: from now on no access reaches the hardware. Waits
+    /// for an access in flight. Called at unbind, before devres unmaps it.
+    pub fn revoke(&self) {
+        *self.base.lock() = 0;
+    }
+}
