@@ -16,7 +16,13 @@
 //! public item is documented (the kernel builds with `-Wmissing_docs`).
 //!
 //! `fw/` is the H14 (T602x) firmware path: image pin, boot contract, ChMan, firmware model.
+//!
+//! The functional models ([`engine`], and `fw::model`) serve the simulator
+//! and the userspace host model only: the kernel module's production
+//! flavour is built with `--cfg ane_kernel` and without `--cfg ane_test`
+//! (see `Kbuild`), and leaves them out.
 
+#[cfg(any(not(ane_kernel), ane_test))]
 pub mod engine;
 pub mod fw;
 pub mod iova;

@@ -34,7 +34,7 @@
 //!   dispatch, 1 finish); a CALL is complete only at its finish event.
 //!
 //! Not in the reference material, chosen here (and implemented the same way
-//! by [`super::model`]):
+//! by `super::model`):
 //!
 //! - where a target→host payload lives: inline in its slot, from
 //!   [`PAYLOAD`] (+0x08) on; an event's last 8 bytes (0x20..0x28) are

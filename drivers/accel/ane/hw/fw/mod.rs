@@ -18,7 +18,8 @@
 //! - [`chman`]: the channel table, ring slots and the host side of an
 //!   exchange as a non-blocking state machine;
 //! - [`msg`]: command encoders and reply decoders, and the program digest;
-//! - [`model`]: a functional model of the firmware for the simulator.
+//! - `model`: a functional model of the firmware for the simulator (not in
+//!   the production kernel module).
 //!
 //! Nothing here allocates or panics on untrusted input: every length and
 //! offset that comes from the image, the firmware or the user is checked.
@@ -28,6 +29,7 @@ mod bytes;
 pub mod boot;
 pub mod chman;
 pub mod image;
+#[cfg(any(not(ane_kernel), ane_test))]
 pub mod model;
 pub mod msg;
 pub mod regs;
