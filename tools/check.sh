@@ -3,11 +3,14 @@
 #
 # 1. Host: cargo test (and clippy, rustfmt) of the userspace workspace, which
 #    includes the shared hardware crate the driver is built from.
-# 2. The build chroot and both test kernels (cached by their inputs).
-# 3. The module for x86_64 and arm64: production flavour with clippy, modinfo
-#    checks; test flavour for the QEMU runs.
-# 4. QEMU x86_64 and arm64: in-guest test scripts, kernel log judged clean;
-#    the deliberate-warning canary must be caught.
+# 2. The build chroot and the three test kernels (cached by their inputs):
+#    x86_64 7.3, arm64 7.3 (rustc 1.85) and arm64 7.2 (backports rustc),
+#    all GCC-built like the kernels Asahi users run.
+# 3. The module against each: production flavour with clippy, modinfo, no
+#    test code; its symbols against the real 7.1.13 target's export list;
+#    test flavour for the QEMU runs.
+# 4. QEMU x86_64 7.3, arm64 7.3 and arm64 7.2: in-guest test scripts, kernel
+#    log judged clean; the deliberate-warning canary must be caught.
 #
 # Ends with "N passed, N failed"; exit status 0 only if all steps passed.
 source "$(dirname "$0")/lib.sh"
@@ -27,39 +30,75 @@ step "chroot: cargo test with rustc 1.85 (UAPI layout vs C header)" \
 	in_chroot -w /src/userspace /usr/bin/env ANE_REQUIRE_LAYOUT_TEST=1 \
 	CARGO_TARGET_DIR=/cache/cargo-target/host cargo test --locked
 
-kdir_x86=$("$ANE_TOP/tools/kernel/build.sh" x86_64) || die "x86_64 kernel build failed"
-kdir_arm=$("$ANE_TOP/tools/kernel/build.sh" arm64) || die "arm64 kernel build failed"
+# The test kernels, built like the target (GCC, 16K pages on arm64, 1000 Hz,
+# high-resolution timers, PREEMPT): x86_64 and arm64 7.3 with rustc 1.85,
+# arm64 7.2 with trixie-backports' rustc (tools/kernel/build.sh).
+kdir_x86=$("$ANE_TOP/tools/kernel/build.sh" x86_64 7.3) || die "x86_64 7.3 kernel build failed"
+kdir_arm=$("$ANE_TOP/tools/kernel/build.sh" arm64 7.3) || die "arm64 7.3 kernel build failed"
+kdir_arm72=$("$ANE_TOP/tools/kernel/build.sh" arm64 7.2) || die "arm64 7.2 kernel build failed"
 
-# The production module, linted with clippy, and its modinfo.
+# The production module, linted with clippy where the chroot has the
+# kernel's clippy (rustc 1.85), its modinfo, and its text size.
 prod_module() {
-	local arch=$1 kdir=$2 dir
-	dir=$(guest_dir "$arch")/prod
+	local arch=$1 kdir=$2 tag=$3 clippy=$4 dir
+	dir=$(guest_dir "$tag")/prod
 	in_chroot /bin/bash -euo pipefail -c '
-		arch=$1 kdir=$2 dir=$3
+		arch=$1 kdir=$2 dir=$3 clippy=$4
+		cross=; [ "$arch" = arm64 ] && cross=aarch64-linux-gnu-
 		mkdir -p "$dir"
 		rsync -a --delete --exclude=.git --exclude=target /src/ "$dir/"
-		make -C "$dir" KDIR="$kdir" ARCH="$arch" CLIPPY=1 modules
-		exec /src/tools/modinfo-check.sh "$dir/ane.ko" "$kdir"
-	' prod "$arch" "$kdir" "$dir"
+		/src/tools/kernel/with-toolchain.sh "$kdir" make -C "$dir" KDIR="$kdir" ARCH="$arch" \
+			${cross:+CROSS_COMPILE=$cross} ${clippy:+CLIPPY=1} modules
+		/src/tools/modinfo-check.sh "$dir/ane.ko" "$kdir"
+		# No simulator, engine or firmware model, WARN hook or test
+		# parameter in the production module.
+		if ${cross}nm "$dir/ane.ko" | grep -E "sim(Engine|Fw|PageTable)|FwModel|hw6engine|selftest" >&2; then
+			echo "prod: test-flavour code in the production module" >&2
+			exit 1
+		fi
+		if modinfo -F parm "$dir/ane.ko" | grep -E "^(sim_|selftest)" >&2; then
+			echo "prod: test-flavour parameters in the production module" >&2
+			exit 1
+		fi
+		${cross}size "$dir/ane.ko"
+	' prod "$arch" "$kdir" "$dir" "$clippy"
 }
-step "module x86_64: production build, clippy, modinfo" prod_module x86_64 "$kdir_x86"
-step "module arm64: production build, clippy, modinfo" prod_module arm64 "$kdir_arm"
+step "module x86_64 7.3: production build, clippy, modinfo, no test code" prod_module x86_64 "$kdir_x86" x86_64 1
+step "module arm64 7.3 (rustc 1.85): production build, clippy, modinfo, no test code" prod_module arm64 "$kdir_arm" arm64 1
+step "module arm64 7.2 (rustc backports): production build, modinfo, no test code" prod_module arm64 "$kdir_arm72" arm64-7.2 ""
+# The real target's export list: every symbol the arm64 module needs from
+# the kernel exists in linux-asahi 7.1.13 (tools/symcheck.sh).
+symbols() {
+	local ko symvers=/shared/targets/Module.symvers-7.1.13-3-1-ARCH
+	ko=$(guest_dir arm64)/prod/ane.ko
+	in_chroot tools/symcheck.sh "$ko" "$symvers" || return 1
+	# The check must be able to fail: without one C export the module
+	# needs, it does.
+	in_chroot /bin/bash -c 'grep -vP "\tdrm_dev_register\t" "$2" >/tmp/symvers-minus &&
+		! /src/tools/symcheck.sh "$1" /tmp/symvers-minus >/dev/null 2>&1' symcheck "$ko" "$symvers" || {
+		echo "symcheck passed without drm_dev_register in the export list" >&2
+		return 1
+	}
+	echo "symcheck: fails as it must when an export is missing"
+}
+step "symbols: arm64 ane.ko against the linux-asahi 7.1.13 export list" symbols
 
 # Test flavour + initramfs, then boots.
 guest() {
-	local arch=$1 kdir=$2
-	in_chroot tools/qemu/build-guest.sh "$arch" "$kdir" "$(guest_dir "$arch")"
+	local arch=$1 kdir=$2 tag=$3
+	in_chroot /usr/bin/env ANE_CARGO_TARGET="/cache/guest/cargo-$arch" \
+		tools/qemu/build-guest.sh "$arch" "$kdir" "$(guest_dir "$tag")"
 }
 boot() {
-	local arch=$1 kdir=$2 tests=$3 tag=$4 dtb=${5:-} g
-	g=$(guest_dir "$arch")
-	in_chroot tools/qemu/boot.sh "$arch" "$kdir" "$g/initramfs.cpio.gz" "$tests" "$g/$tag.log" $dtb
+	local arch=$1 kdir=$2 tag=$3 tests=$4 log=$5 dtb=${6:-} g
+	g=$(guest_dir "$tag")
+	in_chroot tools/qemu/boot.sh "$arch" "$kdir" "$g/initramfs.cpio.gz" "$tests" "$g/$log.log" $dtb
 }
 # The canary test makes the kernel warn; the run must be judged FAILED with
 # the warning named, or the harness could not see problems at all.
 canary() {
-	local arch=$1 kdir=$2 out
-	if out=$(boot "$arch" "$kdir" warn_canary canary); then
+	local arch=$1 kdir=$2 tag=$3 out
+	if out=$(boot "$arch" "$kdir" "$tag" warn_canary canary); then
 		echo "$out"
 		echo "canary: the deliberate WARNING was not detected" >&2
 		return 1
@@ -75,8 +114,8 @@ arm_dtb() {
 	in_chroot tools/qemu/mkdtb.sh "$(guest_dir arm64)/ane-virt.dtb"
 }
 
-step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
-# One boot per architecture runs the suite: load/unload with no device, the
+step "guest x86_64 7.3: test-flavour module + initramfs" guest x86_64 "$kdir_x86" x86_64
+# One boot per kernel runs the suite: load/unload with no device, the
 # simulated device's node and runtime PM, the ioctl suite on the T8103,
 # T6001 and T6021 tables (bad-input table, lifecycle, execution of real
 # compiled programs against the CPU reference, injected hang and error
@@ -84,19 +123,24 @@ step "guest x86_64: test-flavour module + initramfs" guest x86_64 "$kdir_x86"
 # start, calls and fault matrix, and ane-probe's commands; kmemleak scans
 # after each.
 suite=load_unload,accel_smoke,ioctl,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,probe
-step "qemu x86_64: load/unload, accel node, ioctl suite (T8103, T6001, T6021), unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" boot x86_64 "$kdir_x86" "$suite" suite
-step "qemu x86_64: warning canary caught" canary x86_64 "$kdir_x86"
-step "guest arm64: test-flavour module + initramfs" guest arm64 "$kdir_arm"
-step "qemu arm64 (16K pages): the same suite" boot arm64 "$kdir_arm" "$suite" suite
+step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103, T6001, T6021), unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" \
+	boot x86_64 "$kdir_x86" x86_64 "$suite" suite
+step "qemu x86_64 7.3: warning canary caught" canary x86_64 "$kdir_x86" x86_64
+step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
+step "qemu arm64 7.3 (16K pages): the same suite" boot arm64 "$kdir_arm" arm64 "$suite" suite
 step "qemu arm64: dtb with ANE nodes" arm_dtb
-step "qemu arm64: modalias load, bind, sysfs unbind/rebind" \
-	boot arm64 "$kdir_arm" bind bind "$(guest_dir arm64)/ane-virt.dtb"
-step "qemu arm64: warning canary caught" canary arm64 "$kdir_arm"
+step "qemu arm64 7.3: modalias load, bind, sysfs unbind/rebind" \
+	boot arm64 "$kdir_arm" arm64 bind bind "$(guest_dir arm64)/ane-virt.dtb"
+step "qemu arm64 7.3: warning canary caught" canary arm64 "$kdir_arm" arm64
+step "guest arm64 7.2: test-flavour module + initramfs" guest arm64 "$kdir_arm72" arm64-7.2
+step "qemu arm64 7.2 (16K pages): the same suite" boot arm64 "$kdir_arm72" arm64-7.2 "$suite" suite
+step "qemu arm64 7.2: modalias load, bind, sysfs unbind/rebind" \
+	boot arm64 "$kdir_arm72" arm64-7.2 bind bind "$(guest_dir arm64)/ane-virt.dtb"
 
 # Installation: device tree, DKMS, packages (each builds for real in the
 # chroot; see the scripts).
 step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
-step "dkms: real add/build against both test kernels" tools/dkms/check.sh
+step "dkms: real add/build against the 7.2 and 7.3 test kernels" tools/dkms/check.sh
 step "packaging: makepkg + rpmbuild, contents" tools/packaging/check.sh
 
 summary

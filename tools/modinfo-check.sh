@@ -5,7 +5,7 @@
 #
 # - an `of:N*T*C<compatible>` alias (and its `C*` twin) per supported SoC,
 # - a GPL-compatible licence,
-# - a vermagic naming the kernel release it was built for (7.3.x).
+# - a vermagic naming the kernel release it was built for (7.1.x to 7.3.x).
 set -euo pipefail
 ko=$1 kdir=$2
 fail=0
@@ -27,7 +27,7 @@ case "$vermagic" in
 "$krel "*) ;;
 *) echo "modinfo: vermagic '$vermagic' does not name $krel" >&2; fail=1 ;;
 esac
-case "$krel" in 7.3.*) ;; *) echo "modinfo: kernel $krel is not 7.3" >&2; fail=1 ;; esac
+case "$krel" in 7.[123].*) ;; *) echo "modinfo: kernel $krel is not 7.1, 7.2 or 7.3" >&2; fail=1 ;; esac
 modinfo "$ko" | grep -E '^(filename|license|description|alias|vermagic|name):'
 [ "$fail" = 0 ] && echo "modinfo: ok"
 exit $fail

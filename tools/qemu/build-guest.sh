@@ -10,33 +10,35 @@ set -euo pipefail
 arch=$1 kdir=$2 out=$3
 
 case "$arch" in
-x86_64) karch=x86_64 triple=x86_64-unknown-linux-gnu busybox=/bin/busybox ;;
-arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/usr/bin/busybox ;;
+x86_64) karch=x86_64 triple=x86_64-unknown-linux-gnu busybox=/bin/busybox cross= ;;
+arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/usr/bin/busybox cross=aarch64-linux-gnu- ;;
 *) echo "build-guest: unknown arch $arch" >&2; exit 2 ;;
 esac
+# Kernel modules: the kernel's own compilers (GCC; the rustc that built it).
+kmake() { /src/tools/kernel/with-toolchain.sh "$kdir" make ARCH="$karch" ${cross:+CROSS_COMPILE=$cross} "$@"; }
 
 mkdir -p "$out"
 rsync -a --delete --exclude=.git --exclude=/userspace/target /src/ "$out/src/"
 
 # The module, test flavour (Kbuild makes warnings errors).
-make -C "$out/src" KDIR="$kdir" ARCH="$karch" ANE_TEST=1 modules >"$out/module-build.log" 2>&1 || {
+kmake -C "$out/src" KDIR="$kdir" ANE_TEST=1 modules >"$out/module-build.log" 2>&1 || {
 	cat "$out/module-build.log" >&2
 	exit 1
 }
 cp "$out/src/ane.ko" "$out/ane.ko"
 # The test power-domain provider for the arm64 device-tree runs.
 if [ "$arch" = arm64 ]; then
-	make -C "$kdir" M="$out/src/tools/qemu/testpd" ARCH="$karch" LLVM=1 modules \
+	kmake -C "$kdir" M="$out/src/tools/qemu/testpd" modules \
 		>"$out/testpd-build.log" 2>&1 || {
 		cat "$out/testpd-build.log" >&2
 		exit 1
 	}
 fi
 
-# Userspace, static, with the chroot's Rust toolchain (the same rustc that
-# built the kernel; also proves the crates build with the minimum version).
-# Per output directory, so concurrent builds never swap binaries.
-export CARGO_TARGET_DIR=$out/target
+# Userspace, static, with the chroot's own Rust toolchain (rustc 1.85: also
+# proves the crates build with the minimum version). One target directory
+# per architecture, shared by the guests of both kernel releases.
+export CARGO_TARGET_DIR=${ANE_CARGO_TARGET:-$out/target}
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export RUSTFLAGS="-C target-feature=+crt-static"
 cargo build --quiet --locked --release --manifest-path "$out/src/userspace/Cargo.toml" \
