@@ -12,11 +12,13 @@
 #
 # KDIR must be a configured kernel build tree with Rust support; see the check
 # below for exactly what it needs. ARCH, LLVM and CROSS_COMPILE are passed
-# through to the kernel build.
+# through to the kernel build. The C compiler follows the kernel's: LLVM=1
+# only when the kernel was built with clang (CONFIG_CC_IS_CLANG), so a
+# GCC-built kernel (every Asahi kernel) gets GCC.
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
-LLVM ?= 1
-KBUILD_ARGS := LLVM=$(LLVM) $(if $(ARCH),ARCH=$(ARCH)) $(if $(CROSS_COMPILE),CROSS_COMPILE=$(CROSS_COMPILE)) \
+LLVM ?= $(shell grep -qx 'CONFIG_CC_IS_CLANG=y' $(KDIR)/include/config/auto.conf 2>/dev/null && echo 1)
+KBUILD_ARGS := $(if $(LLVM),LLVM=$(LLVM)) $(if $(ARCH),ARCH=$(ARCH)) $(if $(CROSS_COMPILE),CROSS_COMPILE=$(CROSS_COMPILE)) \
 	$(if $(CLIPPY),CLIPPY=$(CLIPPY)) $(if $(ANE_TEST),ANE_TEST=$(ANE_TEST)) $(if $(ANE_WERROR),ANE_WERROR=$(ANE_WERROR)) $(if $(V),V=$(V))
 
 .PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check bench
@@ -53,7 +55,7 @@ kdir-check:
 			CONFIG_RUST) why="the driver is written in Rust";; \
 			CONFIG_DRM) why="the kernel crate only offers DRM when DRM is built in (=y), not a module";; \
 			CONFIG_DRM_ACCEL) why="the driver registers a /dev/accel node";; \
-			CONFIG_RUST_DRM_GEM_SHMEM_HELPER) why="buffers are shmem GEM objects (enable DRM_TYR, which selects it)";; \
+			CONFIG_RUST_DRM_GEM_SHMEM_HELPER) why="buffers are shmem GEM objects (a hidden option: DRM_ASAHI selects it on Asahi kernels, DRM_TYR on others)";; \
 			esac; \
 			echo "ane: $$kdir lacks $$opt=y: $$why." >&2; fail=1; \
 		fi; \
@@ -61,7 +63,8 @@ kdir-check:
 	for f in rust/libkernel.rmeta rust/libmacros.so Module.symvers; do \
 		if [ ! -e "$$kdir/$$f" ]; then \
 			echo "ane: $$kdir lacks $$f: out-of-tree Rust modules need the kernel's Rust metadata and symbol versions" >&2; \
-			echo "ane:   (many header packages omit rust/; install the package that ships it, e.g. linux-lib-rust, or build against a full build tree)." >&2; \
+			echo "ane:   (Arch/Omarchy headers ship no rust/: run ane-rust-meta from the ane-rust-meta package to rebuild it;" >&2; \
+			echo "ane:    Fedora's kernel-16k-devel ships it; see docs/install.md, 'Kernel headers')." >&2; \
 			fail=1; \
 		fi; \
 	done; \

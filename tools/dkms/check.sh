@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0-only OR MIT
 #
-# A real DKMS run of the ane package against the cached 7.3 test kernels.
+# A real DKMS run of the ane package against the cached 7.2 and 7.3 test
+# kernels (GCC-built, like the kernels users run).
 #
 #   tools/dkms/check.sh          (from the repository root, on the host)
 #
@@ -12,25 +13,32 @@
 # packages do), /lib/modules/<release>/build points at a test kernel, and
 # dkms add / build run as on a user's machine. Checked:
 #   - the source tree registers (dkms add, status "added");
-#   - arm64 kernel: dkms build succeeds, status "built", modinfo of the
-#     built ane.ko (aliases of the four compatibles, licence, vermagic);
+#   - arm64 7.3 and arm64 7.2 kernels: dkms build succeeds, status "built",
+#     no LLVM=1 for a GCC kernel, modinfo of the built ane.ko (aliases of
+#     the four compatibles, licence, vermagic);
 #   - x86_64 kernel: the same, with BUILD_EXCLUSIVE_ARCH widened by a
 #     --directive of this test (dkms.conf itself says aarch64 only);
 #   - without that directive, an x86_64 build is skipped (exit 77);
-#   - a kernel without CONFIG_RUST is skipped (exit 77);
-#   - PRE_BUILD stops a kernel tree without rust/*.rmeta, and a rustc that is
-#     not the kernel's, each with a message naming what to install.
-# Both test kernels report the same release (7.3.4-ane-test), so the build
-# symlink is re-pointed between the two builds.
+#   - skipped (exit 77): a kernel without CONFIG_RUST, a kernel with its own
+#     ANE driver (CONFIG_DRM_ACCEL_ANE), a kernel older than 7.1;
+#   - a 7.1 kernel is not skipped: its headers without rust/ are stopped by
+#     PRE_BUILD naming ane-rust-meta;
+#   - PRE_BUILD stops a rustc that is not the kernel's, with the right advice
+#     for a rustup-built kernel (Arch) and a Fedora-built one.
+# The x86_64 and arm64 7.3 kernels report the same release, so the build
+# symlink is re-pointed between builds. The arm64 modules are built with
+# CROSS_COMPILE set in the environment (a user builds natively) and the
+# rustc that built each kernel first in PATH.
 # Ends with "N passed, N failed".
 set -euo pipefail
 
 if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 	top=$(cd "$(dirname "$0")/../.." && pwd)
-	kx=$("$top/tools/kernel/build.sh" x86_64)
-	ka=$("$top/tools/kernel/build.sh" arm64)
+	kx=$("$top/tools/kernel/build.sh" x86_64 7.3)
+	ka=$("$top/tools/kernel/build.sh" arm64 7.3)
+	ka72=$("$top/tools/kernel/build.sh" arm64 7.2)
 	exec "$top/tools/env/run.sh" /usr/bin/env ANE_IN_CHROOT=1 ANE_KDIR_X86="$kx" ANE_KDIR_ARM="$ka" \
-		tools/dkms/check.sh "$@"
+		ANE_KDIR_ARM72="$ka72" tools/dkms/check.sh "$@"
 fi
 
 cd /src
@@ -44,11 +52,7 @@ for d in /usr/lib/modules /usr/src /var/lib/dkms; do
 done
 
 version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' dkms.conf)
-rel=$(cat "$ANE_KDIR_X86/include/config/kernel.release")
-[ "$rel" = "$(cat "$ANE_KDIR_ARM/include/config/kernel.release")" ] || {
-	echo "the two test kernels have different releases; this test assumes one" >&2
-	exit 1
-}
+krel() { cat "$1/include/config/kernel.release"; }
 point_build() { mkdir -p "/usr/lib/modules/$1" && ln -sfn "$2" "/usr/lib/modules/$1/build"; }
 log() { echo "/var/lib/dkms/ane/$version/build/make.log"; }
 
@@ -66,10 +70,14 @@ step "dkms add ane/$version" add
 
 # build_for ARCH KDIR [DIRECTIVE]: a real dkms build, then modinfo.
 build_for() {
-	local arch=$1 kdir=$2 ko rc=0
+	local arch=$1 kdir=$2 ko rc=0 rel cross=
 	shift 2
+	rel=$(krel "$kdir")
+	[ "$arch" = aarch64 ] && cross=aarch64-linux-gnu-
 	point_build "$rel" "$kdir"
-	dkms build "ane/$version" -k "$rel" -a "$arch" "$@" || rc=$?
+	dkms remove "ane/$version" -k "$rel" -a "$arch" >/dev/null 2>&1 || true
+	env ${cross:+CROSS_COMPILE=$cross} tools/kernel/with-toolchain.sh "$kdir" \
+		dkms build "ane/$version" -k "$rel" -a "$arch" "$@" || rc=$?
 	if [ "$rc" != 0 ]; then
 		tail -n 40 "$(log)" 2>/dev/null || true
 		return 1
@@ -79,12 +87,15 @@ build_for() {
 	echo "built $ko"
 	grep "are usable; rustc matches" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log" ||
 		{ echo "PRE_BUILD did not run" >&2; return 1; }
-	# LLVM=1 (appended by DKMS for a clang-built kernel) reached Kbuild.
-	grep -q "^make -C .* LLVM=1 ARCH=" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log" ||
-		{ echo "the module was not built with LLVM=1" >&2; return 1; }
+	# A GCC-built kernel: DKMS appends LLVM=1 only for a clang-built one.
+	if grep -q "LLVM=1" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log"; then
+		echo "the module of a GCC-built kernel was built with LLVM=1" >&2
+		return 1
+	fi
 	tools/modinfo-check.sh "$ko" "$kdir"
 }
-step "dkms build, arm64 test kernel (aarch64) + modinfo" build_for aarch64 "$ANE_KDIR_ARM"
+step "dkms build, arm64 7.3 test kernel (aarch64, rustc 1.85) + modinfo" build_for aarch64 "$ANE_KDIR_ARM"
+step "dkms build, arm64 7.2 test kernel (aarch64, backports rustc) + modinfo" build_for aarch64 "$ANE_KDIR_ARM72"
 step "dkms build, x86_64 test kernel (arch widened by the test) + modinfo" \
 	build_for x86_64 "$ANE_KDIR_X86" --directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$"
 
@@ -102,6 +113,8 @@ expect_rc() {
 }
 
 skip_arch() {
+	local rel
+	rel=$(krel "$ANE_KDIR_X86")
 	point_build "$rel" "$ANE_KDIR_X86"
 	dkms remove "ane/$version" -k "$rel" -a x86_64 >/dev/null 2>&1 || true
 	expect_rc 77 dkms build "ane/$version" -k "$rel" -a x86_64
@@ -129,6 +142,36 @@ skip_norust() {
 }
 step "BUILD_EXCLUSIVE_CONFIG: a kernel without CONFIG_RUST is skipped (77)" skip_norust
 
+skip_own_ane() {
+	local d
+	d=$(fake_tree 7.3.4-ownane)
+	echo "CONFIG_DRM_ACCEL_ANE=m" >>"$d/.config"
+	echo "CONFIG_DRM_ACCEL_ANE=m" >>"$d/include/config/auto.conf"
+	expect_rc 77 dkms build "ane/$version" -k 7.3.4-ownane -a x86_64 \
+		--directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$"
+}
+step "BUILD_EXCLUSIVE_CONFIG: a kernel with its own ANE driver (CONFIG_DRM_ACCEL_ANE) is skipped (77)" skip_own_ane
+
+skip_old() {
+	fake_tree 7.0.9-old >/dev/null
+	expect_rc 77 dkms build "ane/$version" -k 7.0.9-old -a x86_64 \
+		--directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$"
+}
+step "BUILD_EXCLUSIVE_KERNEL_MIN: a kernel older than 7.1 is skipped (77)" skip_old
+
+asahi_71_norust() {
+	local d
+	# The release string of the target; its headers (like
+	# linux-asahi-headers) have Module.symvers but no rust/.
+	d=$(fake_tree 7.1.13-3-1-ARCH)
+	ln -s "$ANE_KDIR_X86/Module.symvers" "$d/Module.symvers"
+	expect_rc nonzero dkms build "ane/$version" -k 7.1.13-3-1-ARCH -a x86_64 \
+		--directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$" || return 1
+	grep -h "ane:" "$(log)" || true
+	grep -q "lacks rust/libkernel.rmeta" "$(log)" && grep -q "ane-rust-meta" "$(log)"
+}
+step "7.1 (linux-asahi 7.1.13) is built, and its headers without rust/ are stopped naming ane-rust-meta" asahi_71_norust
+
 no_rmeta() {
 	local d
 	d=$(fake_tree 7.3.4-normeta)
@@ -136,22 +179,31 @@ no_rmeta() {
 	expect_rc nonzero dkms build "ane/$version" -k 7.3.4-normeta -a x86_64 \
 		--directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$" || return 1
 	grep -h "ane:" "$(log)" || true
-	grep -q "lacks rust/libkernel.rmeta" "$(log)" && grep -q "linux-lib-rust\|rust/" "$(log)"
+	grep -q "lacks rust/libkernel.rmeta" "$(log)" && grep -q "kernel-16k-devel" "$(log)"
 }
 step "PRE_BUILD: headers without rust/*.rmeta are refused, naming what to install" no_rmeta
 
+# wrong_rustc NAME VERSION_TEXT WANT...: a kernel that says it was built by
+# another rustc than the one installed is refused; the log says each WANT.
 wrong_rustc() {
-	local d
-	d=$(fake_tree 7.3.4-otherrustc)
+	local name=$1 text=$2 d w
+	shift 2
+	d=$(fake_tree "$name")
 	ln -s "$ANE_KDIR_X86/Module.symvers" "$d/Module.symvers"
 	ln -s "$ANE_KDIR_X86/rust" "$d/rust"
-	# The kernel says it was built by another rustc than the one installed.
-	sed -i 's/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT="rustc 1.93.1 (01f6ddf75 2026-02-11)"/' "$d/.config"
-	expect_rc nonzero dkms build "ane/$version" -k 7.3.4-otherrustc -a x86_64 \
+	sed -i "s/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT=\"$text\"/" "$d/.config"
+	expect_rc nonzero dkms build "ane/$version" -k "$name" -a x86_64 \
 		--directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$" || return 1
 	grep -h "ane:" "$(log)" || true
-	grep -q "Install rustc 1.93.1" "$(log)" && grep -q "rustup toolchain install 1.93.1" "$(log)"
+	for w in "$@"; do
+		grep -qF "$w" "$(log)" || { echo "the advice lacks: $w" >&2; return 1; }
+	done
 }
-step "PRE_BUILD: a rustc other than the kernel's is refused, naming the version" wrong_rustc
+step "PRE_BUILD: another rustc than an Arch kernel's (rustup 1.93.1) is refused, advising rustup" \
+	wrong_rustc 7.3.4-otherrustc "rustc 1.93.1 (01f6ddf75 2026-02-11)" \
+	"Install rustc 1.93.1 with rustup" "rustup toolchain install 1.93.1"
+step "PRE_BUILD: another rustc than a Fedora kernel's is refused, naming Fedora's rust build" \
+	wrong_rustc 7.3.4-fedorarustc "rustc 1.93.1 (01f6ddf75 2026-02-11) (Fedora 1.93.1-1.fc43)" \
+	"Fedora's rust package 1.93.1-1.fc43" "dnf install rust-1.93.1-1.fc43"
 
 summary "dkms summary"
