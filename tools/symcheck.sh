@@ -2,7 +2,11 @@
 # Inside the chroot: check that a built ane.ko needs nothing from the kernel
 # that the real target kernel does not export.
 #
-#   symcheck.sh ANE.KO MODULE.SYMVERS
+#   symcheck.sh ANE.KO MODULE.SYMVERS [COMPAT.MD]
+#
+# With COMPAT.MD (docs/kernel-compat.md), every C symbol must also be named
+# there (in backquotes), so the page that gives each symbol's 7.1 evidence
+# cannot fall behind the code.
 #
 # MODULE.SYMVERS is the export list of the target (linux-asahi
 # 7.1.13-3-1-ARCH, ../shared/targets).
@@ -23,15 +27,16 @@
 #   the kernel's own crates (core, kernel, bindings, pin_init, ffi,
 #   compiler_builtins) and nowhere else (no alloc, no std).
 set -euo pipefail
-ko=${1:?usage: symcheck.sh ANE.KO MODULE.SYMVERS}
-symvers=${2:?usage: symcheck.sh ANE.KO MODULE.SYMVERS}
+ko=${1:?usage: symcheck.sh ANE.KO MODULE.SYMVERS [COMPAT.MD]}
+symvers=${2:?usage: symcheck.sh ANE.KO MODULE.SYMVERS [COMPAT.MD]}
+doc=${3:-}
 [ -f "$ko" ] || { echo "symcheck: no $ko" >&2; exit 2; }
 [ -f "$symvers" ] || { echo "symcheck: no $symvers (../shared/targets)" >&2; exit 2; }
 
-python3 - "$ko" "$symvers" <<'PY'
+python3 - "$ko" "$symvers" "$doc" <<'PY'
 import re, subprocess, sys
 
-ko, symvers = sys.argv[1], sys.argv[2]
+ko, symvers, doc = sys.argv[1], sys.argv[2], sys.argv[3]
 
 def demangle(names):
     if not names:
@@ -94,6 +99,14 @@ for _, d in rust_needed:
 for m in from_modules:
     print(f"symcheck: provided by a module, not vmlinux: {m}")
 fail = False
+if doc:
+    named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", open(doc).read()))
+    undocumented = [s for s in c_syms if s not in named]
+    if undocumented:
+        print(f"symcheck: {len(undocumented)} C symbols are not listed in {doc}:", file=sys.stderr)
+        for s in undocumented:
+            print(f"  {s}", file=sys.stderr)
+        fail = True
 if missing:
     print(f"symcheck: {len(missing)} C symbols are not exported by the target kernel:", file=sys.stderr)
     for m in missing:
