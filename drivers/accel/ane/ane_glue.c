@@ -20,6 +20,7 @@
 
 #include <asm/barrier.h>
 #include <linux/device.h>
+#include <linux/firmware.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/module.h>
@@ -168,6 +169,29 @@ const struct file_operations ane_glue_accel_fops = {
 	.owner = THIS_MODULE,
 	DRM_ACCEL_FOPS,
 };
+
+/* ---- firmware files ---------------------------------------------------- */
+
+/* request_firmware(), returning the blob's data and size for Rust. */
+int ane_glue_request_firmware(struct device *dev, const char *name,
+			      void **fw, const u8 **data, size_t *len)
+{
+	const struct firmware *f;
+	int ret;
+
+	ret = request_firmware(&f, name, dev);
+	if (ret)
+		return ret;
+	*fw = (void *)f;
+	*data = f->data;
+	*len = f->size;
+	return 0;
+}
+
+void ane_glue_release_firmware(void *fw)
+{
+	release_firmware(fw);
+}
 
 /* ---- register windows -------------------------------------------------- */
 

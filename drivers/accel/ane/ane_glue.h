@@ -37,6 +37,10 @@ void ane_glue_unregister(void);
 void ane_glue_module_pin(void);
 extern const struct file_operations ane_glue_accel_fops;
 
+int ane_glue_request_firmware(struct device *dev, const char *name,
+			      void **fw, const u8 **data, size_t *len);
+void ane_glue_release_firmware(void *fw);
+
 int ane_glue_ioremap(struct platform_device *pdev, const char *name,
 		     size_t min_size, void __iomem **out);
 u32 ane_glue_readl(const void __iomem *addr);

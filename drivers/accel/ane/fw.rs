@@ -29,7 +29,6 @@
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::{
-    firmware,
     prelude::*,
     str::CString,
     sync::{aref::ARef, new_mutex, Arc, Mutex},
@@ -374,7 +373,7 @@ impl Firmware {
         }
         let pin = &image::T6021_PIN;
         let name = CString::try_from_fmt(fmt!("{}", pin.name)).map_err(|_| "out of memory")?;
-        let fw = firmware::Firmware::request(&name, pdev).map_err(|_| {
+        let fw = crate::ext::firmware::Firmware::request(&name, pdev).map_err(|_| {
             "cannot load the firmware file (see docs/install.md: it is extracted from the user's own macOS image)"
         })?;
         let bytes = fw.data();

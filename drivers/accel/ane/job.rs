@@ -296,7 +296,7 @@ pub(crate) fn wait(
             }
             let now = crate::ext::time::monotonic_ns();
             if args.timeout_ns <= now {
-                return Err(ETIME);
+                return Err(crate::ext::errno::etime());
             }
             let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
             let jiffies = msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX));

@@ -138,7 +138,7 @@ extern "C" fn export_refused(
     _obj: *mut bindings::drm_gem_object,
     _flags: i32,
 ) -> *mut bindings::dma_buf {
-    kernel::error::code::EOPNOTSUPP.to_ptr()
+    super::errno::eopnotsupp().to_ptr()
 }
 
 impl<T: Driver, D: Send + Sync> Object<T, D> {

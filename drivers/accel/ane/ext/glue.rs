@@ -46,6 +46,15 @@ extern "C" {
     /// `const struct file_operations`: `DRM_ACCEL_FOPS` owned by this module.
     pub(crate) static ane_glue_accel_fops: bindings::file_operations;
 
+    pub(crate) fn ane_glue_request_firmware(
+        dev: *mut bindings::device,
+        name: *const u8,
+        fw: *mut *mut c_void,
+        data: *mut *const u8,
+        len: *mut usize,
+    ) -> c_int;
+    pub(crate) fn ane_glue_release_firmware(fw: *mut c_void);
+
     pub(crate) fn ane_glue_ioremap(
         pdev: *mut c_void,
         name: *const u8,

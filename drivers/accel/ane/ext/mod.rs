@@ -15,6 +15,8 @@
 //! - [`accel`]: a DRM device with `DRIVER_COMPUTE_ACCEL` (`/dev/accel/accelN`),
 //!   its files and ioctl dispatch.
 //! - [`dma`]: barriers for memory shared with a device.
+//! - [`errno`]: error codes some supported kernel crates lack.
+//! - [`firmware`]: firmware files through the C loader.
 //! - [`gem`]: shmem-backed GEM objects carrying driver data.
 //! - [`glue`]: the declarations of `ane_glue.c`.
 //! - [`io`]: register windows revoked at unbind.
@@ -31,6 +33,8 @@
 
 pub mod accel;
 pub mod dma;
+pub mod errno;
+pub mod firmware;
 pub mod gem;
 pub(crate) mod glue;
 pub mod io;
