@@ -70,7 +70,7 @@ step "dkms add ane/$version" add
 
 # build_for ARCH KDIR [DIRECTIVE]: a real dkms build, then modinfo.
 build_for() {
-	local arch=$1 kdir=$2 ko rc=0 rel cross=
+	local arch=$1 kdir=$2 ko rc=0 rel cross= st
 	shift 2
 	rel=$(krel "$kdir")
 	[ "$arch" = aarch64 ] && cross=aarch64-linux-gnu-
@@ -82,7 +82,10 @@ build_for() {
 		tail -n 40 "$(log)" 2>/dev/null || true
 		return 1
 	fi
-	dkms status ane | grep -q "ane/$version, $rel, $arch: built" || { dkms status ane; return 1; }
+	# Not `dkms status | grep -q`: with pipefail, grep's early exit can fail
+	# the pipe once dkms lists more than one kernel.
+	st=$(dkms status ane)
+	grep -q "ane/$version, $rel, $arch: built" <<<"$st" || { echo "$st"; return 1; }
 	ko=$(ls "/var/lib/dkms/ane/$version/$rel/$arch/module/"ane.ko*)
 	echo "built $ko"
 	grep "are usable; rustc matches" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log" ||
