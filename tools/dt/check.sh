@@ -30,7 +30,7 @@ set -euo pipefail
 
 if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 	top=$(cd "$(dirname "$0")/../.." && pwd)
-	kdir=$("$top/tools/kernel/build.sh" arm64)
+	kdir=$("$top/tools/kernel/build.sh" arm64 7.3)
 	exec "$top/tools/env/run.sh" /usr/bin/env ANE_IN_CHROOT=1 ANE_KDIR="$kdir" tools/dt/check.sh "$@"
 fi
 
@@ -135,7 +135,8 @@ all_boards="$boards_t8103 $boards_t6001 $boards_t6021"
 build_boards() {
 	local targets=() b
 	for b in $all_boards; do targets+=("apple/$b.dtb"); done
-	make -s -C "$ksrc" O="$kdir" ARCH=arm64 LLVM=1 "${targets[@]}"
+	# The tree's own compiler (GCC), or kbuild would reconfigure it.
+	make -s -C "$ksrc" O="$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- "${targets[@]}"
 	for b in $all_boards; do
 		cp "$kdir/arch/arm64/boot/dts/apple/$b.dtb" "$work/$b.dtb"
 		echo "$b: $(fdtget -t s "$work/$b.dtb" / model)"
