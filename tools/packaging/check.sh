@@ -242,6 +242,7 @@ rpm_inspect() {
 		usr/lib/udev/rules.d/70-ane.rules usr/lib/modprobe.d/ane.conf usr/share/doc/ane/install.md || return 1
 	rpm -qp --requires "$dkms" | tee "$work/rpm-dkms.requires"
 	grep -qx "dkms" "$work/rpm-dkms.requires" || fail "ane-dkms does not require dkms"
+	rpm -qp --conflicts "$dkms" | grep -qx "omarchy-ane-dkms" || fail "ane-dkms (rpm) does not conflict with omarchy-ane-dkms"
 	rpm -qp --scripts "$dkms" | tee "$work/rpm-dkms.scripts"
 	grep -q "dkms add -m ane -v $version" "$work/rpm-dkms.scripts" && grep -q "dkms remove -m ane -v $version" "$work/rpm-dkms.scripts" ||
 		fail "ane-dkms scriptlets do not add/remove the module"
