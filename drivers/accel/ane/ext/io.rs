@@ -51,57 +51,41 @@ impl IoWindow {
         )
     }
 
-    /// The address of the `width`-byte register at `off`, if it is inside
-    /// the window and aligned.
-    fn offset_ok(&self, off: usize, width: usize) -> bool {
-        off % width == 0 && off.checked_add(width).is_some_and(|end| end <= self.len)
+    /// Runs `f` on the address of the `width`-byte register at `off`, with
+    /// the lock held, unless the window is revoked or the register is not
+    /// inside it and aligned to its width.
+    fn access<R>(&self, off: usize, width: usize, f: impl FnOnce(*mut c_void) -> R) -> Option<R> {
+        if off % width != 0 || off.checked_add(width).is_none_or(|end| end > self.len) {
+            return None;
+        }
+        let base = self.base.lock();
+        (*base != 0).then(|| f((*base + off) as *mut c_void))
     }
 
     /// Reads the 32-bit register at `off`; `None` once revoked or for an
     /// offset outside the window.
     pub fn read32(&self, off: usize) -> Option<u32> {
-        if !self.offset_ok(off, 4) {
-            return None;
-        }
-        let base = self.base.lock();
-        // SAFETY: While not revoked (checked under the lock that `revoke`
-        // takes), `base` is the live mapping of `len` bytes, and `off` is
-        // inside it.
-        (*base != 0).then(|| unsafe { glue::ane_glue_readl((*base + off) as *const c_void) })
+        // SAFETY: `access` passes the address of an aligned register inside
+        // the live mapping, holding the lock `revoke` takes.
+        self.access(off, 4, |a| unsafe { glue::ane_glue_readl(a) })
     }
 
     /// Writes the 32-bit register at `off`; nothing once revoked.
     pub fn write32(&self, off: usize, val: u32) {
-        if !self.offset_ok(off, 4) {
-            return;
-        }
-        let base = self.base.lock();
-        if *base != 0 {
-            // SAFETY: As in `read32`.
-            unsafe { glue::ane_glue_writel(val, (*base + off) as *mut c_void) };
-        }
+        // SAFETY: As in `read32`.
+        self.access(off, 4, |a| unsafe { glue::ane_glue_writel(val, a) });
     }
 
     /// Reads the 64-bit register at `off`; `None` once revoked or outside.
     pub fn read64(&self, off: usize) -> Option<u64> {
-        if !self.offset_ok(off, 8) {
-            return None;
-        }
-        let base = self.base.lock();
         // SAFETY: As in `read32`.
-        (*base != 0).then(|| unsafe { glue::ane_glue_readq((*base + off) as *const c_void) })
+        self.access(off, 8, |a| unsafe { glue::ane_glue_readq(a) })
     }
 
     /// Writes the 64-bit register at `off`; nothing once revoked.
     pub fn write64(&self, off: usize, val: u64) {
-        if !self.offset_ok(off, 8) {
-            return;
-        }
-        let base = self.base.lock();
-        if *base != 0 {
-            // SAFETY: As in `read32`.
-            unsafe { glue::ane_glue_writeq(val, (*base + off) as *mut c_void) };
-        }
+        // SAFETY: As in `read32`.
+        self.access(off, 8, |a| unsafe { glue::ane_glue_writeq(val, a) });
     }
 
     /// Revokes the window: from now on no access reaches the hardware. Waits
