@@ -98,25 +98,19 @@ for _, d in rust_needed:
     print(f"  {'=' if d in rust_exports else ' '} {d}")
 for m in from_modules:
     print(f"symcheck: provided by a module, not vmlinux: {m}")
-fail = False
+problems = []
 if doc:
     named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", open(doc).read()))
-    undocumented = [s for s in c_syms if s not in named]
-    if undocumented:
-        print(f"symcheck: {len(undocumented)} C symbols are not listed in {doc}:", file=sys.stderr)
-        for s in undocumented:
-            print(f"  {s}", file=sys.stderr)
+    problems.append((f"C symbols are not listed in {doc}", [s for s in c_syms if s not in named]))
+problems.append(("C symbols are not exported by the target kernel", missing))
+problems.append(("Rust symbols from crates the kernel does not provide", foreign))
+fail = False
+for what, items in problems:
+    if items:
+        print(f"symcheck: {len(items)} {what}:", file=sys.stderr)
+        for m in items:
+            print(f"  {m}", file=sys.stderr)
         fail = True
-if missing:
-    print(f"symcheck: {len(missing)} C symbols are not exported by the target kernel:", file=sys.stderr)
-    for m in missing:
-        print(f"  {m}", file=sys.stderr)
-    fail = True
-if foreign:
-    print(f"symcheck: {len(foreign)} Rust symbols from crates the kernel does not provide:", file=sys.stderr)
-    for m in foreign:
-        print(f"  {m}", file=sys.stderr)
-    fail = True
 if fail:
     sys.exit(1)
 print(f"symcheck: ok, all {len(c_syms)} C symbols are exported by the target; "
