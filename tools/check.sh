@@ -141,6 +141,10 @@ step "qemu arm64 7.2: modalias load, bind, sysfs unbind/rebind" \
 # chroot; see the scripts).
 step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
 step "dkms: real add/build against the 7.2 and 7.3 test kernels" tools/dkms/check.sh
+# Arch/Omarchy headers ship no rust/: ane-rust-meta rebuilds it; proved end
+# to end on a headers tree made like linux-asahi-headers, booting the
+# original kernel with the modules built against the result.
+step "ane-rust-meta: Rust metadata for headers without rust/, end to end" tools/rustmeta/e2e.sh
 step "packaging: makepkg + rpmbuild, contents" tools/packaging/check.sh
 
 summary

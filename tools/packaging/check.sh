@@ -45,9 +45,12 @@ versions() {
 	ws=$(sed -n 's/^version = "\(.*\)"$/\1/p' userspace/Cargo.toml | head -n1)
 	pa=$(sed -n 's/^pkgver=//p' packaging/arch/ane-dkms/PKGBUILD)
 	pt=$(sed -n 's/^pkgver=//p' packaging/arch/ane-tools/PKGBUILD)
+	pr=$(sed -n 's/^pkgver=//p' packaging/arch/ane-rust-meta/PKGBUILD)
+	tv=$(sed -n 's/^VERSION=//p' tools/rustmeta/ane-rust-meta)
 	spec=$(sed -n 's/^Version:[[:space:]]*//p' packaging/fedora/ane.spec)
-	echo "dkms.conf $version, workspace $ws, ane-dkms $pa, ane-tools $pt, spec $spec"
-	[ "$version" = "$ws" ] && [ "$ws" = "$pa" ] && [ "$pa" = "$pt" ] && [ "$pt" = "$spec" ]
+	echo "dkms.conf $version, workspace $ws, ane-dkms $pa, ane-tools $pt, ane-rust-meta $pr (tool $tv), spec $spec"
+	[ "$version" = "$ws" ] && [ "$ws" = "$pa" ] && [ "$pa" = "$pt" ] && [ "$pt" = "$spec" ] &&
+		[ "$pr" = "$version" ] && [ "$tv" = "$version" ]
 }
 step "one version in dkms.conf, Cargo workspace, PKGBUILDs, spec" versions
 
@@ -132,7 +135,7 @@ step "source archives (tools/packaging/dist.sh, cargo vendor)" dist
 # --- Arch ----------------------------------------------------------------------
 arch_parse() {
 	local p rc=0
-	for p in ane-dkms ane-tools; do
+	for p in ane-dkms ane-tools ane-rust-meta; do
 		bash -n "packaging/arch/$p/PKGBUILD" || rc=1
 		mkdir -p "$work/arch/$p"
 		cp "packaging/arch/$p/PKGBUILD" "$work/arch/$p/"
@@ -145,6 +148,7 @@ arch_parse() {
 	grep -qx $'\tdepends = dkms' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms does not depend on dkms"
 	grep -qx $'\tarch = any' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms is not arch=any"
 	grep -qx $'\tarch = aarch64' "$work/arch/ane-tools/.SRCINFO" || fail "ane-tools is not aarch64"
+	grep -qx $'\tarch = any' "$work/arch/ane-rust-meta/.SRCINFO" || fail "ane-rust-meta is not arch=any"
 	return $rc
 }
 step "PKGBUILDs: bash -n, makepkg --printsrcinfo, conflicts/depends/arch" arch_parse
@@ -193,6 +197,25 @@ makepkg_dkms() {
 	echo "$(grep -c "^usr/src/ane-$version/" "$work/arch-dkms.list") entries under usr/src/ane-$version"
 }
 step "makepkg: ane-dkms built, file list and .PKGINFO checked" makepkg_dkms
+
+makepkg_rust_meta() {
+	local d=$work/arch/ane-rust-meta pkg
+	cp "$work/dist/ane-$version.tar.gz" "$d/"
+	chown -R "$builder_uid:$builder_uid" "$d"
+	(cd "$d" && as_builder makepkg --nodeps --noconfirm --nocolor) || return 1
+	pkg=$(pkgfile "$d")
+	echo "built $(basename "$pkg")"
+	pacman -Qip "$pkg" | grep -E "^(Name|Version|Architecture|Depends On) "
+	bsdtar -tf "$pkg" | sed 's#/$##' | sort >"$work/arch-rust-meta.list"
+	has "$work/arch-rust-meta.list" usr/bin/ane-rust-meta usr/share/doc/ane-rust-meta/README.md \
+		usr/share/doc/ane-rust-meta/ane-rust-meta.txt usr/share/licenses/ane-rust-meta/LICENSE || return 1
+	mkdir -p "$work/arch-rust-meta-root"
+	bsdtar -xf "$pkg" -C "$work/arch-rust-meta-root"
+	# The packaged tool is the one the end-to-end test (tools/rustmeta/e2e.sh) runs.
+	cmp "$work/arch-rust-meta-root/usr/bin/ane-rust-meta" tools/rustmeta/ane-rust-meta
+	"$work/arch-rust-meta-root/usr/bin/ane-rust-meta" --version
+}
+step "makepkg: ane-rust-meta built, file list checked, the tool runs" makepkg_rust_meta
 
 makepkg_tools() {
 	local d=$work/arch/ane-tools pkg

@@ -19,7 +19,8 @@ tar -C "$top" --exclude-vcs --exclude=./userspace/target --exclude='*.dtbo' \
 	--sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
 	--transform "s,^\\.,ane-$version," \
 	-czf "$out/ane-$version.tar.gz" \
-	./Makefile ./Kbuild ./LICENSE ./README.md ./dkms.conf ./drivers ./include ./dts ./docs ./packaging ./userspace
+	./Makefile ./Kbuild ./LICENSE ./README.md ./dkms.conf ./drivers ./include ./dts ./docs ./packaging ./userspace \
+	./tools/rustmeta/ane-rust-meta ./tools/rustmeta/README.md
 echo "$out/ane-$version.tar.gz"
 if [ "${2:-}" = --vendor ]; then
 	tmp=$(mktemp -d)
