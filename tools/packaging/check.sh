@@ -83,7 +83,7 @@ udev_rule() {
 	local r
 	r=$(grep -v '^#' packaging/common/70-ane.rules | grep .)
 	[ "$(wc -l <<<"$r")" = 1 ] || fail "expected one rule, got: $r"
-	for want in 'SUBSYSTEM=="accel"' 'KERNEL=="accel[0-9]*"' 'DRIVERS=="ane"' 'GROUP="render"' 'MODE="0660"' 'TAG+="uaccess"'; do
+	for want in 'SUBSYSTEM=="accel"' 'KERNEL=="accel[0-9]*"' 'DRIVERS=="ane|ane-fw"' 'GROUP="render"' 'MODE="0660"' 'TAG+="uaccess"'; do
 		grep -qF -- "$want" <<<"$r" || fail "70-ane.rules lacks $want"
 	done
 	# Every key=value pair is well formed (KEY==, KEY=, KEY+= with a quoted value).
@@ -91,7 +91,7 @@ udev_rule() {
 		fail "malformed udev key in: $r"
 	echo "$r"
 }
-step "udev rule: accel node of driver ane -> render, 0660, uaccess" udev_rule
+step "udev rule: accel node of driver ane or ane-fw -> render, 0660, uaccess" udev_rule
 
 # --- the build user, for this run only ---------------------------------------------
 # makepkg refuses to run as root. The user exists only in this mount
