@@ -518,6 +518,8 @@ impl pf::Driver for AneDriver {
             return Err(ENODEV);
         };
         let soc = id.info();
+        // The box first: once a firmware started, nothing may fail any more.
+        let slot = KBox::<AneBound>::new_uninit(GFP_KERNEL)?;
         // Power first: nothing below may touch the engine before every
         // island is up.
         attach_power_domains(pdev, soc, simulated)?;
@@ -525,7 +527,7 @@ impl pf::Driver for AneDriver {
             BackendKind::HostDriven => probe_h13(pdev, soc, simulated)?,
             BackendKind::Firmware => probe_h14(pdev, soc, simulated)?,
         };
-        Ok(KBox::new(bound, GFP_KERNEL)?)
+        Ok(slot.write(bound))
     }
 
     fn unbind(pdev: &PlatformDev<'_>, this: &AneBound) {
