@@ -44,11 +44,11 @@ prod_module() {
 	dir=$(guest_dir "$tag")/prod
 	in_chroot /bin/bash -euo pipefail -c '
 		arch=$1 kdir=$2 dir=$3 clippy=$4
-		cross=; [ "$arch" = arm64 ] && cross=aarch64-linux-gnu-
 		mkdir -p "$dir"
 		rsync -a --delete --exclude=.git --exclude=target /src/ "$dir/"
-		/src/tools/kernel/with-toolchain.sh "$kdir" make -C "$dir" KDIR="$kdir" ARCH="$arch" \
-			${cross:+CROSS_COMPILE=$cross} ${clippy:+CLIPPY=1} modules
+		kenv() { /src/tools/kernel/with-toolchain.sh "$kdir" "$@"; }
+		kenv make -C "$dir" KDIR="$kdir" ARCH="$arch" ${clippy:+CLIPPY=1} modules
+		cross=$(kenv sh -c "echo \"\${CROSS_COMPILE:-}\"")
 		/src/tools/modinfo-check.sh "$dir/ane.ko" "$kdir"
 		# No simulator, engine or firmware model, WARN hook or test
 		# parameter in the production module.

@@ -26,9 +26,10 @@
 #   - PRE_BUILD stops a rustc that is not the kernel's, with the right advice
 #     for a rustup-built kernel (Arch) and a Fedora-built one.
 # The x86_64 and arm64 7.3 kernels report the same release, so the build
-# symlink is re-pointed between builds. The arm64 modules are built with
-# CROSS_COMPILE set in the environment (a user builds natively) and the
-# rustc that built each kernel first in PATH.
+# symlink is re-pointed between builds. dkms runs under
+# tools/kernel/with-toolchain.sh: the rustc that built each kernel first in
+# PATH and, for arm64, CROSS_COMPILE in the environment (a user builds
+# natively).
 # Ends with "N passed, N failed".
 set -euo pipefail
 
@@ -70,14 +71,12 @@ step "dkms add ane/$version" add
 
 # build_for ARCH KDIR [DIRECTIVE]: a real dkms build, then modinfo.
 build_for() {
-	local arch=$1 kdir=$2 ko rc=0 rel cross= st
+	local arch=$1 kdir=$2 ko rc=0 rel st
 	shift 2
 	rel=$(krel "$kdir")
-	[ "$arch" = aarch64 ] && cross=aarch64-linux-gnu-
 	point_build "$rel" "$kdir"
 	dkms remove "ane/$version" -k "$rel" -a "$arch" >/dev/null 2>&1 || true
-	env ${cross:+CROSS_COMPILE=$cross} tools/kernel/with-toolchain.sh "$kdir" \
-		dkms build "ane/$version" -k "$rel" -a "$arch" "$@" || rc=$?
+	tools/kernel/with-toolchain.sh "$kdir" dkms build "ane/$version" -k "$rel" -a "$arch" "$@" || rc=$?
 	if [ "$rc" != 0 ]; then
 		tail -n 40 "$(log)" 2>/dev/null || true
 		return 1

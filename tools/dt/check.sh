@@ -136,7 +136,7 @@ build_boards() {
 	local targets=() b
 	for b in $all_boards; do targets+=("apple/$b.dtb"); done
 	# The tree's own compiler (GCC), or kbuild would reconfigure it.
-	make -s -C "$ksrc" O="$kdir" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- "${targets[@]}"
+	tools/kernel/with-toolchain.sh "$kdir" make -s -C "$ksrc" O="$kdir" ARCH=arm64 "${targets[@]}"
 	for b in $all_boards; do
 		cp "$kdir/arch/arm64/boot/dts/apple/$b.dtb" "$work/$b.dtb"
 		echo "$b: $(fdtget -t s "$work/$b.dtb" / model)"

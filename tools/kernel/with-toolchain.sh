@@ -1,9 +1,12 @@
 #!/bin/sh
-# Inside the chroot: run COMMAND with the Rust toolchain that built the
-# kernel in KDIR first in PATH (tools/kernel/build.sh records it in
-# KDIR/.ane-toolchain). rustc accepts crate metadata only from the very
-# rustc that wrote it, so every module build against a test kernel goes
-# through here.
+# Inside the chroot: run COMMAND with the compilers that built the kernel in
+# KDIR. rustc accepts crate metadata only from the very rustc that wrote it,
+# and a module is compiled by the kernel's C compiler, so every module build
+# against a test kernel goes through here:
+# - the Rust toolchain tools/kernel/build.sh recorded in KDIR/.ane-toolchain
+#   comes first in PATH;
+# - an arm64 kernel built on another machine architecture gets its GCC
+#   cross compiler (CROSS_COMPILE=aarch64-linux-gnu-, unless already set).
 #
 #   with-toolchain.sh KDIR COMMAND...
 set -eu
@@ -13,4 +16,9 @@ toolpath=
 [ ! -f "$kdir/.ane-toolchain" ] || toolpath=$(cat "$kdir/.ane-toolchain")
 [ -z "$toolpath" ] || PATH="$toolpath:$PATH"
 export PATH
+if [ -z "${CROSS_COMPILE:-}" ] && [ "$(uname -m)" != aarch64 ] &&
+	grep -qx 'CONFIG_ARM64=y' "$kdir/include/config/auto.conf" 2>/dev/null; then
+	CROSS_COMPILE=aarch64-linux-gnu-
+	export CROSS_COMPILE
+fi
 exec "$@"

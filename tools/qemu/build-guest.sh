@@ -10,12 +10,12 @@ set -euo pipefail
 arch=$1 kdir=$2 out=$3
 
 case "$arch" in
-x86_64) karch=x86_64 triple=x86_64-unknown-linux-gnu busybox=/bin/busybox cross= ;;
-arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/usr/bin/busybox cross=aarch64-linux-gnu- ;;
+x86_64) karch=x86_64 triple=x86_64-unknown-linux-gnu busybox=/bin/busybox ;;
+arm64) karch=arm64 triple=aarch64-unknown-linux-gnu busybox=/opt/arm64-busybox/usr/bin/busybox ;;
 *) echo "build-guest: unknown arch $arch" >&2; exit 2 ;;
 esac
 # Kernel modules: the kernel's own compilers (GCC; the rustc that built it).
-kmake() { /src/tools/kernel/with-toolchain.sh "$kdir" make ARCH="$karch" ${cross:+CROSS_COMPILE=$cross} "$@"; }
+kmake() { /src/tools/kernel/with-toolchain.sh "$kdir" make ARCH="$karch" "$@"; }
 
 mkdir -p "$out"
 rsync -a --delete --exclude=.git --exclude=/userspace/target /src/ "$out/src/"
