@@ -155,10 +155,7 @@ impl<T: Driver> Device<T> {
         unsafe { core::ptr::addr_of_mut!((*raw).data).write(data) };
         // SAFETY: `data` is initialised now; switch to the vtable whose
         // `release` drops it. Nothing else sees the device yet.
-        unsafe {
-            (*core::ptr::addr_of_mut!((*raw).drm).cast::<bindings::drm_device>()).driver =
-                &Self::VTABLE
-        };
+        unsafe { (*(*raw).drm.get()).driver = &Self::VTABLE };
         // SAFETY: We own the initial reference from `__drm_dev_alloc`.
         Ok(unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) })
     }
