@@ -356,9 +356,15 @@ impl<'a> Td<'a> {
         Header::from_bytes(self.bytes).unwrap_or_default()
     }
 
+    /// Bytes before the first stream: the header, and the extra word that
+    /// follows it when W9 asks for one ([`super::header_len_words`]).
+    pub fn header_len(&self) -> usize {
+        4 * super::header_len_words(self.header().words[9])
+    }
+
     /// The streams, in TD order.
     pub fn streams(&self) -> StreamIter<'a> {
-        let header_len = usize::try_from(HEADER_SIZE).unwrap_or(usize::MAX);
+        let header_len = self.header_len();
         StreamIter {
             td: self.bytes,
             index: self.index,
@@ -378,7 +384,9 @@ impl<'a> Td<'a> {
     ///
     /// On error, `image` may hold part of the TD's writes.
     pub fn decode_into(&self, image: &mut RegImage) -> Result<RegMask, TdError> {
-        if self.bytes.len() < usize::try_from(HEADER_SIZE).unwrap_or(usize::MAX) {
+        if self.bytes.len() < usize::try_from(HEADER_SIZE).unwrap_or(usize::MAX)
+            || self.bytes.len() < self.header_len()
+        {
             return Err(TdError::StreamOverrun {
                 td: self.index,
                 offset: 0,

@@ -54,6 +54,19 @@ pub const HEADER_SIZE: u32 = 0x28;
 /// Number of 32-bit words in the TD header.
 pub const HEADER_WORDS: usize = 10;
 
+/// Words before the first register stream of a TD whose W9 is `w9`: ten,
+/// or eleven when W9 has both low bits set (omarchy-ane's binder, which
+/// walked the programs that ran on hardware, `docs/hardware-record.md`
+/// "Task descriptors"). What the eleventh word holds is not known; it is
+/// skipped, never taken for a stream.
+pub const fn header_len_words(w9: u32) -> usize {
+    if w9 & 3 == 3 {
+        HEADER_WORDS + 1
+    } else {
+        HEADER_WORDS
+    }
+}
+
 /// Size of the TD that compilers v4.2.1 to v7.6.4 emit: the header and seven
 /// streams covering the standard register windows.
 pub const TD_SIZE_STANDARD: u32 = 0x274;

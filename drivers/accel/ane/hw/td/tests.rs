@@ -1787,3 +1787,58 @@ fn print_fixture_summaries() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------
+// The eleven-word header (W9 with both low bits set).
+
+/// A one-TD program whose header is `words` (W9 = `w9`), followed by
+/// `extra`, then one stream writing `value` to the first common register.
+fn one_stream_td(w9: u32, extra: &[u32], value: u32) -> Vec<u8> {
+    let mut words = [0u32; HEADER_WORDS];
+    words[9] = w9;
+    let mut out = Vec::new();
+    for w in words.iter().chain(extra) {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    let h = decode::StreamHeader::new(Block::Common.base(), 1).unwrap();
+    out.extend_from_slice(&h.0.to_le_bytes());
+    out.extend_from_slice(&value.to_le_bytes());
+    out
+}
+
+#[test]
+fn eleven_word_header_skips_its_extra_word() {
+    assert_eq!(header_len_words(0x21), 10);
+    assert_eq!(header_len_words(0x23), 11);
+    // W9 & 3 == 3: the word after the header is not a stream header, even
+    // one that would decode as a stream.
+    let bogus = decode::StreamHeader::new(Block::Common.base() + 4, 1)
+        .unwrap()
+        .0;
+    let td = one_stream_td(0x23, &[bogus], 0x1234_5678);
+    let prog = Program::new(&td, td.len() as u32, 1).unwrap();
+    let t = prog.tds().next().unwrap().unwrap();
+    assert_eq!(t.header_len(), 44);
+    let streams: Vec<_> = t.streams().map(|s| s.unwrap()).collect();
+    assert_eq!(streams.len(), 1);
+    assert_eq!(
+        streams[0].writes().next(),
+        Some((Block::Common.base(), 0x1234_5678))
+    );
+    // The same bytes read with a ten-word header see the extra word as a
+    // stream: the rule changes what is decoded.
+    let td10 = one_stream_td(0x21, &[bogus], 0x1234_5678);
+    let prog = Program::new(&td10, td10.len() as u32, 1).unwrap();
+    let t = prog.tds().next().unwrap().unwrap();
+    assert_eq!(t.header_len(), 40);
+    assert_eq!(
+        t.streams()
+            .next()
+            .unwrap()
+            .unwrap()
+            .writes()
+            .next()
+            .map(|w| w.0),
+        Some(Block::Common.base() + 4)
+    );
+}
