@@ -176,7 +176,11 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // SAFETY: `obj` is zeroed and not shared yet.
         unsafe {
             (*new.obj.get()).base.funcs = &Self::FUNCS;
-            (*new.obj.get()).set_map_wc(true);
+            // Cached CPU mappings: the device maps every BO with
+            // `IOMMU_CACHE` (see `ext::iommu`), and a write-combined user
+            // mapping next to the kernel's cacheable linear map would be a
+            // mismatched alias.
+            (*new.obj.get()).set_map_wc(false);
         }
         // SAFETY: `dev` is a live DRM device, `obj` a zeroed shmem object.
         if let Err(e) = kernel::error::to_result(unsafe {
