@@ -13,6 +13,10 @@ problems='WARNING:|BUG:|Oops|Kernel panic|kernel BUG|general protection fault|Un
 problems+='|possible circular locking|possible recursive locking|inconsistent lock state|lock held when returning'
 problems+='|suspected memory leak|unreferenced object|UBSAN:|KASAN:|KFENCE:'
 problems+='|detected stall|blocked for more than|scheduling while atomic'
+# The simulator's record of what would hang or corrupt real hardware
+# (drivers/accel/ane/sim.rs): an engine read after a DART fault, memory
+# unmapped under a running engine.
+problems+='|ane-sim: LOCKUP|ane-sim: UNMAPPED-BUSY'
 
 ok=1
 found=$(grep -E "$problems" "$log" || true)

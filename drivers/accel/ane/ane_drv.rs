@@ -39,6 +39,7 @@ pub mod hw;
 mod engine;
 mod fw;
 mod gem;
+mod h13;
 mod ioctl;
 mod job;
 mod program;
@@ -47,12 +48,13 @@ mod sim;
 mod uarray;
 mod vm;
 
-use engine::{Engine, EngineIrq, Mmio, H13};
+use engine::Engine;
 use ext::accel::{self, DriverInfo};
 use ext::io::IoWindow;
 use ext::irq::ThreadedIrq;
 use ext::platform::{self as pf, PlatformDev};
 use ext::pm::RuntimePm;
+use h13::{CompletionIrq, Mmio, H13};
 use hw::soc::{BackendKind, SocId, SocInfo};
 use hw::uapi;
 use kernel::sync::{new_mutex, Mutex};
@@ -191,9 +193,9 @@ const JOB_TIMEOUT_MS: u32 = 2000;
 pub(crate) struct AneBound {
     soc: &'static SocInfo,
     engine: Option<Arc<Engine>>,
-    /// The engine's completion interrupt, when the node has one (freed
+    /// The engine's completion interrupt, when requested (opt-in; freed
     /// first when the data is dropped, see `Drop`).
-    irq: Option<ThreadedIrq<EngineIrq>>,
+    irq: Option<ThreadedIrq<CompletionIrq>>,
     /// The register windows, revoked at unbind.
     windows: KVec<Arc<IoWindow>>,
     /// H14: the firmware.
@@ -243,7 +245,7 @@ fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result
         let retention = soc.recovery == hw::soc::Recovery::Rebind;
         let sim = sim::SimEngine::new(retention)?;
         return Ok(EngineMmio {
-            mmio: Mmio::Sim(sim.clone()),
+            mmio: Mmio::SimEngine(sim.clone()),
             window: None,
             sim: Some(sim),
         });
@@ -305,21 +307,59 @@ fn attach_power_domains(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) 
     Err(EINVAL)
 }
 
-/// Requests the engine's completion interrupt (the node's first), if the
-/// node has one and the `completion_irq` parameter allows it.
+/// Requests the engine's completion interrupt (the node's first) when the
+/// `completion_irq` parameter opts in. The default is polling, as both
+/// references shipped: the record says the engine's event interrupt
+/// arrives on the DART's line, not on this one.
 fn request_completion_irq(
     pdev: &PlatformDev<'_>,
-    engine: &Arc<Engine>,
-) -> Result<Option<ThreadedIrq<EngineIrq>>> {
+    h13: &Arc<H13>,
+) -> Result<Option<ThreadedIrq<CompletionIrq>>> {
     if !ext::param::on(module_parameters::completion_irq.value()) {
         return Ok(None);
     }
-    // Without the line, completion is polled.
-    let irq = ThreadedIrq::request(pdev, 0, c"ane", EngineIrq::new(engine.clone()))?;
-    if irq.is_some() {
-        engine.set_irq(true);
+    let irq = ThreadedIrq::request(pdev, 0, c"ane", CompletionIrq::new(h13.clone()))?;
+    if let Some(i) = &irq {
+        h13.set_irq(i.line());
     }
     Ok(irq)
+}
+
+/// The DARTs in front of the engine, for their error registers and
+/// interrupt lines: the simulator's, or every entry of the node's
+/// `iommus` list.
+fn dart_windows(
+    pdev: &PlatformDev<'_>,
+    sim: Option<&Arc<sim_type::SimEngine>>,
+    windows: &mut KVec<Arc<IoWindow>>,
+) -> Result<(KVec<Mmio>, KVec<u32>)> {
+    let mut darts = KVec::new();
+    let mut irqs = KVec::<u32>::new();
+    #[cfg(ane_test)]
+    if let Some(sim) = sim {
+        darts.push(Mmio::SimDart(sim.clone()), GFP_KERNEL)?;
+        return Ok((darts, irqs));
+    }
+    let _ = sim;
+    for i in 0..hw::dart::MAX_DARTS as u32 {
+        let Some((io, irq)) = IoWindow::map_iommu(pdev, i, hw::dart::WINDOW)? else {
+            break;
+        };
+        windows.push(io.clone(), GFP_KERNEL)?;
+        darts.push(Mmio::Hw(io), GFP_KERNEL)?;
+        if irq != 0 && !irqs.iter().any(|x| *x == irq) {
+            irqs.push(irq, GFP_KERNEL)?;
+        }
+    }
+    if darts.is_empty() {
+        // No client can get an address space either (each needs the
+        // DARTs), so no job can run and no engine register is read.
+        dev_warn!(
+            pdev.device(),
+            "no DART in the node's iommus list: jobs cannot run on this node\n"
+        );
+    }
+    Ok((darts, irqs))
 }
 
 /// The device data common to both generations.
@@ -361,22 +401,23 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     if let Some(w) = window {
         windows.push(w, GFP_KERNEL)?;
     }
-    let engine = Engine::new(
-        engine::Backend::H13(H13::new(mmio, JOB_TIMEOUT_MS)),
-        soc.recovery,
-    )?;
-    let irq = request_completion_irq(pdev, &engine)?;
+    let (darts, dart_irqs) = dart_windows(pdev, _sim.as_ref(), &mut windows)?;
+    let h13 = H13::new(mmio, darts, dart_irqs, JOB_TIMEOUT_MS, soc.recovery)?;
+    let engine = Engine::new(engine::Backend::H13(h13.clone()))?;
+    let irq = request_completion_irq(pdev, &h13)?;
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     let reg = accel::Registration::new(drm)?;
-    // The simulated line refers to the engine and the engine to the
-    // simulator: connected only once nothing can fail any more, and
+    // The simulated engine line refers to the backend and the backend to
+    // the simulator: connected only once nothing can fail any more, and
     // disconnected at unbind.
     #[cfg(ane_test)]
     if let Some(sim) = &_sim {
-        if ext::param::on(module_parameters::sim_irq.value()) {
-            sim.connect_irq(engine.clone());
-            engine.set_irq(true);
+        if ext::param::on(module_parameters::completion_irq.value())
+            && ext::param::on(module_parameters::sim_irq.value())
+        {
+            sim.use_engine_line();
+            h13.set_irq(u32::MAX);
         }
     }
     dev_info!(
@@ -386,7 +427,7 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         soc.marketing,
         soc.generation,
         soc.backend,
-        if engine.has_irq() {
+        if h13.has_irq() {
             "interrupt"
         } else {
             "polling"
@@ -449,7 +490,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
     let firmware = fw::Firmware::new(regs, vm.clone())?;
-    let engine = Engine::new(engine::Backend::Fw(firmware.clone()), soc.recovery)?;
+    let engine = Engine::new(engine::Backend::Fw(firmware.clone()))?;
     let data = ane_data(
         dev,
         soc,
@@ -540,10 +581,6 @@ impl pf::Driver for AneDriver {
         }
         if let Some(f) = &this.fw {
             f.shutdown(pdev.device());
-        }
-        #[cfg(ane_test)]
-        if let Some(sim) = &this.sim {
-            sim.disconnect_irq();
         }
     }
 
@@ -639,8 +676,8 @@ macro_rules! ane_module {
                     description: "1: T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
                 },
                 completion_irq: u32 {
-                    default: 1,
-                    description: "1: use the engine's completion interrupt when the device tree has one (read at bind); polling otherwise",
+                    default: 0,
+                    description: "1: also wait for the engine's completion interrupt (the node's first; read at bind). Default 0: polling, as the drivers that ran on hardware did (the record says the event interrupt arrives on the DART's line)",
                 },
                 $($extra)*
             },
@@ -666,8 +703,8 @@ ane_module! {
         description: "Test flavour only: faults the simulated T602x firmware injects (hw::fw::model::Faults bits; read at bind)",
     },
     sim_irq: u32 {
-        default: 1,
-        description: "Test flavour only: 1 = the simulated ANE signals completion by interrupt (read at bind)",
+        default: 0,
+        description: "Test flavour only: 1 = the simulated engine raises its event interrupt on the engine's own line, for completion_irq=1 (read at bind); 0 = on the DART's line, as the record says",
     },
 }
 

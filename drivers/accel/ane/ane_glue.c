@@ -28,6 +28,8 @@
 #include <linux/of.h>
 #include <linux/of_device.h>
 #include <linux/platform_device.h>
+#include <linux/of_address.h>
+#include <linux/of_irq.h>
 #include <linux/pm_domain.h>
 #include <linux/pm_runtime.h>
 #include <linux/soc/apple/rtkit.h>
@@ -244,6 +246,74 @@ void ane_glue_writeq(u64 val, void __iomem *addr)
 /* ---- interrupts -------------------------------------------------------- */
 
 /* The line at @index, or a negative errno (-ENXIO: the node has none). */
+static void ane_glue_iounmap(void *addr)
+{
+	iounmap((void __iomem *)addr);
+}
+
+/*
+ * The @index-th DART of the device's "iommus" list: maps its registers for
+ * reading (without requesting the region: the apple-dart driver owns it;
+ * non-posted where the bus says so, as devm_ioremap_resource() would) and
+ * returns its interrupt in @irq (0 if it has none). -ENOENT past the end of
+ * the list. The mapping goes away with the binding.
+ */
+int ane_glue_dart_map(struct platform_device *pdev, unsigned int index,
+		      size_t min_size, void __iomem **regs, int *irq)
+{
+	struct device *dev = &pdev->dev;
+	struct of_phandle_args args;
+	struct resource res;
+	void __iomem *base;
+	int ret;
+
+	if (!dev->of_node)
+		return -ENOENT;
+	ret = of_parse_phandle_with_args(dev->of_node, "iommus", "#iommu-cells",
+					 index, &args);
+	if (ret)
+		return -ENOENT;
+	ret = of_address_to_resource(args.np, 0, &res);
+	if (!ret) {
+		ret = of_irq_get(args.np, 0);
+		*irq = ret > 0 ? ret : 0;
+		ret = ret == -EPROBE_DEFER ? ret : 0;
+	}
+	of_node_put(args.np);
+	if (ret)
+		return ret;
+	if (resource_size(&res) < min_size)
+		return -EINVAL;
+	if (res.flags & IORESOURCE_MEM_NONPOSTED)
+		base = ioremap_np(res.start, resource_size(&res));
+	else
+		base = ioremap(res.start, resource_size(&res));
+	if (!base)
+		return -ENOMEM;
+	ret = devm_add_action_or_reset(dev, ane_glue_iounmap, (void __force *)base);
+	if (ret)
+		return ret;
+	*regs = base;
+	return 0;
+}
+
+/* Masks an interrupt line (another driver's: the DART's) until enabled. */
+void ane_glue_irq_disable(unsigned int irq)
+{
+	disable_irq(irq);
+}
+
+void ane_glue_irq_enable(unsigned int irq)
+{
+	enable_irq(irq);
+}
+
+/* Masks a line from its own handler. */
+void ane_glue_irq_disable_nosync(unsigned int irq)
+{
+	disable_irq_nosync(irq);
+}
+
 int ane_glue_irq_get_optional(struct platform_device *pdev, unsigned int index)
 {
 	return platform_get_irq_optional(pdev, index);

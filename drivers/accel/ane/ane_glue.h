@@ -48,6 +48,12 @@ void ane_glue_writel(u32 val, void __iomem *addr);
 u64 ane_glue_readq(const void __iomem *addr);
 void ane_glue_writeq(u64 val, void __iomem *addr);
 
+int ane_glue_dart_map(struct platform_device *pdev, unsigned int index,
+		      size_t min_size, void __iomem **regs, int *irq);
+void ane_glue_irq_disable(unsigned int irq);
+void ane_glue_irq_enable(unsigned int irq);
+void ane_glue_irq_disable_nosync(unsigned int irq);
+
 int ane_glue_irq_get_optional(struct platform_device *pdev, unsigned int index);
 int ane_glue_irq_request(unsigned int irq, irq_handler_t thread_fn,
 			 const char *name, void *cookie);

@@ -7,9 +7,12 @@
 //! enough, with the right direction; nothing else is bound), builds the
 //! slot table of device addresses (H13) or the call's buffer list (H14),
 //! and queues the job on the engine. The job holds references to the program and
-//! to every BO it uses, and a runtime-PM reference, until it ends — so
-//! closing handles, destroying the program or closing the file while it runs
-//! frees nothing the engine is using.
+//! to every BO it uses, and a runtime-PM reference ([`JobRes`]), until it
+//! ends — so closing handles, destroying the program or closing the file
+//! while it runs frees nothing the engine is using. When it ends the engine
+//! takes those references away: a finished job nobody waits for keeps only
+//! its status, and a failed one's buffers stay with the engine until it is
+//! proven stopped.
 //!
 //! WAIT sleeps until the job ends or an absolute `CLOCK_MONOTONIC` deadline
 //! passes. A job's final status is reported once, then the job is
@@ -53,10 +56,8 @@ pub(crate) struct Job {
     pub(crate) bars: [u64; BAR_SLOTS],
     /// H14: the call's buffers (empty on H13).
     pub(crate) io: KVec<IoRef>,
-    program: Arc<Program>,
-    vm: Arc<Vm>,
-    _bos: KVec<ARef<Bo>>,
-    _pm: PmRef,
+    #[pin]
+    res: Mutex<Option<JobRes>>,
     cancelled: AtomicBool,
     #[pin]
     state: Mutex<(u32, u64)>,
@@ -64,15 +65,30 @@ pub(crate) struct Job {
     done: CondVar,
 }
 
-impl Job {
+/// What a job keeps alive until it ended: its program, address space,
+/// buffers and a runtime-PM reference.
+pub(crate) struct JobRes {
     /// The program.
-    pub(crate) fn program(&self) -> &Program {
-        &self.program
-    }
-
+    pub(crate) program: Arc<Program>,
     /// The address space the job runs in.
-    pub(crate) fn vm(&self) -> &Arc<Vm> {
-        &self.vm
+    pub(crate) vm: Arc<Vm>,
+    _bos: KVec<ARef<Bo>>,
+    pm: Option<PmRef>,
+}
+
+impl JobRes {
+    /// Gives up the runtime-PM reference (a failed job whose buffers the
+    /// engine keeps must not keep the device from power-cycling).
+    pub(crate) fn drop_pm(&mut self) {
+        self.pm = None;
+    }
+}
+
+impl Job {
+    /// Takes the job's resources for running it; `None` if they were taken
+    /// already.
+    pub(crate) fn take_res(&self) -> Option<JobRes> {
+        self.res.lock().take()
     }
 
     /// Whether the submitting file went away before the job ran.
@@ -80,8 +96,10 @@ impl Job {
         self.cancelled.load(Ordering::Acquire)
     }
 
-    /// Records the job's end and wakes its waiters.
+    /// Records the job's end and wakes its waiters. Resources not taken by
+    /// the engine are released.
     pub(crate) fn complete(&self, status: u32, fault: u64) {
+        drop(self.take_res());
         *self.state.lock() = (status, fault);
         self.done.notify_all();
     }
@@ -252,10 +270,12 @@ pub(crate) fn exec(
             priority,
             bars,
             io,
-            program,
-            vm,
-            _bos: bos,
-            _pm: pm,
+            res <- new_mutex!(Some(JobRes {
+                program,
+                vm,
+                _bos: bos,
+                pm: Some(pm),
+            })),
             cancelled: AtomicBool::new(false),
             state <- new_mutex!((job_status::PENDING, 0)),
             done <- new_condvar!(),

@@ -13,7 +13,10 @@
 //!
 //! Slot 0 (the task stream) and slot 1 (the weights) of the program's
 //! buffer-slot table point into that private copy; a bootstrap copy of the
-//! first TD, stamped with the job's network id, sits in front of it.
+//! first TD, stamped with each job's network id, sits in front of it, in
+//! the first 16 KiB, so the stream starts on a 16 KiB boundary as in the
+//! drivers that ran on hardware (their bootstrap TD has a buffer of its
+//! own).
 //!
 //! H14 (T602x) programs are in the firmware's own format: PROGRAM_CREATE
 //! takes them as sections, copies each into a kernel buffer in the
@@ -28,7 +31,7 @@ use crate::gem::{self, Bo};
 use crate::hw::fw::msg::MAX_SECTIONS;
 use crate::hw::soc::BackendKind;
 use crate::hw::td::{self, ProgramSummary};
-use crate::hw::{tm, uapi};
+use crate::hw::uapi;
 use crate::uarray;
 use crate::vm::PAGE_SIZE;
 use crate::AneDriver;
@@ -40,16 +43,20 @@ pub(crate) const MAX_PROGRAMS_PER_FILE: usize = 256;
 /// granularity" in the hardware's command layout).
 const WEIGHTS_ALIGN: u64 = 16;
 
+/// Alignment of the task stream in the device's address space (the
+/// references' BAR0 is a 16 KiB-aligned buffer of its own).
+pub(crate) const STREAM_ALIGN: u64 = 0x4000;
+
 /// Offset of the task stream in the private copy: the bootstrap TD comes
-/// first, in its own 64-byte-aligned slot.
+/// first, in the 16 KiB before it.
 fn stream_offset(td_size: u32) -> u64 {
-    (u64::from(td_size) + 63) & !63
+    u64::from(td_size).next_multiple_of(STREAM_ALIGN)
 }
 
 /// A validated program.
 pub(crate) struct Program {
     /// The private copy; jobs keep it alive through the program (H13).
-    _bo: Option<ARef<Bo>>,
+    bo: Option<ARef<Bo>>,
     /// What the validator found: per-slot usage and minimum sizes (H13).
     pub(crate) summary: Option<ProgramSummary>,
     /// H14: the firmware's program and process.
@@ -64,6 +71,17 @@ pub(crate) struct Program {
     pub(crate) stream_iova: u64,
     /// Device address of the weights (slot 1).
     pub(crate) weights_iova: u64,
+}
+
+impl Program {
+    /// Stamps network id `nid` on the bootstrap TD (W0 bits 23:16), which
+    /// the task manager reports back in the job's events. Only while no job
+    /// of this program can be running (the engine runs one job at a time
+    /// and holds the program of a failed one).
+    pub(crate) fn stamp_nid(&self, nid: u8) -> Result {
+        let bo = self.bo.as_ref().ok_or(EINVAL)?;
+        gem::write(bo, 2, &[nid])
+    }
 }
 
 /// The programs of one file.
@@ -171,10 +189,8 @@ pub(crate) fn program_create(
     let bo = gem::create_private(dev, file, total)?;
     let mut first = KVec::<u8>::with_capacity(td_size as usize, GFP_KERNEL)?;
     first.extend_from_slice(stream.get(..td_size as usize).ok_or(EINVAL)?, GFP_KERNEL)?;
-    // W0 bits 23:16 carry the network id the completion event reports.
-    if let Some(nid) = first.get_mut(2) {
-        *nid = tm::JOB_NID;
-    }
+    // W0 bits 23:16 carry the network id; each job stamps its own
+    // (`Program::stamp_nid`) before it is pushed.
     gem::write(&bo, 0, &first)?;
     gem::write(&bo, stream_off, &stream)?;
     copy_bo(
@@ -195,7 +211,7 @@ pub(crate) fn program_create(
             bootstrap_iova: base,
             stream_iova: base + stream_off,
             weights_iova: base + weights_off,
-            _bo: Some(bo),
+            bo: Some(bo),
         },
         GFP_KERNEL,
     )?;
@@ -298,7 +314,7 @@ fn program_create_fw(
             bootstrap_iova: 0,
             stream_iova: 0,
             weights_iova: 0,
-            _bo: None,
+            bo: None,
         },
         GFP_KERNEL,
     )?;

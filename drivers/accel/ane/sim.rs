@@ -2,24 +2,24 @@
 
 //! The simulated ANE (test flavour only, `ANE_TEST=1`).
 //!
-//! Fault injection (for the recovery tests) through debugfs:
-//! `/sys/kernel/debug/ane-sim/hang` and `.../error` hold how many of the next
-//! pushes hang (no completion event ever comes) or latch an engine error;
-//! `.../sticky` how many of the next injected errors survive a queue reset
-//! (so only the SoC's wedge recovery clears them). `.../irqs` counts the
-//! simulated completion interrupts the driver's handler claimed.
+//! The H13 engine is `hw::tm::model::TmModel`, the task manager as the
+//! hardware record describes it (two four-word event lines, the exact
+//! finish word, the idle bit, latches reading 0x22222222, the DART's error
+//! register, the event interrupt on the DART's line, T6001 retention), with
+//! the functional engine model running each pushed job over the attached
+//! page table. Faults to inject through debugfs
+//! (`/sys/kernel/debug/ane-sim/`), each a count of the next pushes it
+//! applies to: `hang`, `error`, `stale`, `drop_line1`, `no_idle`,
+//! `dart_fault`. Read-only counters: `irqs` (engine-line interrupts the
+//! driver's handler claimed), `dart_line` (times the event interrupt was
+//! raised on the DART's line), `lockups` (engine register reads made while
+//! a DART fault was latched: on hardware each would hang the SoC; the test
+//! suites require 0).
 //!
-//! Per SoC: on T600x (retention) the task-manager registers survive power
-//! cycles and queue resets, and resetting the queues under a hung task
-//! latches TM_ERROR1/2 = 0x22222222, TM_ERROR3 = 0x2222, as the seed
-//! project recorded on T6001 (seed-repos.md §4). On T8103 power loss clears
-//! everything and a queue reset clears the latches (an assumption: what the
-//! hardware clears exactly is not known).
-//!
-//! Completion interrupt: with `sim_irq` set, a push that posts an event or
-//! latches an error then calls the driver's interrupt handler body
-//! ([`Engine::interrupt`]) once the register lock is dropped, as the
-//! engine's interrupt line would; without it the driver polls.
+//! Completion interrupt: with `sim_irq` set (and the driver's opt-in
+//! `completion_irq`), the event interrupt is raised on the engine's own
+//! line, and the driver's handler runs for it; otherwise it goes to the
+//! DART's line, as the record says, and the driver polls.
 //!
 //! Module parameter `sim_soc` (a chip number: `0x8103`, `0x6001` or
 //! `0x6021`) registers a platform device named `ane` whose platform data
@@ -37,13 +37,17 @@ use kernel::{
     },
 };
 
-use crate::engine::Engine;
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
 use crate::hw::engine;
 use crate::hw::fw::model::{Call, ExecFailed, Executor, Faults, FwModel, Mem, ModelConfig};
 use crate::hw::soc::SocId;
-use crate::hw::tm::{self, mgr as tmr, tq};
+use crate::hw::tm::{
+    self,
+    model::{Behaviour, Inject, Job as TmJob, Ran, TmModel},
+};
 use crate::vm::PAGE_SIZE;
 
 /// Maps the `sim_soc` parameter to a table entry: T6001 is matched by the
@@ -76,14 +80,10 @@ pub(crate) fn register(sim_soc: u32) -> Result<Option<PlatformDevice>> {
     PlatformDevice::register(name, 0, &(soc as u32).to_ne_bytes()).map(Some)
 }
 
-/// The simulated engine: a register file with the task manager's map
-/// (`hw::tm`) whose PUSH runs the job through the functional model
+/// The simulated H13 engine: the record's task-manager model
+/// (`hw::tm::model`), whose pushes run the functional engine model
 /// (`hw::engine`) over the attached page table, like the hardware fetching
 /// through its IOMMU.
-///
-/// Like the hardware, it forgets all register state when powered down
-/// ([`SimEngine::power_down`]): the driver must run the enable sequence
-/// again after resume, or pushes are ignored and jobs time out.
 #[pin_data]
 pub(crate) struct SimEngine {
     #[pin]
@@ -94,31 +94,29 @@ pub(crate) struct SimEngine {
     #[pin]
     error: File<Atomic<u32>>,
     #[pin]
-    sticky: File<Atomic<u32>>,
+    stale: File<Atomic<u32>>,
+    #[pin]
+    drop_line1: File<Atomic<u32>>,
+    #[pin]
+    no_idle: File<Atomic<u32>>,
+    #[pin]
+    dart_fault: File<Atomic<u32>>,
     #[pin]
     irqs: File<Atomic<u32>>,
-    /// The driver's interrupt handler, while the "line" is connected.
     #[pin]
-    irq_sink: Mutex<Option<Arc<Engine>>>,
-    /// The task manager is kept in retention (T600x).
-    retention: bool,
+    dart_line: File<Atomic<u32>>,
+    #[pin]
+    lockups: File<Atomic<u32>>,
+    /// The event interrupt goes to the engine's own line.
+    engine_line: AtomicBool,
 }
-
-/// Error-latch code the simulator reports for an injected engine error.
-const INJECTED_ERROR: u32 = 0xe0;
 
 struct SimState {
-    words: KVVec<u32>,
-    events: KVec<u32>,
+    model: KBox<TmModel>,
     attached: Option<SimPageTable>,
-    /// A pushed task hangs.
-    hung: bool,
-    /// The latched error survives queue resets.
-    sticky: bool,
+    /// The engine line was raised and not yet delivered.
+    raised: bool,
 }
-
-/// TM_ERROR1..3 after the queues are reset under a hung task on T6001.
-const RETENTION_HANG_LATCH: [u32; 3] = [0x2222_2222, 0x2222_2222, 0x2222];
 
 /// DMA of the engine model through a software page table.
 struct PtDma<'a>(&'a SimPageTable);
@@ -134,27 +132,28 @@ impl engine::Dma for PtDma<'_> {
 }
 
 impl SimEngine {
-    /// A powered-down engine; `retention` keeps the task manager's
-    /// registers across power cycles and queue resets (T600x).
+    /// A powered engine; `retention` keeps the task manager's state across
+    /// power cycles (T6001).
     pub(crate) fn new(retention: bool) -> Result<Arc<Self>> {
-        let mut words = KVVec::with_capacity(tm::ENGINE_WINDOW / 4, GFP_KERNEL)?;
-        words.resize(tm::ENGINE_WINDOW / 4, 0, GFP_KERNEL)?;
+        let model = KBox::new(TmModel::new(retention, Behaviour::DEFAULT), GFP_KERNEL)?;
         let dir = Dir::new(c"ane-sim");
         Arc::pin_init(
             try_pin_init!(Self {
                 state <- new_mutex!(SimState {
-                    words,
-                    events: KVec::new(),
+                    model,
                     attached: None,
-                    hung: false,
-                    sticky: false,
+                    raised: false,
                 }),
                 hang <- dir.read_write_file(c"hang", Atomic::<u32>::new(0)),
                 error <- dir.read_write_file(c"error", Atomic::<u32>::new(0)),
-                sticky <- dir.read_write_file(c"sticky", Atomic::<u32>::new(0)),
-                irqs <- dir.read_write_file(c"irqs", Atomic::<u32>::new(0)),
-                irq_sink <- new_mutex!(None),
-                retention,
+                stale <- dir.read_write_file(c"stale", Atomic::<u32>::new(0)),
+                drop_line1 <- dir.read_write_file(c"drop_line1", Atomic::<u32>::new(0)),
+                no_idle <- dir.read_write_file(c"no_idle", Atomic::<u32>::new(0)),
+                dart_fault <- dir.read_write_file(c"dart_fault", Atomic::<u32>::new(0)),
+                irqs <- dir.read_only_file(c"irqs", Atomic::<u32>::new(0)),
+                dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
+                lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
+                engine_line: AtomicBool::new(false),
                 _dir: dir,
             }? Error),
             GFP_KERNEL,
@@ -163,121 +162,77 @@ impl SimEngine {
 
     /// Points the engine's DMA at `pt` (the IOMMU attach of real hardware).
     pub(crate) fn attach(&self, pt: &SimPageTable) {
-        self.state.lock().attached = Some(SimPageTable(pt.0.clone()));
+        let mut s = self.state.lock();
+        if s.model.busy() {
+            pr_err!("ane-sim: UNMAPPED-BUSY: address space switched under a running engine\n");
+        }
+        s.attached = Some(pt.share());
     }
 
     /// Detaches the page table.
     pub(crate) fn detach(&self) {
-        self.state.lock().attached = None;
-    }
-
-    /// Connects the simulated completion interrupt to `engine`'s handler.
-    pub(crate) fn connect_irq(&self, engine: Arc<Engine>) {
-        *self.irq_sink.lock() = Some(engine);
-    }
-
-    /// Disconnects it (unbind; also breaks the reference cycle).
-    pub(crate) fn disconnect_irq(&self) {
-        *self.irq_sink.lock() = None;
-    }
-
-    /// Power loss: every register and pending event is gone, unless the
-    /// task manager is kept in retention.
-    pub(crate) fn power_down(&self) {
-        if self.retention {
-            return;
-        }
         let mut s = self.state.lock();
-        for w in s.words.iter_mut() {
-            *w = 0;
+        if s.model.busy() {
+            pr_err!("ane-sim: UNMAPPED-BUSY: address space detached under a running engine\n");
         }
-        s.events.clear();
-        s.hung = false;
-        s.sticky = false;
+        if let Some(pt) = s.attached.take() {
+            pt.set_live(None);
+        }
     }
 
-    /// A register read.
+    /// Marks what the attached table's running job reaches.
+    fn track(s: &SimState) {
+        if let Some(pt) = &s.attached {
+            pt.set_live(s.model.running());
+        }
+    }
+
+    /// Routes the event interrupt to the engine's own line (`sim_irq`).
+    pub(crate) fn use_engine_line(&self) {
+        self.engine_line.store(true, Ordering::Release);
+    }
+
+    /// Whether the engine line was raised since the last call (the driver's
+    /// test hook delivers it to its handler).
+    pub(crate) fn take_engine_line(&self) -> bool {
+        core::mem::take(&mut self.state.lock().raised)
+    }
+
+    /// Counts one interrupt the driver's handler claimed.
+    pub(crate) fn count_irq(&self) {
+        self.irqs.fetch_add(1, Relaxed);
+    }
+
+    /// Power loss and power-up (runtime suspend): the model loses its state
+    /// unless the task manager is kept in retention.
+    pub(crate) fn power_down(&self) {
+        let mut s = self.state.lock();
+        s.model.power_cycle();
+        Self::track(&s);
+    }
+
+    fn publish(&self, m: &TmModel) {
+        self.dart_line.store(m.dart_line_raised(), Relaxed);
+        let lockups = m.lockups();
+        if lockups != self.lockups.load(Relaxed) {
+            self.lockups.store(lockups, Relaxed);
+            // The judge fails a run on this line (tools/qemu/judge.sh).
+            pr_err!("ane-sim: LOCKUP: an engine register was read after a DART fault (the SoC would hang)\n");
+        }
+    }
+
+    /// A register read of the engine window.
     pub(crate) fn read32(&self, off: usize) -> u32 {
         let mut s = self.state.lock();
-        if off == tm::tm_reg(tmr::EVT_COUNT) {
-            return s.events.len() as u32;
-        }
-        if off == tm::tm_reg(tmr::EVT_INFO) {
-            // Reading the info word pops the event.
-            return if s.events.is_empty() {
-                0
-            } else {
-                s.events.remove(0).unwrap_or(0)
-            };
-        }
-        s.words.get(off / 4).copied().unwrap_or(0)
+        let v = s.model.read(off);
+        self.publish(&s.model);
+        Self::track(&s);
+        v
     }
 
-    /// A register write; a write to PUSH runs the queued job.
-    pub(crate) fn write32(&self, off: usize, val: u32) {
-        if self.write_locked(off, val) {
-            // The interrupt line: the handler runs without the register
-            // lock, as it would in its own thread.
-            let sink = self.irq_sink.lock().clone();
-            if let Some(engine) = sink {
-                if engine.interrupt() {
-                    let n = self.irqs.load(Relaxed);
-                    self.irqs.store(n.wrapping_add(1), Relaxed);
-                }
-            }
-        }
-    }
-
-    /// The write under the register lock; whether it raised the interrupt.
-    fn write_locked(&self, off: usize, val: u32) -> bool {
-        let mut s = self.state.lock();
-        if let Some(w) = s.words.get_mut(off / 4) {
-            *w = val;
-        }
-        let mut raise = false;
-        if off == tm::tm_reg(tmr::PUSH) {
-            if Self::take(&self.hang) {
-                // A hang: the job never completes and posts no event.
-                s.hung = true;
-            } else if Self::take(&self.error) {
-                s.sticky = Self::take(&self.sticky);
-                Self::latch(&mut s, INJECTED_ERROR);
-                raise = true;
-            } else {
-                raise = Self::push(&mut s, val);
-            }
-        }
-        if off == tm::tm_reg(tmr::TQ_EN) && val & tmr::TQ_EN_ON == 0 {
-            self.reset_queues(&mut s);
-        }
-        raise
-    }
-
-    /// Turning the queues off drops the running task and its events; on
-    /// T8103 it clears the error latches (the driver's recovery relies on
-    /// that), unless an injected error is sticky. On a retention SoC the
-    /// latches stay, and a hung task leaves the T6001 timeout signature.
-    fn reset_queues(&self, s: &mut SimState) {
-        s.events.clear();
-        if self.retention {
-            if core::mem::take(&mut s.hung) {
-                for (r, v) in tmr::ERROR.iter().zip(RETENTION_HANG_LATCH) {
-                    if let Some(w) = s.words.get_mut(tm::tm_reg(*r) / 4) {
-                        *w = v;
-                    }
-                }
-            }
-            return;
-        }
-        s.hung = false;
-        if s.sticky {
-            return;
-        }
-        for r in tmr::ERROR {
-            if let Some(w) = s.words.get_mut(tm::tm_reg(r) / 4) {
-                *w = 0;
-            }
-        }
+    /// A read of the DART window.
+    pub(crate) fn dart_read32(&self, off: usize) -> u32 {
+        self.state.lock().model.dart_read32(off)
     }
 
     /// Takes one from a fault-injection counter; whether there was one.
@@ -290,57 +245,61 @@ impl SimEngine {
         true
     }
 
-    fn reg(s: &SimState, off: usize) -> u32 {
-        s.words.get(off / 4).copied().unwrap_or(0)
+    /// The injection for the next push, in a fixed order of precedence.
+    fn inject(&self) -> Option<Inject> {
+        [
+            (&self.hang, Inject::Hang),
+            (&self.error, Inject::Error),
+            (&self.dart_fault, Inject::DartFault),
+            (&self.stale, Inject::Stale),
+            (&self.drop_line1, Inject::DropLine1),
+            (&self.no_idle, Inject::NoIdle),
+        ]
+        .into_iter()
+        .find(|(c, _)| Self::take(c))
+        .map(|(_, i)| i)
     }
 
-    /// Runs a pushed job; whether it raised the interrupt (an event or an
-    /// error latch).
-    fn push(s: &mut SimState, val: u32) -> bool {
-        // Queues off (after a power cycle without the enable sequence): the
-        // push goes nowhere.
-        if Self::reg(s, tm::tm_reg(tmr::TQ_EN)) & tmr::TQ_EN_ON == 0 {
-            return false;
-        }
-        let q = ((val >> 8) & 7) as usize;
-        let mut bars = [0u64; 32];
-        for (i, bar) in bars.iter_mut().enumerate() {
-            *bar = u64::from(Self::reg(s, tm::tq_reg(q, tq::BAR + 4 * i)));
-        }
-        let addr = u64::from(Self::reg(s, tm::tm_reg(tmr::ADDR)));
-        let info = Self::reg(s, tm::tm_reg(tmr::INFO));
-        let td_size = ((info >> 16) & 0x1ff).saturating_add(1) * 4;
-        let td_count = info & 0xffff;
-        let Some(pt) = s.attached.as_ref().map(|p| SimPageTable(p.0.clone())) else {
-            Self::latch(s, 1);
-            return true;
+    /// A register write of the engine window; a push runs the job.
+    pub(crate) fn write32(&self, off: usize, val: u32) {
+        let inject = if off == tm::tm_reg(tm::mgr::PUSH) {
+            self.inject()
+        } else {
+            None
         };
-        // The network id of the first TD comes back in the event.
-        let mut w0 = [0u8; 4];
-        if pt.read(addr, &mut w0).is_err() {
-            Self::latch(s, 2);
-            return true;
+        let mut guard = self.state.lock();
+        let s = &mut *guard;
+        let before = s.model.dart_line_raised();
+        let pt = s.attached.as_ref().map(SimPageTable::share);
+        s.model.write(off, val, inject, |job| run(pt.as_ref(), job));
+        if s.model.dart_line_raised() != before && self.engine_line.load(Ordering::Acquire) {
+            s.raised = true;
         }
-        let nid = w0[2];
-        let opts = engine::Options::default();
-        match engine::execute(&mut PtDma(&pt), addr, td_size, td_count, &bars, &opts) {
-            Ok(_) => {
-                let ev = (1u32 << 24) | (u32::from(nid) << 16);
-                if s.events.push(ev, GFP_KERNEL).is_err() {
-                    Self::latch(s, 3);
-                }
-            }
-            Err(e) => {
-                pr_debug!("simulated engine: {:?}\n", e);
-                Self::latch(s, 0x100);
-            }
-        }
-        true
+        self.publish(&s.model);
+        Self::track(s);
     }
+}
 
-    fn latch(s: &mut SimState, code: u32) {
-        if let Some(w) = s.words.get_mut(tm::tm_reg(tmr::ERROR[0]) / 4) {
-            *w = code;
+/// Runs a pushed job on the functional model over `pt`.
+fn run(pt: Option<&SimPageTable>, job: &TmJob) -> Ran {
+    let Some(pt) = pt else {
+        // Nothing attached: the first fetch faults in the DART.
+        return Ran::DmaFault(job.first_td);
+    };
+    let opts = engine::Options::default();
+    match engine::execute(
+        &mut PtDma(pt),
+        job.first_td,
+        job.td_size,
+        job.td_count,
+        &job.bars,
+        &opts,
+    ) {
+        Ok(_) => Ran::Finished,
+        Err(engine::EngineError::Fault { iova, .. }) => Ran::DmaFault(iova),
+        Err(e) => {
+            pr_debug!("simulated engine: {:?}\n", e);
+            Ran::Failed
         }
     }
 }
@@ -469,17 +428,48 @@ struct SimMap {
 
 /// The simulated engine's page table: what the engine's DMA translates
 /// device addresses through. Unmapped addresses fault.
-pub(crate) struct SimPageTable(Arc<Mutex<KVec<SimMap>>>);
+pub(crate) struct SimPageTable(Arc<SimPt>);
+
+/// Device addresses a running job reaches: its first TD and its slots.
+type Live = [u64; crate::hw::td::BAR_SLOTS + 1];
+
+#[pin_data]
+struct SimPt {
+    #[pin]
+    maps: Mutex<KVec<SimMap>>,
+    /// While the engine may be running a job through this table: the
+    /// addresses it reaches. Unmapping one of them then is the driver
+    /// freeing memory under a running engine.
+    #[pin]
+    live: Mutex<Option<Live>>,
+}
 
 impl SimPageTable {
     /// An empty page table.
     pub(crate) fn new() -> Result<Self> {
-        Ok(Self(Arc::pin_init(new_mutex!(KVec::new()), GFP_KERNEL)?))
+        Ok(Self(Arc::pin_init(
+            pin_init!(SimPt {
+                maps <- new_mutex!(KVec::new()),
+                live <- new_mutex!(None),
+            }),
+            GFP_KERNEL,
+        )?))
     }
 
     /// Another handle on the same page table.
     pub(crate) fn share(&self) -> Self {
         Self(self.0.clone())
+    }
+
+    fn set_live(&self, job: Option<&TmJob>) {
+        *self.0.live.lock() = job.map(|j| {
+            let mut live = [0u64; crate::hw::td::BAR_SLOTS + 1];
+            live[0] = j.first_td;
+            for (l, b) in live.iter_mut().skip(1).zip(j.bars.iter()) {
+                *l = *b;
+            }
+            live
+        });
     }
 
     /// Maps `pages` at `iova` (the caller allocated the range).
@@ -488,7 +478,7 @@ impl SimPageTable {
         for p in pages {
             copy.push(*p, GFP_KERNEL)?;
         }
-        let mut maps = self.0.lock();
+        let mut maps = self.0.maps.lock();
         let pos = maps
             .iter()
             .position(|m| m.iova > iova)
@@ -499,8 +489,19 @@ impl SimPageTable {
     }
 
     /// Removes the mapping at `iova`.
-    pub(crate) fn unmap(&self, iova: u64, _size: u64) {
-        let mut maps = self.0.lock();
+    pub(crate) fn unmap(&self, iova: u64, size: u64) {
+        let reached = self.0.live.lock().is_some_and(|live| {
+            live.iter()
+                .any(|a| *a != 0 && *a >= iova && *a - iova < size)
+        });
+        if reached {
+            // The judge fails a run on this line (tools/qemu/judge.sh).
+            pr_err!(
+                "ane-sim: UNMAPPED-BUSY: IOVA {:#x} unmapped while the engine may access it\n",
+                iova
+            );
+        }
+        let mut maps = self.0.maps.lock();
         if let Some(pos) = maps.iter().position(|m| m.iova == iova) {
             let _ = maps.remove(pos);
         }
@@ -515,7 +516,7 @@ impl SimPageTable {
         len: usize,
         mut f: impl FnMut(&PagePtr, usize, usize, usize) -> Result,
     ) -> Result {
-        let maps = self.0.lock();
+        let maps = self.0.maps.lock();
         let mut done = 0usize;
         while done < len {
             let addr = iova.checked_add(done as u64).ok_or(EFAULT)?;

@@ -26,6 +26,9 @@ use crate::hw::soc::IovaWindow;
 /// Unmapped guard bytes after every buffer, in pages.
 const GUARD_PAGES: u64 = 1;
 
+/// The DART's page size on every supported SoC.
+pub(crate) const DART_PAGE: u64 = 0x4000;
+
 /// The page size of this kernel (16K on Asahi, 4K on the x86 test kernel).
 pub(crate) const PAGE_SIZE: u64 = kernel::page::PAGE_SIZE as u64;
 
@@ -123,9 +126,11 @@ impl Vm {
         &self.space
     }
 
-    /// A new, empty address space over `window`.
+    /// A new, empty address space over `window`, whose mappings start on
+    /// 16 KiB boundaries whatever the kernel's page size (the DART's page,
+    /// and where the references place every buffer).
     pub(crate) fn new(window: IovaWindow, space: AddressSpace) -> Result<Arc<Self>> {
-        Self::with_align(window, space, PAGE_SIZE)
+        Self::with_align(window, space, DART_PAGE)
     }
 
     /// A new, empty address space over `window` whose mappings start at

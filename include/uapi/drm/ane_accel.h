@@ -77,9 +77,12 @@ enum drm_ane_fw_state {
 };
 
 /*
- * Whether the engine takes jobs. After a timeout or fault the driver resets
- * the task queues; if the engine still reports an error it is wedged, EXEC
- * fails with EIO, and it recovers as the state says.
+ * Whether the engine takes jobs. After a timeout or fault the engine may
+ * still be running the job, so the driver keeps the job's buffers mapped and
+ * refuses jobs (EXEC fails with EIO) until the engine is proven stopped: on
+ * T8103 by a power cycle (the next runtime suspend), on T6001 by draining the
+ * task manager in place (then it is ready at once) or, when that cannot be
+ * done safely (a DART fault), by binding the device again.
  */
 enum drm_ane_engine_state {
 	DRM_ANE_ENGINE_READY = 0,
@@ -203,8 +206,18 @@ struct drm_ane_wait {
 	__s64 timeout_ns;	/* in: absolute CLOCK_MONOTONIC deadline */
 	__u32 status;		/* out: enum drm_ane_job_status */
 	__u32 pad;		/* must be zero */
-	__u64 fault;		/* out: backend-specific fault detail, 0 if none */
+	__u64 fault;		/* out: fault detail, 0 if none: DRM_ANE_FAULT_* */
 };
+
+/*
+ * drm_ane_wait.fault: the kind in bits 39:32, a 32-bit word in bits 31:0.
+ * H13: DART = the DART's error register (a translation fault of the job's
+ * DMA); LATCH = the task manager's first error latch, when a failed job
+ * changed it from its healthy value 0x22222222.
+ */
+#define DRM_ANE_FAULT_KIND_SHIFT 32
+#define DRM_ANE_FAULT_DART 1ULL
+#define DRM_ANE_FAULT_LATCH 2ULL
 
 #define DRM_IOCTL_ANE_GET_PARAM \
 	DRM_IOWR(DRM_COMMAND_BASE + DRM_ANE_GET_PARAM, struct drm_ane_get_param)

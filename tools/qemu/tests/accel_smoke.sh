@@ -3,7 +3,7 @@
 modprobe ane sim_soc=0x8103
 expect_eq "bound devices" "$(bound_count)" 1
 [ -c /dev/accel/accel0 ] || fail "no /dev/accel/accel0"
-dmesg | grep -q "ane ane.0: Apple Neural Engine: T8103 (M1), H13, HostDriven backend, completion by interrupt, simulated" ||
+dmesg | grep -q "ane ane.0: Apple Neural Engine: T8103 (M1), H13, HostDriven backend, completion by polling, simulated" ||
 	fail "no probe message"
 ane-probe info
 sleep 2

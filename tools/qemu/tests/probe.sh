@@ -3,19 +3,19 @@
 # (every cell exact), the two-layer MLP chained through a resident buffer,
 # one run of tinygrad's sum with inputs made here, a short bench with a
 # receipt, and the usage-error exit code.
-modprobe ane sim_soc=0x8103 sim_irq=1
+modprobe ane sim_soc=0x8103
 [ -c /dev/accel/accel0 ] || fail "no accel node"
 
 # info: read-only, with the accel node's driver state.
 ane-probe info > /tmp/info.txt
 cat /tmp/info.txt
 grep -q "bound device:  ane.0" /tmp/info.txt || fail "info: no bound device"
-grep -q "fw=none engine=ready completion=interrupt" /tmp/info.txt ||
+grep -q "fw=none engine=ready completion=polling" /tmp/info.txt ||
 	fail "info: no GET_PARAM state line"
 ane-probe --json info > /tmp/info.json
 for key in '"kernel"' '"module"' '"bound"' '"power_domains"' '"accel_nodes"' \
 	'"genpd"' '"state"' '"fw_state": "none"' '"engine_state": "ready"' \
-	'"completion": "interrupt"' '"simulated"'; do
+	'"completion": "polling"' '"simulated"'; do
 	grep -q "$key" /tmp/info.json || fail "info --json: no $key"
 done
 head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"

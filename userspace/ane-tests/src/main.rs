@@ -499,7 +499,38 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
     Ok(st)
 }
 
+/// Like [`run_sum`], with the raw status and fault word of the WAIT.
+fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let mut a = uapi::Exec {
+        program: r.prog,
+        binding_count: r.bindings.len() as u32,
+        bindings: r.bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+    let mut w = uapi::Wait {
+        job_id: a.job_id,
+        timeout_ns: ane::device::monotonic_ns() + 20_000_000_000,
+        ..Default::default()
+    };
+    raw::wait(d.fd(), &mut w).map_err(|e| format!("WAIT: {e}"))?;
+    let mut prog = uapi::ProgramDestroy {
+        handle: r.prog,
+        pad: 0,
+    };
+    let _ = raw::program_destroy(d.fd(), &mut prog);
+    Ok((w.status, w.fault))
+}
+
 const SIM_DEBUGFS: &str = "/sys/kernel/debug/ane-sim";
+
+/// A read-only counter of the simulator.
+fn sim_counter(name: &str) -> Result<u64, String> {
+    let s = std::fs::read_to_string(format!("{SIM_DEBUGFS}/{name}")).map_err(|e| e.to_string())?;
+    s.trim().parse::<u64>().map_err(|e| e.to_string())
+}
 
 fn inject(what: &str, n: u32) -> TestResult {
     std::fs::write(format!("{SIM_DEBUGFS}/{what}"), n.to_string())
@@ -616,22 +647,17 @@ fn wait_suspended(d: &Device) -> TestResult {
     Err(format!("device never autosuspended: {}", state.trim()))
 }
 
-fn sticky_error_recovers_by_power_cycle(d: &Device) -> TestResult {
-    require_in_place_recovery(d)?;
-    inject("sticky", 1)?;
-    inject("error", 1)?;
-    let st = run_sum(d)?;
-    check!(
-        matches!(st, ane::device::JobStatus::Fault(_)),
-        "errored job ended {st:?}"
-    );
+/// After a failed job on T8103: jobs are refused (EIO) while the engine may
+/// still be running it, until the device runtime-suspends (a power cycle),
+/// and then they run again.
+fn refused_until_power_cycle(d: &Device) -> TestResult {
     let state = engine_state(d)?;
     check!(
         state == uapi::engine_state::WEDGED_POWER_CYCLE,
-        "engine state after a latch that survives the reset: {state}"
+        "engine state after the failed job: {state}"
     );
     let e = exec_sum_errno(d)?;
-    check!(e == Some(Errno::IO), "EXEC on a wedged engine: {e:?}");
+    check!(e == Some(Errno::IO), "EXEC on a contained engine: {e:?}");
     // Nothing holds the device awake now: it suspends, which cures it.
     wait_suspended(d)?;
     let state = engine_state(d)?;
@@ -643,6 +669,69 @@ fn sticky_error_recovers_by_power_cycle(d: &Device) -> TestResult {
     check!(
         st == ane::device::JobStatus::Done,
         "job after the power cycle: {st:?}"
+    );
+    Ok(())
+}
+
+/// An engine error (the latches leave their healthy value and the job never
+/// finishes): a timeout reporting the latch, then containment.
+fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
+    inject("error", 1)?;
+    let (st, fault) = run_sum_detail(d)?;
+    check!(st == uapi::job_status::TIMEOUT, "errored job ended {st}");
+    check!(
+        fault >> uapi::fault::KIND_SHIFT == uapi::fault::LATCH && fault as u32 != 0x2222_2222,
+        "fault word {fault:#x}: no changed latch"
+    );
+    refused_until_power_cycle(d)
+}
+
+/// A DART fault: FAULT with the DART's error word, no engine register read
+/// after it (the simulator logs a LOCKUP otherwise, which fails the run),
+/// nothing unmapped until the power cycle.
+fn dart_fault_is_contained(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
+    inject("dart_fault", 1)?;
+    let (st, fault) = run_sum_detail(d)?;
+    check!(st == uapi::job_status::FAULT, "faulting job ended {st}");
+    check!(
+        fault >> uapi::fault::KIND_SHIFT == uapi::fault::DART && fault & (1 << 31) != 0,
+        "fault word {fault:#x}: not a DART fault"
+    );
+    check!(
+        sim_counter("lockups")? == 0,
+        "an engine register was read after the fault"
+    );
+    refused_until_power_cycle(d)
+}
+
+/// Line 1 never carries the finish word, or the idle bit never sets: the
+/// job is not done (the record needs both lines and idle), so it times out.
+fn missing_line_or_idle_times_out(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
+    for what in ["drop_line1", "no_idle"] {
+        inject(what, 1)?;
+        let st = run_sum(d)?;
+        check!(
+            st == ane::device::JobStatus::Timeout,
+            "{what}: job ended {st:?}"
+        );
+        refused_until_power_cycle(d).map_err(|e| format!("{what}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// A stale event of another network id at the head of both lines: popped,
+/// ignored, and the job completes on its own finish words.
+fn stale_event_ignored(d: &Device) -> TestResult {
+    require_h13(d)?;
+    require_fault_injection()?;
+    inject("stale", 1)?;
+    let st = run_sum(d)?;
+    check!(
+        st == ane::device::JobStatus::Done,
+        "job with a stale event: {st:?}"
     );
     Ok(())
 }
@@ -662,9 +751,16 @@ fn completion_by_interrupt(d: &Device) -> TestResult {
         s.trim().parse::<u64>().map_err(|e| e.to_string())
     };
     let before = irqs()?;
+    let line_before = sim_counter("dart_line")?;
     let st = run_sum(d)?;
     check!(st == ane::device::JobStatus::Done, "job: {st:?}");
     let after = irqs()?;
+    // The record: the event interrupt is raised (on the DART's line unless
+    // the simulator routes it to the engine's).
+    check!(
+        sim_counter("dart_line")? > line_before,
+        "the job raised no event interrupt"
+    );
     if want {
         check!(
             after > before,
@@ -695,13 +791,9 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     );
     inject(what, 1)?;
     let st = run_sum(&d)?;
-    let want_fault = what == "error";
+    // Neither finishes: a timeout either way (the latches are no verdict).
     check!(
-        if want_fault {
-            matches!(st, ane::device::JobStatus::Fault(_))
-        } else {
-            st == ane::device::JobStatus::Timeout
-        },
+        st == ane::device::JobStatus::Timeout,
         "{what}: job ended {st:?}"
     );
     let state = engine_state(&d)?;
@@ -947,28 +1039,7 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
         st == ane::device::JobStatus::Timeout,
         "hung job ended {st:?}"
     );
-    let st = run_sum(d)?;
-    check!(
-        st == ane::device::JobStatus::Done,
-        "job after recovery: {st:?}"
-    );
-    Ok(())
-}
-
-fn injected_error_is_a_fault(d: &Device) -> TestResult {
-    require_in_place_recovery(d)?;
-    inject("error", 1)?;
-    let st = run_sum(d)?;
-    check!(
-        matches!(st, ane::device::JobStatus::Fault(f) if f != 0),
-        "errored job ended {st:?}"
-    );
-    let st = run_sum(d)?;
-    check!(
-        st == ane::device::JobStatus::Done,
-        "job after recovery: {st:?}"
-    );
-    Ok(())
+    refused_until_power_cycle(d)
 }
 
 fn extended_bindings_accepted(d: &Device) -> TestResult {
@@ -1005,7 +1076,7 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
         st == Some(ane::device::JobStatus::Timeout),
         "hung job ended {st:?}"
     );
-    Ok(())
+    refused_until_power_cycle(d)
 }
 
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
@@ -1030,7 +1101,18 @@ fn close_fd_with_pending_job(d: &Device) -> TestResult {
     // If the worker had not reached them, the closed file's jobs were
     // dropped unrun and the injected hang is still armed: disarm it.
     inject("hang", 0)?;
-    // The device still works for others (after a hung job times out).
+    // If the worker reached the hung job, it times out (2 s) and the engine
+    // refuses jobs, keeping the closed file's buffers, until the power
+    // cycle; then the device works for others.
+    for _ in 0..30 {
+        if engine_state(d)? != uapi::engine_state::READY {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if engine_state(d)? != uapi::engine_state::READY {
+        wait_suspended(d)?;
+    }
     let st = run_sum(d)?;
     check!(
         st == ane::device::JobStatus::Done,
@@ -1638,17 +1720,22 @@ fn main() -> ExitCode {
             job_after_autosuspend,
         ),
         (
-            "injected hang: timeout, recovery, next job runs",
+            "injected hang: timeout, refused until the power cycle, next job runs",
             injected_hang_recovers,
         ),
         (
-            "injected engine error: fault, recovery",
-            injected_error_is_a_fault,
+            "engine error: timeout with the changed latch, contained",
+            engine_error_times_out_with_latch,
         ),
         (
-            "sticky error: wedged (EIO) until the next power cycle",
-            sticky_error_recovers_by_power_cycle,
+            "DART fault: fault word, no engine read after it, contained",
+            dart_fault_is_contained,
         ),
+        (
+            "missing line-1 finish word or idle bit: timeout",
+            missing_line_or_idle_times_out,
+        ),
+        ("stale event of another job: ignored", stale_event_ignored),
         (
             "completion by interrupt or polling",
             completion_by_interrupt,

@@ -66,6 +66,16 @@ extern "C" {
     pub(crate) fn ane_glue_readq(addr: *const c_void) -> u64;
     pub(crate) fn ane_glue_writeq(val: u64, addr: *mut c_void);
 
+    pub(crate) fn ane_glue_dart_map(
+        pdev: *mut c_void,
+        index: c_uint,
+        min_size: usize,
+        regs: *mut *mut c_void,
+        irq: *mut c_int,
+    ) -> c_int;
+    pub(crate) fn ane_glue_irq_disable(irq: c_uint);
+    pub(crate) fn ane_glue_irq_enable(irq: c_uint);
+    pub(crate) fn ane_glue_irq_disable_nosync(irq: c_uint);
     pub(crate) fn ane_glue_irq_get_optional(pdev: *mut c_void, index: c_uint) -> c_int;
     pub(crate) fn ane_glue_irq_request(
         irq: c_uint,

@@ -51,6 +51,34 @@ impl IoWindow {
         )
     }
 
+    /// Maps, for reading, the registers of the `index`-th IOMMU in `pdev`'s
+    /// `iommus` list (the ANE's DARTs, which the apple-dart driver owns), of
+    /// at least `len` bytes, with the IOMMU's interrupt (0 if none).
+    /// `Ok(None)` past the end of the list.
+    pub fn map_iommu(
+        pdev: &PlatformDev<'_>,
+        index: u32,
+        len: usize,
+    ) -> Result<Option<(Arc<Self>, u32)>> {
+        let mut base: *mut c_void = core::ptr::null_mut();
+        let mut irq: core::ffi::c_int = 0;
+        // SAFETY: `pdev` is being probed; the out pointers are valid.
+        let ret =
+            unsafe { glue::ane_glue_dart_map(pdev.as_raw(), index, len, &mut base, &mut irq) };
+        if ret == ENOENT.to_errno() {
+            return Ok(None);
+        }
+        kernel::error::to_result(ret)?;
+        let io = Arc::pin_init(
+            pin_init!(Self {
+                base <- new_spinlock!(base as usize),
+                len,
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Some((io, u32::try_from(irq).unwrap_or(0))))
+    }
+
     /// Runs `f` on the address of the `width`-byte register at `off`, with
     /// the lock held, unless the window is revoked or the register is not
     /// inside it and aligned to its width.

@@ -27,6 +27,11 @@ pub struct ThreadedIrq<H: Handler> {
 }
 
 impl<H: Handler> ThreadedIrq<H> {
+    /// The line number.
+    pub fn line(&self) -> u32 {
+        self.irq
+    }
+
     /// Requests the device's interrupt line `index` (`IRQF_ONESHOT`: the
     /// hard handler only wakes the thread, and the line stays masked until
     /// the thread returned). `None` when the node has no such line.
@@ -84,4 +89,28 @@ impl<H: Handler> Drop for ThreadedIrq<H> {
         // handler runs, so the box may go.
         unsafe { glue::ane_glue_irq_free(self.irq, cookie) };
     }
+}
+
+/// Masks interrupt line `irq` (another driver's: the DART's) until
+/// [`unmask`]; waits for its running handlers. Process context only.
+pub fn mask(irq: u32) {
+    // SAFETY: `disable_irq` takes any line number (one without a
+    // descriptor is ignored) and may sleep: the caller is in process
+    // context.
+    unsafe { glue::ane_glue_irq_disable(irq) }
+}
+
+/// Masks interrupt line `irq` without waiting for its handlers (from the
+/// line's own handler).
+pub fn mask_nosync(irq: u32) {
+    // SAFETY: `disable_irq_nosync` takes any line number and does not
+    // sleep.
+    unsafe { glue::ane_glue_irq_disable_nosync(irq) }
+}
+
+/// Undoes one [`mask`] or [`mask_nosync`].
+pub fn unmask(irq: u32) {
+    // SAFETY: As in `mask`; `enable_irq` warns (and does nothing) on a
+    // line that was not masked.
+    unsafe { glue::ane_glue_irq_enable(irq) }
 }

@@ -22,6 +22,7 @@
 //! flavour is built with `--cfg ane_kernel` and without `--cfg ane_test`
 //! (see `Kbuild`), and leaves them out.
 
+pub mod dart;
 #[cfg(any(not(ane_kernel), ane_test))]
 pub mod engine;
 pub mod fw;

@@ -149,6 +149,22 @@ pub mod engine_state {
     pub const WEDGED_REBIND: u64 = 2;
 }
 
+/// `DRM_ANE_FAULT_*`: what `Wait::fault` carries (kind in bits 39:32, a
+/// 32-bit word below).
+pub mod fault {
+    /// Where the kind sits.
+    pub const KIND_SHIFT: u32 = 32;
+    /// H13: a DART translation fault; the word is the DART's error register.
+    pub const DART: u64 = 1;
+    /// H13: the task manager's first error latch, changed by the failed job.
+    pub const LATCH: u64 = 2;
+
+    /// The fault value of `kind` with `word`.
+    pub const fn encode(kind: u64, word: u32) -> u64 {
+        kind << KIND_SHIFT | word as u64
+    }
+}
+
 /// `DRM_ANE_FEATURE_*` bits.
 pub mod feature {
     /// The device is the simulated ANE of the test flavour.
@@ -492,6 +508,9 @@ mod tests {
             ),
             ("DRM_ANE_ENGINE_WEDGED_REBIND", engine_state::WEDGED_REBIND),
             ("DRM_ANE_FEATURE_SIMULATED", feature::SIMULATED),
+            ("DRM_ANE_FAULT_KIND_SHIFT", u64::from(fault::KIND_SHIFT)),
+            ("DRM_ANE_FAULT_DART", fault::DART),
+            ("DRM_ANE_FAULT_LATCH", fault::LATCH),
             ("DRM_ANE_FEATURE_COMPLETION_IRQ", feature::COMPLETION_IRQ),
         ];
         for (name, v) in consts {

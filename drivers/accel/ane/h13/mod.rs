@@ -1,0 +1,601 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The H13 backend (T8103, T6001): the host drives the task manager.
+//!
+//! Everything it writes and reads is `hw::tm::seq`, the sequences the
+//! hardware record documents (`docs/hardware-record.md`); this file only
+//! decides when. One job at a time, from the scheduler's worker:
+//!
+//! 1. if a DART latched a fault, no engine register is read: the job fails
+//!    and the engine is contained (below);
+//! 2. the task manager is enabled after every power-up, the job's address
+//!    space attached, stale events drained, the error latches noted;
+//! 3. the job gets the next network id (stamped on its bootstrap TD and its
+//!    queue) and is pushed on queue 4;
+//! 4. it is done only when both event lines carried its last task's finish
+//!    word and the task manager reports idle — polled (the default, as the
+//!    references shipped), or from the opt-in interrupt; the DARTs are
+//!    looked at before every look at the engine;
+//! 5. done: the queue is retired, a change of the error latches reported
+//!    (they are not a fault criterion), the address space detached.
+//!
+//! Containment: a job that timed out or faulted may still be running, so
+//! its buffers stay mapped and its address space attached ([`Held`]) until
+//! the engine is proven stopped, which a power cycle does on both SoCs (the
+//! next runtime suspend cuts the engine's power domains). The engine takes
+//! jobs again when the task manager is usable: on T8103 after that power
+//! cycle (it loses its state); on T6001, which keeps the task manager in
+//! retention, after the record's drain sequence if it brings the idle bit
+//! back (the record saw it fail), otherwise only after a new binding. At
+//! unbind, buffers of a job that was never proven stopped are leaked and
+//! the module pinned, rather than freed under a possibly running engine.
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+
+use kernel::{
+    prelude::*,
+    sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
+    time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
+};
+
+use crate::ext::io::IoWindow;
+use crate::hw::dart;
+use crate::hw::soc::Recovery;
+use crate::hw::tm::{
+    self,
+    seq::{self, JobHost, NotStarted, Progress, Push},
+};
+use crate::hw::uapi::{engine_state, fault, job_status};
+use crate::job::{Job, JobRes};
+use crate::vm::AddressSpace;
+
+/// A register window: the hardware's, or (test flavour) the simulator's.
+pub(crate) enum Mmio {
+    /// The hardware's registers (revoked on unbind).
+    Hw(Arc<IoWindow>),
+    /// The simulated engine window.
+    #[cfg(ane_test)]
+    SimEngine(Arc<crate::sim::SimEngine>),
+    /// The simulated DART window.
+    #[cfg(ane_test)]
+    SimDart(Arc<crate::sim::SimEngine>),
+}
+
+impl seq::Regs for Mmio {
+    fn read32(&self, off: usize) -> u32 {
+        match self {
+            Mmio::Hw(io) => io.read32(off).unwrap_or(u32::MAX),
+            #[cfg(ane_test)]
+            Mmio::SimEngine(s) => s.read32(off),
+            #[cfg(ane_test)]
+            Mmio::SimDart(s) => s.dart_read32(off),
+        }
+    }
+
+    fn write32(&self, off: usize, val: u32) {
+        match self {
+            Mmio::Hw(io) => io.write32(off, val),
+            #[cfg(ane_test)]
+            Mmio::SimEngine(s) => s.write32(off, val),
+            // The driver never writes a DART register.
+            #[cfg(ane_test)]
+            Mmio::SimDart(_) => {}
+        }
+    }
+}
+
+/// The DARTs' error registers.
+struct Darts<'a>(&'a [Mmio]);
+
+impl seq::Dart for Darts<'_> {
+    fn fault(&self) -> Option<u32> {
+        self.0
+            .iter()
+            .map(|m| seq::Regs::read32(m, dart::ERROR))
+            .find(|e| dart::faulted(*e))
+    }
+}
+
+/// Poll period while waiting for a job without the completion interrupt.
+pub(crate) const POLL_US: i64 = 20;
+
+/// Poll period with the completion interrupt: only a safety net.
+const IRQ_POLL_MS: u32 = 1;
+
+/// Resources of failed jobs, kept until the engine is proven stopped.
+struct Held {
+    jobs: KVec<JobRes>,
+    /// A power cycle happened since they were kept (T8103).
+    cycled: bool,
+}
+
+/// Between the (opt-in) completion interrupt and the polling worker.
+struct Waiting {
+    /// The handler ran since the worker last looked.
+    woken: bool,
+    /// The handler masked its line (the worker unmasks it once it popped
+    /// and acknowledged the events).
+    masked: bool,
+}
+
+/// How one job ended.
+pub(crate) struct Outcome {
+    /// A `uapi::job_status` value.
+    pub(crate) status: u32,
+    /// A `uapi::fault` value, or 0.
+    pub(crate) fault: u64,
+}
+
+impl Outcome {
+    fn new(status: u32, fault: u64) -> Self {
+        Self { status, fault }
+    }
+}
+
+/// The H13 task-manager backend.
+#[pin_data]
+pub(crate) struct H13 {
+    mmio: Mmio,
+    darts: KVec<Mmio>,
+    /// The DARTs' interrupt lines, masked while a job runs (the engine's
+    /// event interrupt arrives on them, and apple-dart would clear a fault
+    /// latch the poll must see).
+    dart_irqs: KVec<u32>,
+    timeout: Delta,
+    recovery: Recovery,
+    /// An `engine_state` value.
+    state: AtomicU64,
+    powered: AtomicBool,
+    enabled: AtomicBool,
+    /// The completion interrupt's line, when requested (0: polling).
+    irq: AtomicU32,
+    nid: AtomicU32,
+    #[pin]
+    held: Mutex<Held>,
+    #[pin]
+    waiting: Mutex<Waiting>,
+    #[pin]
+    wake: CondVar,
+}
+
+impl H13 {
+    /// A backend over the engine window `mmio` and the DART windows
+    /// `darts`, giving up on a job after `timeout_ms`, recovering as
+    /// `recovery` says. The device is powered (probe).
+    pub(crate) fn new(
+        mmio: Mmio,
+        darts: KVec<Mmio>,
+        dart_irqs: KVec<u32>,
+        timeout_ms: u32,
+        recovery: Recovery,
+    ) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                mmio,
+                darts,
+                dart_irqs,
+                timeout: Delta::from_millis(i64::from(timeout_ms)),
+                recovery,
+                state: AtomicU64::new(engine_state::READY),
+                powered: AtomicBool::new(true),
+                enabled: AtomicBool::new(false),
+                irq: AtomicU32::new(0),
+                nid: AtomicU32::new(0),
+                held <- new_mutex!(Held {
+                    jobs: KVec::new(),
+                    cycled: false,
+                }),
+                waiting <- new_mutex!(Waiting {
+                    woken: false,
+                    masked: false,
+                }),
+                wake <- new_condvar!(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether the engine takes jobs: an `engine_state` value.
+    pub(crate) fn state(&self) -> u64 {
+        self.state.load(Ordering::Acquire)
+    }
+
+    /// Whether completion comes by interrupt.
+    pub(crate) fn has_irq(&self) -> bool {
+        self.irq.load(Ordering::Acquire) != 0
+    }
+
+    /// Records that the completion interrupt (line `irq`; `u32::MAX` for
+    /// the simulator's line) is wired to [`H13::interrupt`].
+    pub(crate) fn set_irq(&self, irq: u32) {
+        self.irq.store(irq, Ordering::Release);
+    }
+
+    /// Called after the device powered up: the task manager lost its state
+    /// (T8103) and is enabled again before the next job, not here (the
+    /// driver core also resumes a device just to unbind it).
+    pub(crate) fn resume(&self) {
+        self.enabled.store(false, Ordering::Release);
+        self.powered.store(true, Ordering::Release);
+    }
+
+    /// Called before the device powers down. The caller then waits for a
+    /// running interrupt handler, which touches no register once this
+    /// returned.
+    pub(crate) fn suspend(&self) {
+        self.powered.store(false, Ordering::Release);
+        self.enabled.store(false, Ordering::Release);
+        // Without power the engine runs nothing, on either SoC: buffers
+        // kept from a failed job may go once the device is back (the power
+        // is really off only after this returns).
+        self.held.lock().cycled = true;
+        if self.recovery == Recovery::PowerCycle {
+            // T8103 loses the task manager's state too, and with it a wedge.
+            let _ = self.state.compare_exchange(
+                engine_state::WEDGED_POWER_CYCLE,
+                engine_state::READY,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }
+
+    /// The body of the (opt-in) completion interrupt's threaded handler. It
+    /// reads no register: it masks its own line (the events stay pending
+    /// until the worker pops and acknowledges them, which also unmasks it)
+    /// and wakes the worker. Whether the device is powered.
+    pub(crate) fn interrupt(&self) -> bool {
+        if !self.powered.load(Ordering::Acquire) {
+            return false;
+        }
+        let line = self.irq.load(Ordering::Acquire);
+        let mut w = self.waiting.lock();
+        if line != 0 && line != u32::MAX && !w.masked {
+            crate::ext::irq::mask_nosync(line);
+            w.masked = true;
+        }
+        w.woken = true;
+        self.wake.notify_all();
+        true
+    }
+
+    /// Test flavour: delivers a raised simulated engine line to the
+    /// handler, as the interrupt core would (the simulator has no thread of
+    /// its own).
+    #[cfg(ane_test)]
+    fn sim_line(&self) {
+        if let Mmio::SimEngine(sim) = &self.mmio {
+            if self.has_irq() && sim.take_engine_line() && self.interrupt() {
+                sim.count_irq();
+            }
+        }
+    }
+
+    /// Frees the buffers of failed jobs once a power cycle proved the engine
+    /// stopped.
+    fn release_cycled(&self) {
+        let freed = {
+            let mut h = self.held.lock();
+            if !h.cycled || h.jobs.is_empty() {
+                h.cycled = false;
+                return;
+            }
+            h.cycled = false;
+            core::mem::take(&mut h.jobs)
+        };
+        for res in freed {
+            self.detach(res.vm.space());
+        }
+    }
+
+    /// Runs one job (the device is powered: the job held a runtime-PM
+    /// reference until now).
+    pub(crate) fn run(&self, job: &Job) -> Outcome {
+        let Some(res) = job.take_res() else {
+            return Outcome::new(job_status::ABORTED, 0);
+        };
+        if !self.powered.load(Ordering::Acquire) {
+            // Resume failed: nothing can run.
+            return Outcome::new(job_status::FAULT, 0);
+        }
+        self.release_cycled();
+        let darts = Darts(&self.darts);
+        if let Some(e) = seq::Dart::fault(&darts) {
+            // Latched before this job: no engine read is safe.
+            pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
+            self.contain(res, Progress::DartFault(e));
+            return Outcome::new(job_status::FAULT, fault::encode(fault::DART, e));
+        }
+        if !self.enabled.swap(true, Ordering::AcqRel) {
+            seq::enable(&self.mmio);
+        }
+        if let Err(e) = self.attach(res.vm.space()) {
+            pr_warn!("cannot attach the job's address space: {:?}\n", e);
+            return Outcome::new(job_status::FAULT, 0);
+        }
+        let prog = &res.program;
+        let push = Push {
+            queue: tm::QUEUE,
+            nid: self.next_nid(),
+            bars: &job.bars,
+            td_size: prog.td_size,
+            td_count: prog.td_count,
+            // The engine's window is below 4 GiB.
+            first_td: prog.bootstrap_iova as u32,
+        };
+        let mut host = Host {
+            h13: self,
+            res: &res,
+            pushed: Instant::<Monotonic>::now(),
+        };
+        let end = match seq::run_job(&self.mmio, &darts, &mut host, &push) {
+            Ok(end) => end,
+            Err(NotStarted::DartFault(e)) => {
+                pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
+                self.contain(res, Progress::DartFault(e));
+                return Outcome::new(job_status::FAULT, fault::encode(fault::DART, e));
+            }
+            Err(NotStarted::Wedged(o)) => {
+                pr_err!("event line {} reports {} events\n", o.line, o.count);
+                self.contain(res, Progress::Wedged(o));
+                return Outcome::new(job_status::TIMEOUT, 0);
+            }
+            Err(NotStarted::Unstamped) => {
+                self.detach(res.vm.space());
+                pr_warn!("job {}: cannot stamp the network id\n", job.id);
+                return Outcome::new(job_status::FAULT, 0);
+            }
+        };
+        #[cfg(ane_test)]
+        self.sim_line();
+        let s = end.strays;
+        if s.intermediate != 0 || s.foreign != 0 {
+            pr_debug!(
+                "job {}: {} intermediate, {} foreign events (last {:#x})\n",
+                job.id,
+                s.intermediate,
+                s.foreign,
+                s.last_foreign
+            );
+        }
+        let changed = end.after.filter(|a| *a != end.before);
+        match end.progress {
+            Progress::Done => {
+                if let Some(after) = changed {
+                    pr_info!(
+                        "job {}: error latches changed {:#x?} -> {:#x?}\n",
+                        job.id,
+                        end.before,
+                        after
+                    );
+                }
+                self.detach(res.vm.space());
+                Outcome::new(job_status::DONE, 0)
+            }
+            Progress::DartFault(e) => {
+                pr_err!("job {}: DART fault {:#x}\n", job.id, e);
+                self.contain(res, end.progress);
+                Outcome::new(job_status::FAULT, fault::encode(fault::DART, e))
+            }
+            Progress::Running | Progress::Wedged(_) => {
+                pr_warn!(
+                    "job {} did not finish ({:?}); error latches {:#x?} (before {:#x?})\n",
+                    job.id,
+                    end.progress,
+                    end.after,
+                    end.before
+                );
+                self.contain(res, end.progress);
+                let f = match changed {
+                    Some(a) if a[0] != end.before[0] => fault::encode(fault::LATCH, a[0]),
+                    _ => 0,
+                };
+                Outcome::new(job_status::TIMEOUT, f)
+            }
+        }
+    }
+
+    /// The next job's network id (only the worker calls this).
+    fn next_nid(&self) -> u8 {
+        let n = self.nid.load(Ordering::Relaxed);
+        self.nid
+            .store((n + 1) % tm::JOB_NIDS.len() as u32, Ordering::Relaxed);
+        tm::job_nid(n)
+    }
+
+    /// Keeps a failed job's buffers (its address space stays attached) and
+    /// recovers the engine as the SoC allows.
+    fn contain(&self, res: JobRes, why: Progress) {
+        {
+            let mut h = self.held.lock();
+            // Only a power cycle after this point proves this job stopped.
+            h.cycled = false;
+            let unkept = if h.jobs.reserve(1, GFP_KERNEL).is_ok() {
+                h.jobs.push_within_capacity(res).err().map(|e| e.0)
+            } else {
+                Some(res)
+            };
+            if let Some(mut res) = unkept {
+                // Nowhere to keep it: never free it either.
+                pr_err!("cannot keep a failed job's buffers: leaking them\n");
+                res.drop_pm();
+                crate::ext::module::pin();
+                core::mem::forget(res);
+            }
+            // The kept buffers must not keep the device from the power
+            // cycle that frees them.
+            if let Some(last) = h.jobs.last_mut() {
+                last.drop_pm();
+            }
+        }
+        // No job is taken from here on, until the engine is proven usable.
+        let state = match self.recovery {
+            Recovery::PowerCycle => engine_state::WEDGED_POWER_CYCLE,
+            _ => engine_state::WEDGED_REBIND,
+        };
+        self.state.store(state, Ordering::Release);
+        let how = match (self.recovery, why) {
+            (Recovery::PowerCycle, _) => "jobs are refused until the device next runtime-suspends",
+            (_, Progress::DartFault(_)) => {
+                "no engine register may be read after a DART fault and the task manager keeps its state: unbind and bind the device"
+            }
+            _ => {
+                if self.drain_retained() {
+                    pr_info!("task manager drained and idle; the engine is ready\n");
+                    let freed = core::mem::take(&mut self.held.lock().jobs);
+                    for res in freed {
+                        self.detach(res.vm.space());
+                    }
+                    self.state.store(engine_state::READY, Ordering::Release);
+                    return;
+                }
+                "the task manager stays busy after the drain (its state is kept in retention, or a DART faulted): unbind and bind the device"
+            }
+        };
+        pr_err!("engine stopped taking jobs; {}\n", how);
+    }
+
+    /// T6001: the record's drain, then up to 1 s (100 µs steps) for the idle
+    /// bit, looking at the DARTs before every engine read. Whether the task
+    /// manager came back idle.
+    fn drain_retained(&self) -> bool {
+        let mut left = 10_000u32;
+        seq::recover_retained(&self.mmio, &Darts(&self.darts), || {
+            left = left.saturating_sub(1);
+            fsleep(Delta::from_micros(100));
+            left > 0
+        })
+    }
+
+    /// At unbind, after the last job: frees what a power cycle proved safe;
+    /// anything else kept is leaked (and the module pinned), never freed
+    /// under an engine that may still be running.
+    pub(crate) fn unbind(&self) {
+        // A line the handler masked after the last look is unmasked before
+        // it is freed.
+        let line = self.irq.load(Ordering::Acquire);
+        if core::mem::take(&mut self.waiting.lock().masked) && line != 0 && line != u32::MAX {
+            crate::ext::irq::unmask(line);
+        }
+        let mut h = self.held.lock();
+        if h.jobs.is_empty() {
+            return;
+        }
+        let jobs = core::mem::take(&mut h.jobs);
+        if h.cycled {
+            drop(h);
+            for res in jobs {
+                self.detach(res.vm.space());
+            }
+            return;
+        }
+        pr_err!(
+            "unbinding with {} failed job(s) whose engine was never proven stopped: their buffers stay mapped until reboot\n",
+            jobs.len()
+        );
+        crate::ext::module::pin();
+        core::mem::forget(jobs);
+    }
+
+    /// Points the engine's DMA at `space`: attaches the client's IOMMU
+    /// domain, or the simulator's page table.
+    fn attach(&self, space: &AddressSpace) -> Result {
+        match (&self.mmio, space) {
+            (Mmio::Hw(_), AddressSpace::Iommu(d)) => d.attach(),
+            #[cfg(ane_test)]
+            (Mmio::SimEngine(sim), AddressSpace::Sim(pt)) => {
+                sim.attach(pt);
+                Ok(())
+            }
+            #[cfg(ane_test)]
+            _ => Err(EINVAL),
+        }
+    }
+
+    fn detach(&self, space: &AddressSpace) {
+        match (&self.mmio, space) {
+            (Mmio::Hw(_), AddressSpace::Iommu(d)) => d.detach(),
+            #[cfg(ane_test)]
+            (Mmio::SimEngine(sim), _) => sim.detach(),
+            #[cfg(ane_test)]
+            _ => {}
+        }
+    }
+}
+
+/// The driver's side of [`seq::run_job`] for one job.
+struct Host<'a> {
+    h13: &'a H13,
+    res: &'a JobRes,
+    /// When the job was pushed (`mask_darts(true)` comes just before).
+    pushed: Instant<Monotonic>,
+}
+
+impl JobHost for Host<'_> {
+    fn stamp(&mut self, nid: u8) -> bool {
+        self.res.program.stamp_nid(nid).is_ok()
+    }
+
+    fn mask_darts(&mut self, masked: bool) {
+        for irq in self.h13.dart_irqs.iter() {
+            if masked {
+                crate::ext::irq::mask(*irq);
+            } else {
+                crate::ext::irq::unmask(*irq);
+            }
+        }
+        if masked {
+            self.pushed = Instant::<Monotonic>::now();
+        }
+    }
+
+    fn pause(&mut self) -> bool {
+        if self.pushed.elapsed() > self.h13.timeout {
+            return false;
+        }
+        let h = self.h13;
+        let line = h.irq.load(Ordering::Acquire);
+        if line == 0 {
+            fsleep(Delta::from_micros(POLL_US));
+            return true;
+        }
+        let mut w = h.waiting.lock();
+        // The last look popped and acknowledged what the handler saw.
+        if core::mem::take(&mut w.masked) {
+            crate::ext::irq::unmask(line);
+        }
+        #[cfg(ane_test)]
+        {
+            drop(w);
+            h.sim_line();
+            w = h.waiting.lock();
+        }
+        if !core::mem::take(&mut w.woken) {
+            let _ = h
+                .wake
+                .wait_interruptible_timeout(&mut w, msecs_to_jiffies(IRQ_POLL_MS));
+            w.woken = false;
+        }
+        true
+    }
+}
+
+/// The opt-in completion interrupt's handler.
+pub(crate) struct CompletionIrq {
+    h13: Arc<H13>,
+}
+
+impl CompletionIrq {
+    /// A handler for `h13`.
+    pub(crate) fn new(h13: Arc<H13>) -> Self {
+        Self { h13 }
+    }
+}
+
+impl crate::ext::irq::Handler for CompletionIrq {
+    // The hard handler only wakes the thread; the line stays masked
+    // (IRQF_ONESHOT) until the thread popped and acknowledged the events.
+    fn handle_threaded(&self) -> bool {
+        self.h13.interrupt()
+    }
+}

@@ -1,0 +1,412 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The task manager's register sequences, written once.
+//!
+//! The driver runs these on the engine's register window, the simulator on
+//! the record's model ([`super::model`]) and the host tests on the same
+//! model with a recorder in between, so the order and values checked by the
+//! MMIO-trace test are exactly the ones the driver writes. Each function
+//! says which part of `docs/hardware-record.md` it follows.
+
+use super::{
+    evt_reg, finish_word, mgr, size_field, tm_reg, tq, tq_reg, EVT_COUNT_MAX, TQ_COUNT, TQ_PRIORITY,
+};
+
+/// 32-bit register access to the engine window (offsets from its base).
+pub trait Regs {
+    /// Reads the register at `off`.
+    fn read32(&self, off: usize) -> u32;
+    /// Writes `val` to the register at `off`.
+    fn write32(&self, off: usize, val: u32);
+}
+
+/// The enable sequence (record: "Enable"): queues on, per-queue
+/// priorities, event interrupts enabled. Needed after every power-up: the
+/// state does not survive the power domains cycling.
+pub fn enable(r: &impl Regs) {
+    let en = r.read32(tm_reg(mgr::TQ_EN));
+    r.write32(tm_reg(mgr::TQ_EN), en | mgr::TQ_EN_ON);
+    for (q, prio) in TQ_PRIORITY.iter().enumerate() {
+        r.write32(tq_reg(q, tq::PRTY), *prio);
+    }
+    r.write32(tm_reg(mgr::IRQ_EN1), mgr::IRQ_EN1_VALUE);
+    r.write32(tm_reg(mgr::IRQ_EN2), mgr::IRQ_EN2_VALUE);
+}
+
+/// One job as the task manager takes it.
+pub struct Push<'a> {
+    /// The task queue.
+    pub queue: usize,
+    /// The job's network id (also stamped in the first TD's W0).
+    pub nid: u8,
+    /// Device address per buffer slot (0 for unbound slots); the registers
+    /// take the low 32 bits: the engine's window is below 4 GiB.
+    pub bars: &'a [u64],
+    /// Bytes per TD.
+    pub td_size: u32,
+    /// Number of TDs.
+    pub td_count: u32,
+    /// Device address of the first TD (the bootstrap copy).
+    pub first_td: u32,
+}
+
+/// Queues `p` and starts it (record: "Push"). The engine is enabled, idle,
+/// and its event lines were drained.
+pub fn push(r: &impl Regs, p: &Push<'_>) {
+    let q = p.queue;
+    r.write32(tq_reg(q, tq::STATUS), 1);
+    for i in 0..super::super::td::BAR_SLOTS {
+        let bar = p.bars.get(i).copied().unwrap_or(0);
+        r.write32(tq_reg(q, tq::BAR + 4 * i), bar as u32);
+    }
+    r.write32(tq_reg(q, tq::SIZE), size_field(p.td_size));
+    r.write32(tq_reg(q, tq::ADDR), p.first_td);
+    r.write32(tq_reg(q, tq::NID), u32::from(p.nid) << 8 | tq::NID_LIVE);
+    // The task manager takes the first TD's address and size as read back
+    // from the queue, as every reference does.
+    let addr = r.read32(tq_reg(q, tq::ADDR));
+    r.write32(tm_reg(mgr::ADDR), addr);
+    let size = r.read32(tq_reg(q, tq::SIZE));
+    r.write32(tm_reg(mgr::INFO), size | (p.td_count & 0xffff));
+    let prio = TQ_PRIORITY.get(q).copied().unwrap_or(0);
+    r.write32(tm_reg(mgr::PUSH), prio | (q as u32) << 8);
+}
+
+/// One popped event: the four words every reference reads to pop it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Event {
+    /// The info word (`0x05000000 | nid << 16 | task` for a finished task).
+    pub info: u32,
+    /// The second word.
+    pub unk1: u32,
+    /// The TM status snapshot.
+    pub tmst: u32,
+    /// The fourth word.
+    pub unk2: u32,
+}
+
+/// Pops the head event of `line` with all four reads, in the record's
+/// order. The caller read a nonzero count first.
+pub fn pop(r: &impl Regs, line: usize) -> Event {
+    Event {
+        info: r.read32(evt_reg(line, mgr::EVT_INFO)),
+        unk1: r.read32(evt_reg(line, mgr::EVT_UNK1)),
+        tmst: r.read32(evt_reg(line, mgr::EVT_TMST)),
+        unk2: r.read32(evt_reg(line, mgr::EVT_UNK2)),
+    }
+}
+
+/// Acknowledges the event interrupt with `bits`: read-modify-write, as the
+/// record does.
+pub fn ack(r: &impl Regs, bits: u32) {
+    let v = r.read32(tm_reg(mgr::IRQ_ACK));
+    r.write32(tm_reg(mgr::IRQ_ACK), v | bits);
+}
+
+/// The error latches.
+pub fn latches(r: &impl Regs) -> [u32; 3] {
+    mgr::ERROR.map(|off| r.read32(tm_reg(off)))
+}
+
+/// Whether the task manager reports idle.
+pub fn idle(r: &impl Regs) -> bool {
+    r.read32(tm_reg(mgr::STATUS)) & mgr::STATUS_IDLE != 0
+}
+
+/// A line reporting more pending events than the FIFO can hold: the task
+/// manager is wedged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    /// The line.
+    pub line: usize,
+    /// The count it reported.
+    pub count: u32,
+}
+
+/// Pops every pending event of both lines, handing each to `seen`, then
+/// acknowledges once (record: "Completion"). Returns how many were popped.
+pub fn drain(r: &impl Regs, mut seen: impl FnMut(usize, Event)) -> Result<u32, Overflow> {
+    let mut popped = 0;
+    for line in 0..mgr::EVT_LINES {
+        let count = r.read32(evt_reg(line, mgr::EVT_COUNT));
+        if count > EVT_COUNT_MAX {
+            return Err(Overflow { line, count });
+        }
+        for _ in 0..count {
+            seen(line, pop(r, line));
+            popped += 1;
+        }
+    }
+    ack(r, mgr::IRQ_ACK_EVENTS);
+    Ok(popped)
+}
+
+/// The fault state of the engine's DARTs (record: "DART fault
+/// containment"): once a DART latched a fault, engine register reads may
+/// never return, so the driver looks here first.
+pub trait Dart {
+    /// The first latched DART error word, if any DART has one.
+    fn fault(&self) -> Option<u32>;
+}
+
+/// No DART to watch (the DART windows are not mapped).
+pub struct NoDart;
+
+impl Dart for NoDart {
+    fn fault(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// What one look at the task manager found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Progress {
+    /// The job has not finished.
+    Running,
+    /// Both lines carried the finish word and the task manager is idle.
+    Done,
+    /// A line overflowed: the task manager is wedged.
+    Wedged(Overflow),
+    /// A DART latched this error word; no engine register was read.
+    DartFault(u32),
+}
+
+/// Events of one job that were not its finish word, for the record.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Strays {
+    /// Task events of this job before its last task.
+    pub intermediate: u32,
+    /// Events of another network id (late events of an earlier job).
+    pub foreign: u32,
+    /// The last foreign info word.
+    pub last_foreign: u32,
+}
+
+/// Completion of one job (record: "Completion"): a line is finished when
+/// it carried exactly the job's last-task finish word; the job is done only
+/// when both lines finished and the task manager reports idle. Nothing else
+/// completes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Completion {
+    finish: u32,
+    nid: u8,
+    lines: [bool; mgr::EVT_LINES],
+    /// What else the lines carried.
+    pub strays: Strays,
+}
+
+impl Completion {
+    /// Waits for the job run as network `nid` with `td_count` TDs.
+    pub fn new(nid: u8, td_count: u32) -> Self {
+        Self {
+            finish: finish_word(nid, td_count),
+            nid,
+            lines: [false; mgr::EVT_LINES],
+            strays: Strays::default(),
+        }
+    }
+
+    /// The word that finishes each line.
+    pub fn finish(&self) -> u32 {
+        self.finish
+    }
+
+    /// Whether line `line` carried the finish word.
+    pub fn line_finished(&self, line: usize) -> bool {
+        self.lines.get(line).copied().unwrap_or(false)
+    }
+
+    /// Takes one popped event of `line`.
+    pub fn take(&mut self, line: usize, ev: Event) {
+        if ev.info == self.finish {
+            if let Some(l) = self.lines.get_mut(line) {
+                *l = true;
+            }
+        } else if super::event_nid(ev.info) == self.nid {
+            self.strays.intermediate += 1;
+        } else {
+            self.strays.foreign += 1;
+            self.strays.last_foreign = ev.info;
+        }
+    }
+
+    /// Looks at the DARTs, then (if none faulted) pops what the lines carry
+    /// and, once both finished, checks the idle bit.
+    pub fn poll(&mut self, r: &impl Regs, dart: &impl Dart) -> Progress {
+        if let Some(e) = dart.fault() {
+            return Progress::DartFault(e);
+        }
+        if let Err(o) = drain(r, |line, ev| self.take(line, ev)) {
+            return Progress::Wedged(o);
+        }
+        if self.lines.iter().all(|l| *l) && idle(r) {
+            Progress::Done
+        } else {
+            Progress::Running
+        }
+    }
+}
+
+/// Releases the task queue after its job was proven finished (record:
+/// "Retire"): the slot must still carry this job's network id; its live
+/// bit is cleared, then its status. `false` (nothing written) when the
+/// slot carries another id.
+pub fn retire(r: &impl Regs, q: usize, nid: u8) -> bool {
+    let v = r.read32(tq_reg(q, tq::NID));
+    if (v >> 8) & 0xff != u32::from(nid) {
+        return false;
+    }
+    r.write32(tq_reg(q, tq::NID), v & !tq::NID_LIVE);
+    r.write32(tq_reg(q, tq::STATUS), 0);
+    true
+}
+
+/// The T6001 drain (record: "T6001 recovery"), for a task manager kept in
+/// retention after a failed job: it is stopped, both lines are drained and
+/// acknowledged, each latch is written back (and zeroed if it stays set),
+/// every queue slot is released, and the queues are enabled again. The
+/// caller then polls [`idle`]. The record found this does not recover a
+/// T6001 whose task hung (only a new binding did); it is what the record
+/// tried, and the idle bit decides.
+pub fn retention_drain(r: &impl Regs) -> Result<(), Overflow> {
+    let en = r.read32(tm_reg(mgr::TQ_EN));
+    r.write32(tm_reg(mgr::TQ_EN), en & !mgr::TQ_EN_STOP);
+    for line in 0..mgr::EVT_LINES {
+        let count = r.read32(evt_reg(line, mgr::EVT_COUNT));
+        if count > EVT_COUNT_MAX {
+            return Err(Overflow { line, count });
+        }
+        for _ in 0..count {
+            let _ = pop(r, line);
+        }
+    }
+    ack(r, mgr::IRQ_ACK_DRAIN);
+    for off in mgr::ERROR {
+        let v = r.read32(tm_reg(off));
+        if v != 0 {
+            r.write32(tm_reg(off), v);
+            if r.read32(tm_reg(off)) != 0 {
+                r.write32(tm_reg(off), 0);
+            }
+        }
+    }
+    for q in 0..TQ_COUNT {
+        r.write32(tq_reg(q, tq::STATUS), 0);
+        let nid = r.read32(tq_reg(q, tq::NID));
+        if nid & tq::NID_LIVE != 0 {
+            r.write32(tq_reg(q, tq::NID), nid & !tq::NID_LIVE);
+        }
+    }
+    enable(r);
+    Ok(())
+}
+
+/// What the driver does around the register sequence of one job.
+pub trait JobHost {
+    /// Stamps the job's network id on its first TD (in memory); `false`
+    /// abandons the job before anything is pushed.
+    fn stamp(&mut self, nid: u8) -> bool;
+    /// Masks (`true`) or unmasks the DARTs' interrupt lines: while a job
+    /// runs, the engine's event interrupt arrives on them and apple-dart
+    /// would clear a fault latch the poll must see.
+    fn mask_darts(&mut self, masked: bool);
+    /// Waits before the next look at the engine; `false` once the job's
+    /// time is up.
+    fn pause(&mut self) -> bool;
+}
+
+/// Why a job was not pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotStarted {
+    /// A DART had a fault latched already: no engine register was read.
+    DartFault(u32),
+    /// An event line overflowed while draining stale events.
+    Wedged(Overflow),
+    /// [`JobHost::stamp`] refused.
+    Unstamped,
+}
+
+/// How a pushed job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JobEnd {
+    /// [`Progress::Done`], [`Progress::Running`] when its time was up (or
+    /// its queue slot carried another id at retire), or the failure seen.
+    pub progress: Progress,
+    /// The error latches before the push.
+    pub before: [u32; 3],
+    /// The error latches after the end; `None` after a DART fault (no
+    /// engine register is read then).
+    pub after: Option<[u32; 3]>,
+    /// Events that were not the finish word.
+    pub strays: Strays,
+}
+
+/// One job on an enabled task manager, as the driver runs it (record: "A
+/// job, start to end"): look at the DARTs; drain stale events; note the
+/// latches; stamp the network id; mask the DART lines; push; poll (DARTs
+/// first, then both lines, then idle) until done, failed or out of time;
+/// retire the queue; unmask; note the latches again unless a DART faulted.
+pub fn run_job(
+    r: &impl Regs,
+    d: &impl Dart,
+    host: &mut impl JobHost,
+    p: &Push<'_>,
+) -> Result<JobEnd, NotStarted> {
+    if let Some(e) = d.fault() {
+        return Err(NotStarted::DartFault(e));
+    }
+    drain(r, |_, _| {}).map_err(NotStarted::Wedged)?;
+    let before = latches(r);
+    if !host.stamp(p.nid) {
+        return Err(NotStarted::Unstamped);
+    }
+    host.mask_darts(true);
+    push(r, p);
+    let mut c = Completion::new(p.nid, p.td_count);
+    let mut progress = loop {
+        match c.poll(r, d) {
+            Progress::Running => {
+                if !host.pause() {
+                    break Progress::Running;
+                }
+            }
+            other => break other,
+        }
+    };
+    if progress == Progress::Done && !retire(r, p.queue, p.nid) {
+        progress = Progress::Running;
+    }
+    host.mask_darts(false);
+    let after = match progress {
+        Progress::DartFault(_) => None,
+        _ => Some(latches(r)),
+    };
+    Ok(JobEnd {
+        progress,
+        before,
+        after,
+        strays: c.strays,
+    })
+}
+
+/// T6001 recovery after a failed job (record: "T6001 recovery"): the
+/// DARTs are looked at first (no engine read after a fault), then the
+/// drain runs, then the idle bit is polled, the DARTs first each time,
+/// with `pause` between looks until it returns `false`. Whether the task
+/// manager came back idle.
+pub fn recover_retained(r: &impl Regs, d: &impl Dart, mut pause: impl FnMut() -> bool) -> bool {
+    if d.fault().is_some() || retention_drain(r).is_err() {
+        return false;
+    }
+    loop {
+        if d.fault().is_some() {
+            return false;
+        }
+        if idle(r) {
+            return true;
+        }
+        if !pause() {
+            return false;
+        }
+    }
+}

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Host tests of the task-manager sequences against the record's model, and
+//! the MMIO-trace test against `docs/hardware-record.md`.
+
+extern crate std;
+
+use core::cell::RefCell;
+use std::format;
+use std::string::String;
+use std::vec::Vec;
+
+use super::model::{Behaviour, Inject, ModelRegs, Ran, TmModel, DART_ERROR, DART_ERROR_FLAG};
+use super::seq::{self, Completion, Dart, Progress, Push, Regs};
+use super::*;
+
+/// Runs every job to completion.
+fn finished(_: &model::Job) -> Ran {
+    Ran::Finished
+}
+
+fn regs(retention: bool, b: Behaviour) -> ModelRegs<fn(&model::Job) -> Ran> {
+    ModelRegs::new(
+        TmModel::new(retention, b),
+        finished as fn(&model::Job) -> Ran,
+    )
+}
+
+/// The DART side of a [`ModelRegs`].
+struct ModelDart<'a, F: FnMut(&model::Job) -> Ran>(&'a ModelRegs<F>);
+
+impl<F: FnMut(&model::Job) -> Ran> Dart for ModelDart<'_, F> {
+    fn fault(&self) -> Option<u32> {
+        let e = self.0.model.borrow().dart_read32(DART_ERROR);
+        (e & DART_ERROR_FLAG != 0).then_some(e)
+    }
+}
+
+const BARS: [u64; 8] = [0x8000, 0x8400, 0, 0, 0x2_0000, 0x3_0000, 0, 0];
+
+fn job(nid: u8, td_count: u32) -> Push<'static> {
+    Push {
+        queue: QUEUE,
+        nid,
+        bars: &BARS,
+        td_size: 0x274,
+        td_count,
+        first_td: 0x4000,
+    }
+}
+
+/// Polls until the job is no longer running, at most `limit` times.
+fn wait<R: Regs>(r: &R, d: &impl Dart, c: &mut Completion, limit: u32) -> (Progress, u32) {
+    for i in 0..limit {
+        match c.poll(r, d) {
+            Progress::Running => continue,
+            p => return (p, i + 1),
+        }
+    }
+    (Progress::Running, limit)
+}
+
+#[test]
+fn words() {
+    assert_eq!(finish_word(0x40, 1), 0x0540_0000);
+    assert_eq!(finish_word(0x41, 3), 0x0541_0002);
+    assert_eq!(evt_reg(1, mgr::EVT_INFO), 0x2002c);
+    assert_eq!(evt_reg(1, mgr::EVT_UNK2), 0x20038);
+    assert_eq!(tq_reg(4, tq::ADDR), 0x21000 + 4 * 0x148 + 0x134);
+    assert!(tq_reg(TQ_COUNT - 1, tq::ADDR) + 4 <= ENGINE_WINDOW);
+    assert_eq!(size_field(0x274), ((0x274 / 4) - 1) << 16);
+    assert_eq!(job_nid(0), 0x40);
+    assert_eq!(job_nid(1), 0x41);
+    assert_eq!(job_nid(2), 0x60);
+    assert_eq!(job_nid(3), 0x40);
+}
+
+#[test]
+fn one_job_completes_on_both_lines_and_idle() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    seq::push(&r, &job(0x41, 2));
+    let mut c = Completion::new(0x41, 2);
+    let (p, _) = wait(&r, &ModelDart(&r), &mut c, 10);
+    assert_eq!(p, Progress::Done);
+    assert!(c.line_finished(0) && c.line_finished(1));
+    assert!(!seq::retire(&r, QUEUE, 0x40), "another job's id");
+    assert!(seq::retire(&r, QUEUE, 0x41));
+    assert_eq!(r.read32(tq_reg(QUEUE, tq::STATUS)), 0);
+    assert_eq!(r.read32(tq_reg(QUEUE, tq::NID)) & tq::NID_LIVE, 0);
+}
+
+#[test]
+fn intermediate_events_do_not_complete() {
+    let b = Behaviour {
+        intermediate_events: true,
+        idle_lag: 0,
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    seq::push(&r, &job(0x60, 4));
+    let mut c = Completion::new(0x60, 4);
+    assert_eq!(c.poll(&r, &seq::NoDart), Progress::Done);
+    assert_eq!(c.strays.intermediate, 6, "3 tasks on 2 lines");
+}
+
+#[test]
+fn a_stale_event_completes_nothing() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::Stale));
+    seq::push(&r, &job(0x43, 1));
+    let mut c = Completion::new(0x43, 1);
+    assert_eq!(c.poll(&r, &seq::NoDart), Progress::Done);
+    assert_eq!(c.strays.foreign, 2);
+    // The old rule (any event with the job's nid) would have been fooled
+    // by a stale event carrying it: the finish word is the only criterion.
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::Hang));
+    seq::push(&r, &job(0x44, 3));
+    let mut c = Completion::new(0x44, 3);
+    c.take(
+        0,
+        seq::Event {
+            info: task_word(0x44, 0),
+            ..Default::default()
+        },
+    );
+    c.take(
+        1,
+        seq::Event {
+            info: task_word(0x44, 1),
+            ..Default::default()
+        },
+    );
+    assert_eq!(c.poll(&r, &seq::NoDart), Progress::Running);
+}
+
+#[test]
+fn a_missing_line_or_idle_bit_keeps_the_job_running() {
+    for inject in [
+        Inject::DropLine1,
+        Inject::NoIdle,
+        Inject::Hang,
+        Inject::Error,
+    ] {
+        let r = regs(false, Behaviour::DEFAULT);
+        seq::enable(&r);
+        r.inject.set(Some(inject));
+        seq::push(&r, &job(0x45, 1));
+        let mut c = Completion::new(0x45, 1);
+        let (p, _) = wait(&r, &seq::NoDart, &mut c, 50);
+        assert_eq!(p, Progress::Running, "{inject:?}");
+    }
+}
+
+#[test]
+fn idle_lag_is_waited_out() {
+    let b = Behaviour {
+        intermediate_events: false,
+        idle_lag: 3,
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    seq::push(&r, &job(0x46, 1));
+    let mut c = Completion::new(0x46, 1);
+    let (p, polls) = wait(&r, &seq::NoDart, &mut c, 10);
+    assert_eq!(p, Progress::Done);
+    assert_eq!(polls, 4);
+}
+
+#[test]
+fn a_short_pop_leaves_the_event_in_place() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    seq::push(&r, &job(0x47, 1));
+    // Reading only the info word (what the driver did before) pops nothing.
+    for _ in 0..3 {
+        assert_eq!(r.read32(evt_reg(0, mgr::EVT_COUNT)), 1);
+        assert_eq!(r.read32(evt_reg(0, mgr::EVT_INFO)), finish_word(0x47, 1));
+    }
+    let ev = seq::pop(&r, 0);
+    assert_eq!(ev.info, finish_word(0x47, 1));
+    assert_eq!(r.read32(evt_reg(0, mgr::EVT_COUNT)), 0);
+    assert_eq!(r.read32(evt_reg(1, mgr::EVT_COUNT)), 1);
+}
+
+#[test]
+fn latches_read_healthy_and_change_on_error() {
+    let r = regs(false, Behaviour::DEFAULT);
+    assert_eq!(seq::latches(&r), LATCH_HEALTHY);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::Error));
+    seq::push(&r, &job(0x48, 1));
+    assert_ne!(seq::latches(&r), LATCH_HEALTHY);
+}
+
+#[test]
+fn no_engine_read_after_a_dart_fault() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::DartFault));
+    seq::push(&r, &job(0x49, 1));
+    let mut c = Completion::new(0x49, 1);
+    let (p, _) = wait(&r, &ModelDart(&r), &mut c, 10);
+    assert!(matches!(p, Progress::DartFault(e) if e & DART_ERROR_FLAG != 0));
+    assert_eq!(r.model.borrow().lockups(), 0);
+    // Without the DART check the same poll is a lockup on hardware.
+    let _ = c.poll(&r, &seq::NoDart);
+    assert!(r.model.borrow().lockups() > 0);
+}
+
+#[test]
+fn t8103_power_cycle_clears_a_hang_t6001_needs_the_drain() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::Hang));
+    seq::push(&r, &job(0x4a, 1));
+    r.model.borrow_mut().power_cycle();
+    assert!(!r.model.borrow().busy());
+    assert_eq!(r.read32(tm_reg(mgr::TQ_EN)), 0, "power loss resets the TM");
+
+    let r = regs(true, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.inject.set(Some(Inject::Hang));
+    seq::push(&r, &job(0x4b, 1));
+    r.model.borrow_mut().power_cycle();
+    assert!(!r.model.borrow().busy(), "no power, no DMA");
+    assert!(!seq::idle(&r), "retention keeps the hung task's wedge");
+    assert_eq!(seq::retention_drain(&r), Ok(()));
+    assert!(
+        !seq::idle(&r),
+        "the drain does not revive a hung T6001 (OA)"
+    );
+    // A fresh binding (a new model) does.
+    let r = regs(true, Behaviour::DEFAULT);
+    seq::enable(&r);
+    seq::push(&r, &job(0x4c, 1));
+    let mut c = Completion::new(0x4c, 1);
+    assert_eq!(wait(&r, &seq::NoDart, &mut c, 5).0, Progress::Done);
+}
+
+#[test]
+fn the_event_interrupt_lands_on_the_dart_line() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    seq::push(&r, &job(0x4d, 1));
+    assert_eq!(r.model.borrow().dart_line_raised(), 1);
+    let mut c = Completion::new(0x4d, 1);
+    assert_eq!(c.poll(&r, &seq::NoDart), Progress::Done);
+    seq::push(&r, &job(0x4e, 1));
+    assert_eq!(r.model.borrow().dart_line_raised(), 2, "acked in between");
+}
+
+// The MMIO trace of a canonical job, compared with the sequence written in
+// docs/hardware-record.md.
+
+/// A register's name in the record's notation.
+fn name(off: usize) -> String {
+    if let Some(rel) = off.checked_sub(TQ_BASE) {
+        let (q, r) = (rel / TQ_STRIDE, rel % TQ_STRIDE);
+        let reg = match r {
+            tq::STATUS => String::from("STATUS"),
+            tq::PRTY => String::from("PRTY"),
+            tq::NID => String::from("NID"),
+            tq::SIZE => String::from("SIZE"),
+            tq::ADDR => String::from("ADDR"),
+            r if (tq::BAR..tq::BAR + 4 * 32).contains(&r) => format!("BAR{}", (r - tq::BAR) / 4),
+            r => format!("{r:#x}"),
+        };
+        return format!("tq{q}.{reg}");
+    }
+    let rel = off - TM_BASE;
+    let reg = match rel {
+        mgr::ADDR => "ADDR",
+        mgr::INFO => "INFO",
+        mgr::PUSH => "PUSH",
+        mgr::TQ_EN => "TQ_EN",
+        mgr::STATUS => "STATUS",
+        mgr::IRQ_EN1 => "IRQ_EN1",
+        mgr::IRQ_ACK => "IRQ_ACK",
+        mgr::IRQ_EN2 => "IRQ_EN2",
+        r if r == mgr::ERROR[0] => "ERROR1",
+        r if r == mgr::ERROR[1] => "ERROR2",
+        r if r == mgr::ERROR[2] => "ERROR3",
+        r => {
+            let line = (r - mgr::EVT_COUNT) / mgr::EVT_STRIDE;
+            let w = match (r - mgr::EVT_COUNT) % mgr::EVT_STRIDE {
+                0 => "COUNT",
+                4 => "INFO",
+                8 => "UNK1",
+                0xc => "TMST",
+                _ => "UNK2",
+            };
+            return format!("evt{line}.{w}");
+        }
+    };
+    format!("tm.{reg}")
+}
+
+/// Records every access, in the record's notation.
+struct Trace<'a, F: FnMut(&model::Job) -> Ran> {
+    r: &'a ModelRegs<F>,
+    log: RefCell<Vec<String>>,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> Regs for Trace<'_, F> {
+    fn read32(&self, off: usize) -> u32 {
+        let v = self.r.read32(off);
+        self.log
+            .borrow_mut()
+            .push(format!("R {} -> {v:#x}", name(off)));
+        v
+    }
+
+    fn write32(&self, off: usize, val: u32) {
+        self.log
+            .borrow_mut()
+            .push(format!("W {} = {val:#x}", name(off)));
+        self.r.write32(off, val);
+    }
+}
+
+impl<F: FnMut(&model::Job) -> Ran> Dart for Trace<'_, F> {
+    fn fault(&self) -> Option<u32> {
+        let e = self.r.model.borrow().dart_read32(DART_ERROR);
+        self.log
+            .borrow_mut()
+            .push(format!("R dart.ERROR -> {e:#x}"));
+        (e & DART_ERROR_FLAG != 0).then_some(e)
+    }
+}
+
+impl<F: FnMut(&model::Job) -> Ran> Trace<'_, F> {
+    fn note(&self, s: &str) {
+        self.log.borrow_mut().push(format!("# {s}"));
+    }
+}
+
+/// The driver's side of a job for the trace: notes each hook, and lets the
+/// poll go on `polls` times.
+struct TraceHost<'a, 'b, F: FnMut(&model::Job) -> Ran> {
+    t: &'a Trace<'b, F>,
+    polls: u32,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> seq::JobHost for TraceHost<'_, '_, F> {
+    fn stamp(&mut self, nid: u8) -> bool {
+        self.t
+            .note(&format!("stamp nid {nid:#x} on the bootstrap TD"));
+        true
+    }
+
+    fn mask_darts(&mut self, masked: bool) {
+        self.t.note(if masked {
+            "mask the DART lines"
+        } else {
+            "unmask the DART lines"
+        });
+    }
+
+    fn pause(&mut self) -> bool {
+        self.polls = self.polls.saturating_sub(1);
+        self.t.note("pause");
+        self.polls > 0
+    }
+}
+
+/// The driver's job sequence ([`seq::run_job`]) under the trace.
+fn driver_job<F: FnMut(&model::Job) -> Ran>(
+    t: &Trace<'_, F>,
+    p: &Push<'_>,
+    polls: u32,
+) -> Progress {
+    let mut host = TraceHost { t, polls };
+    match seq::run_job(t, t, &mut host, p) {
+        Ok(end) => end.progress,
+        Err(e) => panic!("not started: {e:?}"),
+    }
+}
+
+/// The canonical trace: enable, one job, completion, retire, then one job
+/// that hangs and the SoC's recovery, then the next job.
+fn canonical(retention: bool) -> Vec<String> {
+    let r = regs(retention, Behaviour::DEFAULT);
+    let t = Trace {
+        r: &r,
+        log: RefCell::new(Vec::new()),
+    };
+    t.note("enable");
+    seq::enable(&t);
+    t.note("job: nid 0x40, two TDs");
+    assert_eq!(driver_job(&t, &job(job_nid(0), 2), 10), Progress::Done);
+    t.note("job: nid 0x41 hangs; the timeout ends the polls");
+    r.inject.set(Some(Inject::Hang));
+    assert_eq!(driver_job(&t, &job(job_nid(1), 1), 2), Progress::Running);
+    t.note("recovery");
+    if retention {
+        let mut polls = 2;
+        let back = seq::recover_retained(&t, &t, || {
+            t.note("pause");
+            polls -= 1;
+            polls > 0
+        });
+        assert!(!back, "OA: the drain does not revive T6001");
+    } else {
+        t.note("power cycle (runtime PM), then enable before the next job");
+        r.model.borrow_mut().power_cycle();
+        seq::enable(&t);
+    }
+    t.log.into_inner()
+}
+
+/// The trace block `name` of docs/hardware-record.md.
+fn documented(block: &str) -> Vec<String> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/hardware-record.md");
+    let doc = std::fs::read_to_string(path).expect("docs/hardware-record.md");
+    let open = format!("```mmio-trace {block}");
+    let start = doc.find(&open).unwrap_or_else(|| panic!("no {open} block")) + open.len();
+    let end = doc[start..].find("```").expect("unterminated block") + start;
+    doc[start..end]
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+/// Folds runs of zero BAR writes into one line (`W tq4.BAR6..31 = 0x0`),
+/// so the record stays readable.
+fn compact(lines: &[String]) -> Vec<String> {
+    let zero_bar = |l: &str| -> Option<(String, u32)> {
+        let rest = l.strip_prefix("W tq")?.strip_suffix(" = 0x0")?;
+        let (q, n) = rest.split_once(".BAR")?;
+        Some((q.into(), n.parse().ok()?))
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut run: Option<(String, u32, u32)> = None;
+    let flush = |out: &mut Vec<String>, run: &mut Option<(String, u32, u32)>| {
+        if let Some((q, a, b)) = run.take() {
+            out.push(if a == b {
+                format!("W tq{q}.BAR{a} = 0x0")
+            } else {
+                format!("W tq{q}.BAR{a}..{b} = 0x0")
+            });
+        }
+    };
+    for l in lines {
+        match (zero_bar(l), &mut run) {
+            (Some((q, n)), Some((rq, _, b))) if *rq == q && *b + 1 == n => *b = n,
+            (Some((q, n)), _) => {
+                flush(&mut out, &mut run);
+                run = Some((q, n, n));
+            }
+            (None, _) => {
+                flush(&mut out, &mut run);
+                out.push(l.clone());
+            }
+        }
+    }
+    flush(&mut out, &mut run);
+    out
+}
+
+fn compare(block: &str, got: &[String]) {
+    let got = &compact(got)[..];
+    let want = documented(block);
+    for (i, (g, w)) in got.iter().zip(want.iter()).enumerate() {
+        assert_eq!(g, w, "{block}: step {} differs", i + 1);
+    }
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{block}: trace length, got:\n{}",
+        got.join("\n")
+    );
+}
+
+#[test]
+fn mmio_trace_matches_the_record_t8103() {
+    compare("t8103", &canonical(false));
+}
+
+#[test]
+fn mmio_trace_matches_the_record_t6001() {
+    // Identical to T8103 up to the recovery; the record shows the rest.
+    let (t8103, t6001) = (canonical(false), canonical(true));
+    let at = |t: &[String]| t.iter().position(|l| l == "# recovery").unwrap();
+    let (a, b) = (at(&t8103), at(&t6001));
+    assert_eq!(t8103[..a], t6001[..b]);
+    compare("t6001", &t6001[b..]);
+}
