@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `make bench`: benchmarks, printed, never pass/fail.
 #
-# - In one QEMU x86_64 run on the simulated T8103: null ioctl vs EXEC+WAIT,
-#   and a 256 MiB BO create/map/free (tools/qemu/tests/bench.sh).
+# - In one QEMU x86_64 run on the simulated T8103 with program execution
+#   switched off: null ioctl vs EXEC+WAIT with the kernel's breakdown of
+#   the round trip, polled and with the opt-in interrupt, and a 256 MiB BO
+#   create/map/free (tools/qemu/tests/bench.sh).
 # - On the host: `cargo bench` of the userspace library (tiling against
 #   memcpy, fp16 conversion).
 # QEMU runs under TCG: absolute times are the emulator's, ratios are what

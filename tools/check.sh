@@ -122,8 +122,8 @@ step "guest x86_64 7.3: test-flavour module + initramfs" guest x86_64 "$kdir_x86
 # recovery per SoC), unbind with the node held open, the T6021 firmware
 # start, calls and fault matrix, and ane-probe's commands; kmemleak scans
 # after each.
-suite=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,probe
-step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103 polled and by interrupt, T6001, T6021), unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" \
+suite=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,ioctl_t6021,suspend,unbind_open,fw_t6021,probe
+step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103 polled and by interrupt, T6001, T6021), system sleep with jobs queued, unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" \
 	boot x86_64 "$kdir_x86" x86_64 "$suite" suite
 step "qemu x86_64 7.3: warning canary caught" canary x86_64 "$kdir_x86" x86_64
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64

@@ -10,7 +10,7 @@
 # panic, stall); 1 otherwise. The run is bounded by ANE_QEMU_TIMEOUT seconds.
 set -euo pipefail
 arch=$1 kdir=$2 initrd=$3 tests=$4 log=$5 dtb=${6:-}
-timeout_s=${ANE_QEMU_TIMEOUT:-300}
+timeout_s=${ANE_QEMU_TIMEOUT:-600}
 
 common=(-m 1024 -smp 2 -nographic -no-reboot -initrd "$initrd")
 append="panic=-1 anetest=$tests"

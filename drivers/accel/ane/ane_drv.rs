@@ -153,7 +153,10 @@ impl accel::Driver for AneDriver {
         (uapi::cmd::PROGRAM_CREATE, uapi::ProgramCreate, program::program_create),
         (uapi::cmd::PROGRAM_DESTROY, uapi::ProgramDestroy, program::program_destroy),
         (uapi::cmd::EXEC, uapi::Exec, job::exec),
-        (uapi::cmd::WAIT, uapi::Wait, job::wait),
+        // WAIT sleeps up to the caller's deadline and touches no device
+        // resource: it must not hold the unplug SRCU, which every DRM
+        // device's unplug waits for.
+        (uapi::cmd::WAIT, uapi::Wait, job::wait, unguarded),
     };
 
     fn open(dev: &accel::Device<Self>) -> Result<Pin<KBox<AneFile>>> {
@@ -184,6 +187,11 @@ fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
         return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
     }
     Ok(AddressSpace::Iommu(vm::IommuSpace::new(&dev.parent)?))
+}
+
+/// The `boost_idle_ms` parameter.
+fn boost_idle_ms() -> u32 {
+    ext::param::get(module_parameters::boost_idle_ms.value())
 }
 
 /// How long a job may run before it is declared hung.
@@ -403,7 +411,7 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     }
     let (darts, dart_irqs) = dart_windows(pdev, _sim.as_ref(), &mut windows)?;
     let h13 = H13::new(mmio, darts, dart_irqs, JOB_TIMEOUT_MS, soc.recovery)?;
-    let engine = Engine::new(engine::Backend::H13(h13.clone()))?;
+    let engine = Engine::new(engine::Backend::H13(h13.clone()), boost_idle_ms())?;
     let irq = request_completion_irq(pdev, &h13)?;
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
@@ -490,7 +498,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
     let firmware = fw::Firmware::new(regs, vm.clone())?;
-    let engine = Engine::new(engine::Backend::Fw(firmware.clone()))?;
+    let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
     let data = ane_data(
         dev,
         soc,
@@ -602,6 +610,10 @@ impl pf::Driver for AneDriver {
 
     fn runtime_resume(data: &AneBound) -> Result {
         pr_debug!("{:?}: runtime resume\n", data.soc.id);
+        #[cfg(ane_test)]
+        if let Some(sim) = &data.sim {
+            sim.power_up();
+        }
         if let Some(e) = &data.engine {
             e.resume();
         }
@@ -610,6 +622,27 @@ impl pf::Driver for AneDriver {
 
     fn autosuspend_delay_ms() -> i32 {
         ext::param::get(module_parameters::autosuspend_ms.value())
+    }
+
+    fn sleep_begin(data: &AneBound) -> Result {
+        // A job holds a runtime-PM reference, which the forced suspend that
+        // follows ignores: no job may be running when the power goes.
+        if let Some(e) = &data.engine {
+            let queued = e.pause();
+            pr_info!(
+                "{:?}: system sleep: no job running, {} queued until resume\n",
+                data.soc.id,
+                queued
+            );
+        }
+        Ok(())
+    }
+
+    fn sleep_end(data: &AneBound) {
+        if let Some(e) = &data.engine {
+            e.unpause();
+        }
+        pr_debug!("{:?}: system sleep over, jobs resumed\n", data.soc.id);
     }
 }
 
@@ -674,6 +707,10 @@ macro_rules! ane_module {
                 rtkit: u32 {
                     default: 0,
                     description: "1: T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
+                },
+                boost_idle_ms: u32 {
+                    default: 100,
+                    description: "CPU-cluster boost: every cpufreq policy's minimum is held at its top frequency from the start of a job until this many ms after the last (visible in scaling_min_freq); 0 = off (read at bind)",
                 },
                 completion_irq: u32 {
                     default: 0,

@@ -19,20 +19,25 @@
  */
 
 #include <asm/barrier.h>
+#include <linux/capability.h>
+#include <linux/cpufreq.h>
 #include <linux/device.h>
 #include <linux/firmware.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
-#include <linux/module.h>
 #include <linux/mod_devicetable.h>
+#include <linux/module.h>
 #include <linux/of.h>
-#include <linux/of_device.h>
-#include <linux/platform_device.h>
 #include <linux/of_address.h>
+#include <linux/of_device.h>
 #include <linux/of_irq.h>
+#include <linux/platform_device.h>
 #include <linux/pm_domain.h>
+#include <linux/pm_qos.h>
 #include <linux/pm_runtime.h>
+#include <linux/slab.h>
 #include <linux/soc/apple/rtkit.h>
+#include <linux/workqueue.h>
 #include <drm/drm_accel.h>
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
@@ -105,12 +110,37 @@ static int ane_glue_runtime_resume(struct device *dev)
 	return ane_ops->runtime_resume(dev_get_drvdata(dev));
 }
 
+/*
+ * System sleep (suspend, hibernation): the driver first stops starting jobs
+ * and waits for the running one (a job holds a runtime-PM reference, which
+ * pm_runtime_force_suspend() ignores), then the device is powered down.
+ */
+static int __maybe_unused ane_glue_sleep(struct device *dev)
+{
+	void *data = dev_get_drvdata(dev);
+	int ret;
+
+	ret = ane_ops->sleep_begin(data);
+	if (ret)
+		return ret;
+	ret = pm_runtime_force_suspend(dev);
+	if (ret)
+		ane_ops->sleep_end(data);
+	return ret;
+}
+
+static int __maybe_unused ane_glue_wake(struct device *dev)
+{
+	int ret = pm_runtime_force_resume(dev);
+
+	ane_ops->sleep_end(dev_get_drvdata(dev));
+	return ret;
+}
+
 static const struct dev_pm_ops ane_glue_pm_ops = {
 	.runtime_suspend = ane_glue_runtime_suspend,
 	.runtime_resume = ane_glue_runtime_resume,
-	/* System sleep: force runtime suspend/resume. */
-	.suspend = pm_runtime_force_suspend,
-	.resume = pm_runtime_force_resume,
+	SET_SYSTEM_SLEEP_PM_OPS(ane_glue_sleep, ane_glue_wake)
 };
 
 /* H13 (the host drives the task manager). */
@@ -246,6 +276,138 @@ void ane_glue_writeq(u64 val, void __iomem *addr)
 /* ---- interrupts -------------------------------------------------------- */
 
 /* The line at @index, or a negative errno (-ENXIO: the node has none). */
+/*
+ * CPU-cluster boost (omarchy-ane's ane_boost.c, measured on T8103: the
+ * memory side follows the CPU clusters' performance state, and a Parakeet
+ * encoder run went from 171 to 138 ms with the clusters held up): from the
+ * start of a job until @idle_ms after the last one ended, a minimum-frequency
+ * request at the top frequency on every cpufreq policy. The effect shows in
+ * each policy's scaling_min_freq.
+ *
+ * No lock: begin, end and free are called by one thread at a time (the
+ * engine's ordered worker, then its release), and the delayed work that
+ * switches the boost off is the only other user of the state; begin and
+ * free cancel it synchronously before they touch anything.
+ */
+#define ANE_BOOST_MAX_POLICIES 16
+
+struct ane_glue_boost {
+	struct delayed_work off;
+	unsigned int idle_ms;
+	bool on;
+	unsigned int n;
+	struct cpufreq_policy *policy[ANE_BOOST_MAX_POLICIES];
+	struct freq_qos_request req[ANE_BOOST_MAX_POLICIES];
+};
+
+static void ane_glue_boost_release(struct ane_glue_boost *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < b->n; i++) {
+		freq_qos_remove_request(&b->req[i]);
+		cpufreq_cpu_put(b->policy[i]);
+	}
+	b->n = 0;
+	b->on = false;
+}
+
+static void ane_glue_boost_off(struct work_struct *w)
+{
+	struct ane_glue_boost *b = container_of(to_delayed_work(w),
+						struct ane_glue_boost, off);
+
+	ane_glue_boost_release(b);
+}
+
+/* NULL when @idle_ms is 0 (boost off) or on allocation failure. */
+struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms)
+{
+	struct ane_glue_boost *b;
+
+	if (!idle_ms)
+		return NULL;
+	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	if (!b)
+		return NULL;
+	INIT_DELAYED_WORK(&b->off, ane_glue_boost_off);
+	b->idle_ms = idle_ms;
+	return b;
+}
+
+/* A job starts: hold every policy's minimum at its top frequency. */
+void ane_glue_boost_begin(struct ane_glue_boost *b)
+{
+	unsigned int cpu;
+
+	if (!b)
+		return;
+	cancel_delayed_work_sync(&b->off);
+	if (!b->on) {
+		b->on = true;
+		for_each_possible_cpu(cpu) {
+			struct cpufreq_policy *p;
+			unsigned int i;
+			bool seen = false;
+
+			if (b->n == ANE_BOOST_MAX_POLICIES)
+				break;
+			p = cpufreq_cpu_get(cpu);
+			if (!p)
+				continue;
+			for (i = 0; i < b->n; i++)
+				seen |= b->policy[i] == p;
+			if (seen || freq_qos_add_request(&p->constraints, &b->req[b->n],
+							 FREQ_QOS_MIN,
+							 p->cpuinfo.max_freq) < 0) {
+				cpufreq_cpu_put(p);
+				continue;
+			}
+			b->policy[b->n++] = p;
+		}
+	}
+}
+
+/* A job ended: the hold ends @idle_ms later unless another job starts. */
+void ane_glue_boost_end(struct ane_glue_boost *b)
+{
+	if (b)
+		mod_delayed_work(system_percpu_wq, &b->off, msecs_to_jiffies(b->idle_ms));
+}
+
+void ane_glue_boost_free(struct ane_glue_boost *b)
+{
+	if (!b)
+		return;
+	cancel_delayed_work_sync(&b->off);
+	ane_glue_boost_release(b);
+	kfree(b);
+}
+
+/*
+ * The engine's own queue for its worker: ordered (one job at a time) and
+ * destroyed, after draining, at unbind, so no work item runs module code
+ * after that.
+ */
+struct workqueue_struct *ane_glue_wq_alloc(void)
+{
+	return alloc_ordered_workqueue("ane", WQ_HIGHPRI | WQ_MEM_RECLAIM);
+}
+
+void ane_glue_wq_destroy(struct workqueue_struct *wq)
+{
+	destroy_workqueue(wq);
+}
+
+/*
+ * Whether the caller may use the high job priority: CAP_SYS_NICE, as other
+ * accel and GPU drivers require for priorities above normal.
+ */
+bool ane_glue_may_boost_priority(void)
+{
+	return capable(CAP_SYS_NICE);
+}
+
 static void ane_glue_iounmap(void *addr)
 {
 	iounmap((void __iomem *)addr);

@@ -19,7 +19,10 @@ struct platform_device;
  * device's data in @data, or a negative errno; @compatible is the matched
  * OF compatible, or NULL for a device bound by name (the test flavour's
  * simulated device). @release drops the data after @unbind (and, if the
- * device was left powered, @runtime_suspend).
+ * device was left powered, @runtime_suspend). System sleep calls
+ * @sleep_begin (stop starting jobs, let the running one end; an errno
+ * refuses the sleep) before forcing runtime suspend, and @sleep_end after
+ * forcing runtime resume.
  */
 struct ane_glue_ops {
 	int (*probe)(struct platform_device *pdev, struct device *dev,
@@ -30,11 +33,14 @@ struct ane_glue_ops {
 	int (*runtime_suspend)(void *data);
 	int (*runtime_resume)(void *data);
 	int (*autosuspend_delay_ms)(void);
+	int (*sleep_begin)(void *data);
+	void (*sleep_end)(void *data);
 };
 
 int ane_glue_register(const struct ane_glue_ops *ops);
 void ane_glue_unregister(void);
 void ane_glue_module_pin(void);
+bool ane_glue_may_boost_priority(void);
 extern const struct file_operations ane_glue_accel_fops;
 
 int ane_glue_request_firmware(struct device *dev, const char *name,
@@ -67,6 +73,13 @@ void ane_glue_pm_put_autosuspend(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
 void ane_glue_pm_get_noresume(struct device *dev);
 void ane_glue_dma_mb(void);
+struct ane_glue_boost;
+struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms);
+void ane_glue_boost_begin(struct ane_glue_boost *b);
+void ane_glue_boost_end(struct ane_glue_boost *b);
+void ane_glue_boost_free(struct ane_glue_boost *b);
+struct workqueue_struct *ane_glue_wq_alloc(void);
+void ane_glue_wq_destroy(struct workqueue_struct *wq);
 int ane_glue_rtkit_boot(struct device *dev, void **out);
 void ane_glue_rtkit_free(void *rtk);
 

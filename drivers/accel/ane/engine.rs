@@ -3,11 +3,16 @@
 //! The engine: job scheduling over one backend.
 //!
 //! One [`Engine`] per bound device serialises the hardware. Jobs from all
-//! files wait in one list; a worker (a work item on the high-priority system
+//! files wait in one list; a worker (a work item on the engine's own ordered
 //! workqueue, spawned when work arrives and exiting when the list is empty)
 //! takes them one at a time: highest priority first and, within a priority,
 //! a different client than the one served last whenever one is waiting, so
-//! a busy client cannot starve a quiet one.
+//! a busy client cannot starve a quiet one. Unbind drains and destroys the
+//! queue, so no work item runs module code afterwards.
+//!
+//! System sleep: [`Engine::pause`] stops the worker after the running job
+//! (queued jobs stay queued) and [`Engine::unpause`] starts it again, so no
+//! job runs while the device is suspended.
 //!
 //! The backend runs each job: [`H13`] drives the task manager
 //! (`h13/`), the H14 firmware (`fw.rs`) runs calls. The scheduler knows
@@ -16,8 +21,9 @@
 use kernel::{
     prelude::*,
     sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
-    workqueue,
 };
+
+use crate::ext::{boost::CpuBoost, workqueue::OwnedQueue};
 
 use crate::h13::{Outcome, H13};
 use crate::hw::uapi::{engine_state, job_status};
@@ -35,7 +41,11 @@ struct Sched {
     pending: KVec<Arc<Job>>,
     running: bool,
     dead: bool,
+    /// System sleep: no job is started.
+    paused: bool,
     last_owner: usize,
+    /// The worker's queue; taken and destroyed at shutdown.
+    wq: Option<OwnedQueue>,
 }
 
 /// A device's engine: the job queue and the backend.
@@ -46,22 +56,28 @@ pub(crate) struct Engine {
     #[pin]
     idle: CondVar,
     backend: Backend,
+    /// Held from the start of each job until a delay after the last.
+    boost: CpuBoost,
 }
 
 impl Engine {
-    /// An engine over `backend`; the device is powered (probe).
-    pub(crate) fn new(backend: Backend) -> Result<Arc<Self>> {
+    /// An engine over `backend`, with the CPU boost held `boost_idle_ms`
+    /// after the last job (0: no boost); the device is powered (probe).
+    pub(crate) fn new(backend: Backend, boost_idle_ms: u32) -> Result<Arc<Self>> {
         Arc::pin_init(
-            pin_init!(Self {
+            try_pin_init!(Self {
                 sched <- new_mutex!(Sched {
                     pending: KVec::new(),
                     running: false,
                     dead: false,
+                    paused: false,
                     last_owner: 0,
+                    wq: Some(OwnedQueue::new()?),
                 }),
                 idle <- new_condvar!(),
                 backend,
-            }),
+                boost: CpuBoost::new(boost_idle_ms),
+            }? Error),
             GFP_KERNEL,
         )
     }
@@ -99,31 +115,60 @@ impl Engine {
     /// Queues `job`; `ENODEV` once the engine has shut down, `EIO` while it
     /// is wedged.
     pub(crate) fn submit(self: &Arc<Self>, job: Arc<Job>) -> Result {
-        let start = {
-            let mut s = self.sched.lock();
-            if s.dead {
-                return Err(ENODEV);
+        let mut s = self.sched.lock();
+        if s.dead {
+            return Err(ENODEV);
+        }
+        if self.state() != engine_state::READY {
+            return Err(EIO);
+        }
+        s.pending.push(job, GFP_KERNEL)?;
+        if let Err(e) = self.start_worker(&mut s) {
+            // Nothing will run the list; fail every queued job.
+            for j in s.pending.drain_all() {
+                j.complete(job_status::ABORTED, 0);
             }
-            if self.state() != engine_state::READY {
-                return Err(EIO);
-            }
-            s.pending.push(job, GFP_KERNEL)?;
-            !core::mem::replace(&mut s.running, true)
-        };
-        if start {
-            let this = self.clone();
-            if let Err(e) = workqueue::system_highpri().try_spawn(GFP_KERNEL, move || this.work()) {
-                // Undo: nothing will run the list; fail every queued job.
-                let mut s = self.sched.lock();
-                s.running = false;
-                for j in s.pending.drain_all() {
-                    j.complete(job_status::ABORTED, 0);
-                }
-                self.idle.notify_all();
-                return Err(e.into());
-            }
+            return Err(e);
         }
         Ok(())
+    }
+
+    /// Starts the worker unless it runs, the engine is paused, or there is
+    /// nothing to do.
+    fn start_worker(self: &Arc<Self>, s: &mut Sched) -> Result {
+        if s.running || s.paused || s.dead || s.pending.is_empty() {
+            return Ok(());
+        }
+        let wq = s.wq.as_ref().ok_or(ENODEV)?;
+        let this = self.clone();
+        wq.queue()
+            .try_spawn(GFP_KERNEL, move || this.work())
+            .map_err(|_| ENOMEM)?;
+        s.running = true;
+        Ok(())
+    }
+
+    /// System sleep: no job starts after this returns; the running one has
+    /// ended (it is bounded by its timeout). Queued jobs wait; returns how
+    /// many.
+    pub(crate) fn pause(&self) -> usize {
+        let mut s = self.sched.lock();
+        s.paused = true;
+        while s.running {
+            self.idle.wait(&mut s);
+        }
+        s.pending.len()
+    }
+
+    /// After system sleep: queued jobs run again.
+    pub(crate) fn unpause(self: &Arc<Self>) {
+        let mut s = self.sched.lock();
+        s.paused = false;
+        if self.start_worker(&mut s).is_err() {
+            for j in s.pending.drain_all() {
+                j.complete(job_status::ABORTED, 0);
+            }
+        }
     }
 
     /// Picks the next job: highest priority, then a client other than the
@@ -144,12 +189,20 @@ impl Engine {
         loop {
             let job = {
                 let mut s = self.sched.lock();
-                let next = if s.dead { None } else { Self::pick(&mut s) };
+                let next = if s.dead || s.paused {
+                    None
+                } else {
+                    Self::pick(&mut s)
+                };
                 match next {
                     Some(j) => j,
                     None => {
-                        for j in s.pending.drain_all() {
-                            j.complete(job_status::ABORTED, 0);
+                        // Shut down: nothing queued may run. Paused: the
+                        // queue waits for the end of system sleep.
+                        if s.dead {
+                            for j in s.pending.drain_all() {
+                                j.complete(job_status::ABORTED, 0);
+                            }
                         }
                         s.running = false;
                         self.idle.notify_all();
@@ -161,10 +214,12 @@ impl Engine {
                 job.complete(job_status::ABORTED, 0);
                 continue;
             }
+            self.boost.begin();
             let outcome = match &self.backend {
                 Backend::H13(h) => h.run(&job),
                 Backend::Fw(fw) => Self::run_fw(fw, &job),
             };
+            self.boost.end();
             job.complete(outcome.status, outcome.fault);
             if self.state() != engine_state::READY {
                 // Contained: what was queued cannot run.
@@ -193,6 +248,7 @@ impl Engine {
         };
         // UAPI priorities 0..=2 onto the firmware's 2..=7.
         let priority = 2 + 2 * job.priority.min(2);
+        job.mark_started();
         Outcome {
             status: fw.call(&p, priority, &job.io),
             fault: 0,
@@ -210,7 +266,12 @@ impl Engine {
         while s.running {
             self.idle.wait(&mut s);
         }
+        let wq = s.wq.take();
         drop(s);
+        // The worker may still be returning from its last job: wait for it.
+        if let Some(wq) = wq {
+            wq.destroy();
+        }
         if let Backend::H13(h) = &self.backend {
             h.unbind();
         }

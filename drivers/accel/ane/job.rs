@@ -59,6 +59,9 @@ pub(crate) struct Job {
     #[pin]
     res: Mutex<Option<JobRes>>,
     cancelled: AtomicBool,
+    /// When EXEC queued it, the engine was handed it, its end was seen
+    /// (`CLOCK_MONOTONIC` ns, 0 until then).
+    times: [AtomicU64; 3],
     #[pin]
     state: Mutex<(u32, u64)>,
     #[pin]
@@ -96,9 +99,15 @@ impl Job {
         self.cancelled.load(Ordering::Acquire)
     }
 
+    /// Notes that the engine was handed the job now.
+    pub(crate) fn mark_started(&self) {
+        self.times[1].store(crate::ext::time::monotonic_ns() as u64, Ordering::Relaxed);
+    }
+
     /// Records the job's end and wakes its waiters. Resources not taken by
     /// the engine are released.
     pub(crate) fn complete(&self, status: u32, fault: u64) {
+        self.times[2].store(crate::ext::time::monotonic_ns() as u64, Ordering::Relaxed);
         drop(self.take_res());
         *self.state.lock() = (status, fault);
         self.done.notify_all();
@@ -166,6 +175,10 @@ pub(crate) fn exec(
     }
     if args.priority > uapi::priority::MAX {
         return Err(EINVAL);
+    }
+    // One client's high-priority jobs overtake everyone's: a privilege.
+    if args.priority == uapi::priority::HIGH && !crate::ext::module::may_boost_priority() {
+        return Err(EPERM);
     }
     let engine = dev.engine().ok_or(ENODEV)?;
     let f = file.inner();
@@ -277,6 +290,11 @@ pub(crate) fn exec(
                 pm: Some(pm),
             })),
             cancelled: AtomicBool::new(false),
+            times: [
+                AtomicU64::new(crate::ext::time::monotonic_ns() as u64),
+                AtomicU64::new(0),
+                AtomicU64::new(0),
+            ],
             state <- new_mutex!((job_status::PENDING, 0)),
             done <- new_condvar!(),
         }),
@@ -329,6 +347,9 @@ pub(crate) fn wait(
     };
     args.status = status;
     args.fault = fault;
+    args.queued_ns = job.times[0].load(Ordering::Relaxed);
+    args.started_ns = job.times[1].load(Ordering::Relaxed);
+    args.ended_ns = job.times[2].load(Ordering::Relaxed);
     jobs.list.lock().retain(|j| j.id != args.job_id);
     Ok(0)
 }

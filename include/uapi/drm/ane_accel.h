@@ -174,7 +174,7 @@ struct drm_ane_binding {
 enum drm_ane_priority {
 	DRM_ANE_PRIORITY_LOW = 0,
 	DRM_ANE_PRIORITY_NORMAL = 1,
-	DRM_ANE_PRIORITY_HIGH = 2,
+	DRM_ANE_PRIORITY_HIGH = 2,	/* needs CAP_SYS_NICE (else EXEC fails with EPERM) */
 };
 
 struct drm_ane_exec {
@@ -207,6 +207,16 @@ struct drm_ane_wait {
 	__u32 status;		/* out: enum drm_ane_job_status */
 	__u32 pad;		/* must be zero */
 	__u64 fault;		/* out: fault detail, 0 if none: DRM_ANE_FAULT_* */
+	/*
+	 * out: where the job's time went, CLOCK_MONOTONIC ns (0 where it never
+	 * got): when EXEC queued it, when the engine was handed it, when its
+	 * end was seen. (The caller's clock after WAIT returns gives the
+	 * wake-up.) Appended in ABI 1: older callers pass the 32-byte struct,
+	 * which the DRM core zero-extends.
+	 */
+	__u64 queued_ns;
+	__u64 started_ns;
+	__u64 ended_ns;
 };
 
 /*

@@ -4,8 +4,10 @@
 //! `make bench` (or on a Mac). Not a test: it prints measurements.
 //!
 //! - a null ioctl (`DRM_IOCTL_VERSION`) against an EXEC+WAIT round trip of
-//!   the smallest real program (tinygrad's 64-element add), as medians, and
-//!   their ratio;
+//!   the smallest real program (tinygrad's 64-element add), as means, their
+//!   ratio, and where the round trip's time went (the kernel's stamps in
+//!   WAIT); `ANE_BENCH_MODE` names the completion mode the module was
+//!   loaded with;
 //! - creating, mapping (touching every page) and freeing a 256 MiB BO.
 
 use std::time::{Duration, Instant};
@@ -39,24 +41,46 @@ fn main() {
             let prog = d.load_hwx(&hwx).expect("program");
             let (_bos, bindings) = d.bind_hwx(&hwx).expect("buffers");
             let runs = 500u32;
+            let mode = std::env::var("ANE_BENCH_MODE").unwrap_or_else(|_| "polled".into());
+            // Where each round trip's time went, from the kernel's stamps:
+            // EXEC to the engine being handed the job, to its end seen, to
+            // WAIT returning (this process's clock).
+            let (mut to_start, mut to_end, mut to_wake) = (0u64, 0u64, 0u64);
             let mut t = Instant::now();
             for i in 0..runs + 20 {
                 if i == 20 {
                     t = Instant::now();
+                    (to_start, to_end, to_wake) = (0, 0, 0);
                 }
                 let id = d
                     .exec(&prog, &bindings, uapi::priority::NORMAL)
                     .expect("exec");
-                let st = d.wait(id, Duration::from_secs(10)).expect("wait");
-                assert_eq!(st, Some(ane::device::JobStatus::Done));
+                let mut w = uapi::Wait {
+                    job_id: id,
+                    timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+                    ..Default::default()
+                };
+                raw::wait(d.fd(), &mut w).expect("wait");
+                let woke = ane::device::monotonic_ns() as u64;
+                assert_eq!(w.status, uapi::job_status::DONE);
+                to_start += w.started_ns.saturating_sub(w.queued_ns);
+                to_end += w.ended_ns.saturating_sub(w.started_ns);
+                to_wake += woke.saturating_sub(w.ended_ns);
             }
             let rt = t.elapsed() / runs;
+            let per = |ns: u64| Duration::from_nanos(ns / u64::from(runs));
             println!(
-                "exec+wait round trip (64-element add): mean {:?} over {runs}",
+                "exec+wait round trip (64-element add, {mode}): mean {:?} over {runs}",
                 rt
             );
             println!(
-                "ratio exec+wait / null ioctl: {:.1}x (goal <= 5x)",
+                "exec+wait breakdown ({mode}): EXEC->engine {:?}, engine->end seen {:?}, end seen->WAIT returned {:?}",
+                per(to_start),
+                per(to_end),
+                per(to_wake)
+            );
+            println!(
+                "ratio exec+wait / null ioctl ({mode}): {:.1}x (goal <= 5x)",
                 rt.as_secs_f64() / null.as_secs_f64()
             );
         }

@@ -249,6 +249,62 @@ fn two_processes(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// HIGH priority needs CAP_SYS_NICE: a child that dropped it gets EPERM
+/// for HIGH and runs NORMAL; with it, HIGH runs.
+fn high_priority_needs_privilege(d: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    require_h13(d)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = std::process::Command::new(exe)
+        .arg("--child-priority")
+        .arg(d.path())
+        .output()
+        .map_err(|e| e.to_string())?;
+    check!(
+        out.status.success(),
+        "child without CAP_SYS_NICE: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let mut a = r.exec_args();
+    a.priority = uapi::priority::HIGH;
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("privileged HIGH EXEC: {e}"))?;
+    let st = d
+        .wait(a.job_id, std::time::Duration::from_secs(20))
+        .map_err(|e| e.to_string())?;
+    check!(st == Some(ane::device::JobStatus::Done), "HIGH job: {st:?}");
+    Ok(())
+}
+
+/// `--child-priority NODE`: without CAP_SYS_NICE, HIGH is EPERM and
+/// NORMAL runs.
+fn child_priority(path: &str) -> TestResult {
+    let d = Device::open(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+    // Drop CAP_SYS_NICE from every set of this process.
+    use rustix::thread::{capabilities, set_capabilities, CapabilitySet};
+    let mut caps = capabilities(None).map_err(|e| format!("capget: {e}"))?;
+    caps.effective.remove(CapabilitySet::SYS_NICE);
+    caps.permitted.remove(CapabilitySet::SYS_NICE);
+    caps.inheritable.remove(CapabilitySet::SYS_NICE);
+    set_capabilities(None, caps).map_err(|e| format!("capset: {e}"))?;
+    let r = ready(&d).map_err(|e| format!("setup: {e}"))?;
+    let mut a = r.exec_args();
+    a.priority = uapi::priority::HIGH;
+    let e = raw::exec(d.fd(), &mut a);
+    check!(e == Err(Errno::PERM), "unprivileged HIGH EXEC: {e:?}");
+    let mut a = r.exec_args();
+    a.priority = uapi::priority::NORMAL;
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("unprivileged NORMAL EXEC: {e}"))?;
+    let st = d
+        .wait(a.job_id, std::time::Duration::from_secs(20))
+        .map_err(|e| e.to_string())?;
+    check!(
+        st == Some(ane::device::JobStatus::Done),
+        "NORMAL job: {st:?}"
+    );
+    Ok(())
+}
+
 fn device_total_cap(d: &Device) -> TestResult {
     // With the module loaded with a small bo_total_mb, creating more than
     // the cap fails with ENOSPC and gives everything back on close.
@@ -483,13 +539,7 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
         handle: r.prog,
         pad: 0,
     };
-    let mut a = uapi::Exec {
-        program: r.prog,
-        binding_count: r.bindings.len() as u32,
-        bindings: r.bindings.as_ptr() as u64,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        ..Default::default()
-    };
+    let mut a = r.exec_args();
     raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
     let st = d
         .wait(a.job_id, std::time::Duration::from_secs(20))
@@ -502,13 +552,7 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
 /// Like [`run_sum`], with the raw status and fault word of the WAIT.
 fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
-    let mut a = uapi::Exec {
-        program: r.prog,
-        binding_count: r.bindings.len() as u32,
-        bindings: r.bindings.as_ptr() as u64,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        ..Default::default()
-    };
+    let mut a = r.exec_args();
     raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
     let mut w = uapi::Wait {
         job_id: a.job_id,
@@ -609,13 +653,7 @@ fn engine_state(d: &Device) -> Result<u64, String> {
 /// EXEC of the sum program; the errno if it is refused.
 fn exec_sum_errno(d: &Device) -> Result<Option<Errno>, String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
-    let mut a = uapi::Exec {
-        program: r.prog,
-        binding_count: r.bindings.len() as u32,
-        bindings: r.bindings.as_ptr() as u64,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        ..Default::default()
-    };
+    let mut a = r.exec_args();
     match raw::exec(d.fd(), &mut a) {
         Err(e) => Ok(Some(e)),
         Ok(()) => {
@@ -773,6 +811,59 @@ fn completion_by_interrupt(d: &Device) -> TestResult {
         );
     }
     Ok(())
+}
+
+/// `--suspend`: jobs are queued, the system goes through a sleep cycle
+/// (`/sys/power/pm_test` = devices: the devices suspend and resume), and
+/// every job ends DONE. The driver reports how many jobs it held queued
+/// across the sleep; the cycle is repeated until that was at least one.
+/// The simulator logs any engine access while powered down, which fails
+/// the run.
+fn suspend_while_queued() -> Result<usize, String> {
+    let d = open()?;
+    require_fault_injection()?;
+    let r = ready(&d).map_err(|e| format!("setup: {e}"))?;
+    let sys =
+        |path: &str, v: &str| std::fs::write(path, v).map_err(|e| format!("{path} <- {v}: {e}"));
+    // Each job takes 20 ms: 48 of them outlast the start of the sleep.
+    inject("exec_delay_ms", 20)?;
+    for attempt in 1..=5 {
+        let mut ids = Vec::new();
+        for _ in 0..48 {
+            let mut a = r.exec_args();
+            raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+            ids.push(a.job_id);
+        }
+        sys("/sys/power/pm_test", "devices")?;
+        let slept = sys("/sys/power/state", "freeze");
+        sys("/sys/power/pm_test", "none")?;
+        slept?;
+        for id in ids {
+            let st = d
+                .wait(id, std::time::Duration::from_secs(20))
+                .map_err(|e| e.to_string())?;
+            check!(
+                st == Some(ane::device::JobStatus::Done),
+                "job {id} after the sleep: {st:?}"
+            );
+        }
+        let log = std::process::Command::new("dmesg")
+            .output()
+            .map_err(|e| format!("dmesg: {e}"))?;
+        let log = String::from_utf8_lossy(&log.stdout);
+        let queued = log
+            .lines()
+            .filter_map(|l| l.split("system sleep: no job running, ").nth(1))
+            .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
+            .next_back()
+            .ok_or("the driver did not report the sleep")?;
+        println!("attempt {attempt}: {queued} job(s) were queued across the sleep");
+        if queued > 0 {
+            inject("exec_delay_ms", 0)?;
+            return Ok(queued);
+        }
+    }
+    Err("no job was ever queued across the sleep".into())
 }
 
 /// `--wedge hang|error`: on a SoC that keeps the task manager in retention,
@@ -1052,13 +1143,7 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     inject("hang", 1)?;
-    let mut a = uapi::Exec {
-        program: r.prog,
-        binding_count: r.bindings.len() as u32,
-        bindings: r.bindings.as_ptr() as u64,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        ..Default::default()
-    };
+    let mut a = r.exec_args();
     raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
     // A deadline in the past while the job hangs: ETIME, job kept.
     let mut w = uapi::Wait {
@@ -1087,13 +1172,7 @@ fn close_fd_with_pending_job(d: &Device) -> TestResult {
         // The first job hangs, so the second is still queued at close.
         inject("hang", 1)?;
         for _ in 0..2 {
-            let mut a = uapi::Exec {
-                program: r.prog,
-                binding_count: r.bindings.len() as u32,
-                bindings: r.bindings.as_ptr() as u64,
-                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-                ..Default::default()
-            };
+            let mut a = r.exec_args();
             raw::exec(d2.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
         }
         // Everything goes away with jobs in flight.
@@ -1289,6 +1368,19 @@ struct Ready<'d> {
     prog: u32,
     bos: Vec<ane::device::Bo<'d>>,
     bindings: Vec<uapi::Binding>,
+}
+
+impl Ready<'_> {
+    /// EXEC arguments running the program on these bindings.
+    fn exec_args(&self) -> uapi::Exec {
+        uapi::Exec {
+            program: self.prog,
+            binding_count: self.bindings.len() as u32,
+            bindings: self.bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            ..Default::default()
+        }
+    }
 }
 
 fn ready(d: &Device) -> Result<Ready<'_>, Errno> {
@@ -1594,13 +1686,7 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
     }),
     ("wait: a finished job twice", Errno::NOENT, |d| {
         let r = ready(d)?;
-        let mut a = uapi::Exec {
-            program: r.prog,
-            binding_count: r.bindings.len() as u32,
-            bindings: r.bindings.as_ptr() as u64,
-            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-            ..Default::default()
-        };
+        let mut a = r.exec_args();
         raw::exec(d.fd(), &mut a)?;
         let mut w = uapi::Wait {
             job_id: a.job_id,
@@ -1676,10 +1762,28 @@ fn main() -> ExitCode {
             .map(|()| format!("h14 fault {bits}: call failed, quarantined, EIO after"));
         return verdict(r, &format!("h14 fault {bits}"));
     }
+    if mode == Some("--suspend") {
+        let r = suspend_while_queued()
+            .map(|n| format!("system sleep with {n} job(s) queued: all done after resume"));
+        return verdict(r, "suspend while queued");
+    }
     if mode == Some("--wedge") {
         let what = args.get(2).map(String::as_str).unwrap_or("hang");
         let r = wedge_and_rebind(what).map(|()| format!("wedge ({what}) -> EIO, rebind recovers"));
         return verdict(r, &format!("wedge ({what})"));
+    }
+    if mode == Some("--child-priority") {
+        let path = args
+            .get(2)
+            .map(String::as_str)
+            .unwrap_or("/dev/accel/accel0");
+        return match child_priority(path) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("child: {e}");
+                ExitCode::from(1)
+            }
+        };
     }
     if mode == Some("--child-bo-traffic") {
         let path = args
@@ -1709,6 +1813,10 @@ fn main() -> ExitCode {
         ("another fd's handle is unusable", other_fd_handle_unusable),
         ("close fd with live BOs", close_fd_with_live_bos),
         ("two processes at once", two_processes),
+        (
+            "HIGH priority needs CAP_SYS_NICE",
+            high_priority_needs_privilege,
+        ),
         ("device total cap", device_total_cap),
         ("program create/destroy", program_create_destroy),
         (

@@ -322,6 +322,19 @@ impl<T: Driver> File<T> {
     }
 }
 
+/// Whether an ioctl table entry runs inside `drm_dev_enter()` (see
+/// [`declare_accel_ioctls`]).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __accel_ioctl_guarded {
+    () => {
+        true
+    };
+    (unguarded) => {
+        false
+    };
+}
+
 /// Builds the `drm_ioctl_desc` table of an accel driver.
 ///
 /// ```ignore
@@ -334,10 +347,13 @@ impl<T: Driver> File<T> {
 /// `DRM_COMMAND_BASE`; the argument type's size must match the number's size
 /// field (both checked at compile time). Each handler has the signature
 /// `fn(&Device<D>, &mut Arg, &File<D>) -> Result<u32>` and runs inside
-/// `drm_dev_enter()`; after unplug the ioctl fails with `ENODEV`.
+/// `drm_dev_enter()` (after unplug the ioctl fails with `ENODEV`), unless
+/// the entry ends in `unguarded`: for a handler that touches nothing of the
+/// device and may sleep long (a wait), since the unplug SRCU is shared by
+/// every DRM device.
 #[macro_export]
 macro_rules! declare_accel_ioctls {
-    ($drv:ty; $(($cmd:expr, $arg:ty, $func:path)),* $(,)?) => {{
+    ($drv:ty; $(($cmd:expr, $arg:ty, $func:path $(, $mode:ident)?)),* $(,)?) => {{
         const _: () = {
             let mut i: u32 = 0;
             $(
@@ -363,8 +379,13 @@ macro_rules! declare_accel_ioctls {
                         // SAFETY: The DRM core calls this only for devices of
                         // this driver, with a file whose open succeeded.
                         let dev = unsafe { $crate::ext::accel::Device::<$drv>::from_raw(raw_dev) };
-                        let Some(_guard) = dev.enter() else {
-                            return ::kernel::error::code::ENODEV.to_errno();
+                        let _guard = if $crate::__accel_ioctl_guarded!($($mode)?) {
+                            match dev.enter() {
+                                Some(g) => Some(g),
+                                None => return ::kernel::error::code::ENODEV.to_errno(),
+                            }
+                        } else {
+                            None
                         };
                         // SAFETY: See above.
                         let file = unsafe { $crate::ext::accel::File::<$drv>::from_raw(raw_file) };

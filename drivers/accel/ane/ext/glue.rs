@@ -34,6 +34,8 @@ pub(crate) struct GlueOps {
     pub(crate) runtime_suspend: unsafe extern "C" fn(data: *mut c_void) -> c_int,
     pub(crate) runtime_resume: unsafe extern "C" fn(data: *mut c_void) -> c_int,
     pub(crate) autosuspend_delay_ms: extern "C" fn() -> c_int,
+    pub(crate) sleep_begin: unsafe extern "C" fn(data: *mut c_void) -> c_int,
+    pub(crate) sleep_end: unsafe extern "C" fn(data: *mut c_void),
 }
 
 // `struct device` contains a zero-sized array Rust calls FFI-unsafe; only
@@ -43,6 +45,7 @@ extern "C" {
     pub(crate) fn ane_glue_register(ops: *const GlueOps) -> c_int;
     pub(crate) fn ane_glue_unregister();
     pub(crate) fn ane_glue_module_pin();
+    pub(crate) fn ane_glue_may_boost_priority() -> bool;
     /// `const struct file_operations`: `DRM_ACCEL_FOPS` owned by this module.
     pub(crate) static ane_glue_accel_fops: bindings::file_operations;
 
@@ -91,6 +94,12 @@ extern "C" {
     pub(crate) fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
     pub(crate) fn ane_glue_dma_mb();
+    pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
+    pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
+    pub(crate) fn ane_glue_boost_end(b: *mut c_void);
+    pub(crate) fn ane_glue_boost_free(b: *mut c_void);
+    pub(crate) fn ane_glue_wq_alloc() -> *mut bindings::workqueue_struct;
+    pub(crate) fn ane_glue_wq_destroy(wq: *mut bindings::workqueue_struct);
     pub(crate) fn ane_glue_rtkit_boot(dev: *mut bindings::device, out: *mut *mut c_void) -> c_int;
     pub(crate) fn ane_glue_rtkit_free(rtk: *mut c_void);
 }

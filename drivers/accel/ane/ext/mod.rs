@@ -32,6 +32,7 @@
 //! - [`time`]: absolute monotonic time for deadlines.
 
 pub mod accel;
+pub mod boost;
 pub mod dma;
 pub mod errno;
 pub mod firmware;
@@ -46,3 +47,4 @@ pub mod platform;
 pub mod pm;
 pub mod rtkit;
 pub mod time;
+pub mod workqueue;

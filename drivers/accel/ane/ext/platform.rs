@@ -15,7 +15,8 @@
 //! - remove calls [`Driver::unbind`], disables runtime PM (powering the
 //!   device down with [`Driver::runtime_suspend`] if it was left active) and
 //!   drops the data, all before devres teardown;
-//! - system sleep forces runtime suspend and resume.
+//! - system sleep calls [`Driver::sleep_begin`], forces runtime suspend,
+//!   and after forcing runtime resume calls [`Driver::sleep_end`].
 //!
 //! [`PlatformDevice`] registers a device from the module (the test flavour's
 //! simulated ANE, which the real driver binds by name).
@@ -87,6 +88,13 @@ pub trait Driver: 'static {
 
     /// Autosuspend delay in milliseconds, read when a device is bound.
     fn autosuspend_delay_ms() -> i32;
+
+    /// System sleep begins: stop starting work and let what runs end. An
+    /// error refuses the sleep.
+    fn sleep_begin(data: &Self::Data) -> Result;
+
+    /// System sleep ended (the device is resumed): start work again.
+    fn sleep_end(data: &Self::Data);
 }
 
 /// The registered platform drivers; unregistered on drop. The C drivers
@@ -107,6 +115,8 @@ impl<T: Driver> Registration<T> {
         runtime_suspend: Self::runtime_suspend_callback,
         runtime_resume: Self::runtime_resume_callback,
         autosuspend_delay_ms: Self::autosuspend_callback,
+        sleep_begin: Self::sleep_begin_callback,
+        sleep_end: Self::sleep_end_callback,
     };
 
     /// Registers the drivers; from now on matching devices are probed.
@@ -229,6 +239,30 @@ impl<T: Driver> Registration<T> {
 
     extern "C" fn autosuspend_callback() -> c_int {
         T::autosuspend_delay_ms()
+    }
+
+    /// System sleep begins.
+    ///
+    /// # Safety
+    ///
+    /// `data` must be what probe returned, not yet released.
+    unsafe extern "C" fn sleep_begin_callback(data: *mut c_void) -> c_int {
+        // SAFETY: The PM core calls system-sleep callbacks only for a bound
+        // device, whose data is stored (see the C glue's probe and remove).
+        match T::sleep_begin(unsafe { Self::data(data) }) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        }
+    }
+
+    /// System sleep ended.
+    ///
+    /// # Safety
+    ///
+    /// `data` must be what probe returned, not yet released.
+    unsafe extern "C" fn sleep_end_callback(data: *mut c_void) {
+        // SAFETY: As in `sleep_begin_callback`.
+        T::sleep_end(unsafe { Self::data(data) })
     }
 }
 

@@ -325,6 +325,7 @@ impl H13 {
         };
         let mut host = Host {
             h13: self,
+            job,
             res: &res,
             pushed: Instant::<Monotonic>::now(),
         };
@@ -422,12 +423,20 @@ impl H13 {
                 crate::ext::module::pin();
                 core::mem::forget(res);
             }
-            // The kept buffers must not keep the device from the power
-            // cycle that frees them.
-            if let Some(last) = h.jobs.last_mut() {
-                last.drop_pm();
-            }
         }
+        self.recover(why);
+        // The kept buffers must not keep the device from the power cycle
+        // that frees them; until here their job's reference kept the
+        // device powered for the recovery's register accesses.
+        for res in self.held.lock().jobs.iter_mut() {
+            res.drop_pm();
+        }
+    }
+
+    /// Marks the engine as taking no jobs and recovers it as the SoC
+    /// allows (the device is powered: the failed job's runtime-PM reference
+    /// is still held).
+    fn recover(&self, why: Progress) {
         // No job is taken from here on, until the engine is proven usable.
         let state = match self.recovery {
             Recovery::PowerCycle => engine_state::WEDGED_POWER_CYCLE,
@@ -526,6 +535,7 @@ impl H13 {
 /// The driver's side of [`seq::run_job`] for one job.
 struct Host<'a> {
     h13: &'a H13,
+    job: &'a Job,
     res: &'a JobRes,
     /// When the job was pushed (`mask_darts(true)` comes just before).
     pushed: Instant<Monotonic>,
@@ -545,7 +555,9 @@ impl JobHost for Host<'_> {
             }
         }
         if masked {
+            // The push follows.
             self.pushed = Instant::<Monotonic>::now();
+            self.job.mark_started();
         }
     }
 

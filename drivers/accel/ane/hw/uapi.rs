@@ -362,8 +362,14 @@ pub struct Wait {
     pub status: u32,
     /// Must be zero.
     pub pad: u32,
-    /// Out: backend-specific fault detail, 0 if none.
+    /// Out: a [`fault`] value, 0 if none.
     pub fault: u64,
+    /// Out: when EXEC queued the job (`CLOCK_MONOTONIC` ns).
+    pub queued_ns: u64,
+    /// Out: when the engine was handed the job; 0 if it never was.
+    pub started_ns: u64,
+    /// Out: when the job's end was seen.
+    pub ended_ns: u64,
 }
 
 // Sizes are part of the ABI (and must fit the ioctl size field).
@@ -376,7 +382,7 @@ const _: () = {
     assert!(core::mem::size_of::<ProgramDestroy>() == 8);
     assert!(core::mem::size_of::<Binding>() == 32);
     assert!(core::mem::size_of::<Exec>() == 40);
-    assert!(core::mem::size_of::<Wait>() == 32);
+    assert!(core::mem::size_of::<Wait>() == 56);
 };
 
 /// Every UAPI struct with its C name and fields, for the layout test.
@@ -436,7 +442,7 @@ macro_rules! ane_uapi_structs {
         $m!(
             Wait,
             "drm_ane_wait",
-            [job_id, timeout_ns, status, pad, fault]
+            [job_id, timeout_ns, status, pad, fault, queued_ns, started_ns, ended_ns]
         );
     };
 }
@@ -549,6 +555,6 @@ mod tests {
         assert_eq!(cmd::GET_PARAM, 0xc010_6440);
         assert_eq!(cmd::BO_CREATE, 0xc020_6441);
         assert_eq!(cmd::PROGRAM_DESTROY, 0x4008_6444);
-        assert_eq!(cmd::WAIT, 0xc020_6446);
+        assert_eq!(cmd::WAIT, 0xc038_6446);
     }
 }
