@@ -37,9 +37,9 @@ pub mod ext;
 pub mod hw;
 
 mod engine;
-mod fw;
 mod gem;
 mod h13;
+mod h14;
 mod ioctl;
 mod job;
 mod program;
@@ -101,7 +101,7 @@ pub(crate) struct AneData {
     engine: Option<Arc<Engine>>,
     /// H14: the firmware and the device-wide address space every client
     /// shares with it.
-    fw: Option<(Arc<fw::Firmware>, Arc<Vm>)>,
+    fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
 }
 
 impl AneData {
@@ -111,7 +111,7 @@ impl AneData {
     }
 
     /// H14: the firmware.
-    pub(crate) fn firmware(&self) -> Option<&Arc<fw::Firmware>> {
+    pub(crate) fn firmware(&self) -> Option<&Arc<h14::Firmware>> {
         self.fw.as_ref().map(|(f, _)| f)
     }
 }
@@ -207,7 +207,7 @@ pub(crate) struct AneBound {
     /// The register windows, revoked at unbind.
     windows: KVec<Arc<IoWindow>>,
     /// H14: the firmware.
-    fw: Option<Arc<fw::Firmware>>,
+    fw: Option<Arc<h14::Firmware>>,
     /// H14: keeps the device powered while the coprocessor runs (its power
     /// domains include the coprocessor's).
     _awake: Option<ext::pm::PmRef>,
@@ -376,7 +376,7 @@ fn ane_data(
     soc: &'static SocInfo,
     simulated: bool,
     engine: Option<Arc<Engine>>,
-    fw: Option<(Arc<fw::Firmware>, Arc<Vm>)>,
+    fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
 ) -> AneData {
     let mb = |v: u32| u64::from(v) << 20;
     let bo_total_max = mb(ext::param::get(module_parameters::bo_total_mb.value()));
@@ -462,7 +462,7 @@ fn h14_resources(
     pdev: &PlatformDev<'_>,
     soc: &SocInfo,
     simulated: bool,
-) -> Result<(fw::FwRegs, Arc<Vm>, KVec<Arc<IoWindow>>)> {
+) -> Result<(h14::FwRegs, Arc<Vm>, KVec<Arc<IoWindow>>)> {
     // The firmware places its buffers on 16 KiB boundaries, as the DART does.
     const FW_ALIGN: u64 = 0x4000;
     #[cfg(ane_test)]
@@ -473,7 +473,7 @@ fn h14_resources(
             &pt,
         )?;
         let vm = Vm::with_align(soc.iova, AddressSpace::Sim(pt), FW_ALIGN)?;
-        return Ok((fw::FwRegs::Sim(sim), vm, KVec::new()));
+        return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
     let dev = pdev.device();
@@ -490,14 +490,14 @@ fn h14_resources(
     })?;
     space.attach()?;
     let vm = Vm::with_align(soc.iova, AddressSpace::Iommu(space), FW_ALIGN)?;
-    Ok((fw::FwRegs::Hw { engine, pmgr }, vm, windows))
+    Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
-    let firmware = fw::Firmware::new(regs, vm.clone())?;
+    let firmware = h14::Firmware::new(regs, vm.clone())?;
     let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
     let data = ane_data(
         dev,

@@ -15,7 +15,7 @@
 //! job runs while the device is suspended.
 //!
 //! The backend runs each job: [`H13`] drives the task manager
-//! (`h13/`), the H14 firmware (`fw.rs`) runs calls. The scheduler knows
+//! (`h13/`), the H14 firmware (`h14/`) runs calls. The scheduler knows
 //! nothing of registers.
 
 use kernel::{
@@ -34,7 +34,7 @@ pub(crate) enum Backend {
     /// H13: the host drives the task manager.
     H13(Arc<H13>),
     /// H14: the firmware runs calls.
-    Fw(Arc<crate::fw::Firmware>),
+    Fw(Arc<crate::h14::Firmware>),
 }
 
 struct Sched {
@@ -233,7 +233,7 @@ impl Engine {
     /// H14: one call through the firmware. A failed call quarantines the
     /// firmware (it refuses everything after), so there is nothing to
     /// recover here.
-    fn run_fw(fw: &crate::fw::Firmware, job: &Job) -> Outcome {
+    fn run_fw(fw: &crate::h14::Firmware, job: &Job) -> Outcome {
         let Some(res) = job.take_res() else {
             return Outcome {
                 status: job_status::ABORTED,

@@ -21,13 +21,13 @@
 //! H14 (T602x) programs are in the firmware's own format: PROGRAM_CREATE
 //! takes them as sections, copies each into a kernel buffer in the
 //! firmware's address space, and has the firmware load the program once per
-//! distinct content ([`crate::fw::Firmware::load`]).
+//! distinct content ([`crate::h14::Firmware::load`]).
 
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc};
 
 use crate::ext::accel::{Device, File};
-use crate::fw::FwProgram;
 use crate::gem::{self, Bo};
+use crate::h14::FwProgram;
 use crate::hw::fw::msg::MAX_SECTIONS;
 use crate::hw::soc::BackendKind;
 use crate::hw::td::{self, ProgramSummary};
