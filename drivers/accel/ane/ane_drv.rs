@@ -75,6 +75,8 @@ pub(crate) struct Limits {
     pub(crate) bo_max: u64,
     /// Cap on all BOs of the device, bytes.
     pub(crate) bo_total_max: u64,
+    /// Cap on the BOs of one open file, bytes.
+    pub(crate) bo_client_max: u64,
     /// Largest program range, bytes.
     pub(crate) program_max: u64,
 }
@@ -132,6 +134,8 @@ pub(crate) struct AneFile {
     /// Its jobs.
     #[pin]
     pub(crate) jobs: job::Jobs,
+    /// The bytes of its BOs, against `bo_client_mb`.
+    pub(crate) bytes: Arc<gem::ClientBytes>,
 }
 
 impl accel::Driver for AneDriver {
@@ -168,12 +172,14 @@ impl accel::Driver for AneDriver {
             Some((_, vm)) => vm.clone(),
             None => Vm::new(dev.soc.iova, address_space(dev)?)?,
         };
+        let bytes = gem::ClientBytes::new()?;
         KBox::pin_init(
             pin_init!(AneFile {
                 vm,
                 owner: NEXT_OWNER.fetch_add(1, Ordering::Relaxed),
                 programs <- new_mutex!(program::Programs::new()),
                 jobs <- job::Jobs::new(),
+                bytes,
             }),
             GFP_KERNEL,
         )
@@ -387,6 +393,8 @@ fn ane_data(
             // One BO can never exceed the device's total.
             bo_max: mb(ext::param::get(module_parameters::bo_max_mb.value())).min(bo_total_max),
             bo_total_max,
+            bo_client_max: mb(ext::param::get(module_parameters::bo_client_mb.value()))
+                .min(bo_total_max),
             program_max: PROGRAM_MAX,
         },
         bo_total: AtomicU64::new(0),
@@ -699,6 +707,10 @@ macro_rules! ane_module {
                 bo_max_mb: u32 {
                     default: 1024,
                     description: "Largest buffer object in MiB (read at bind)",
+                },
+                bo_client_mb: u32 {
+                    default: 4096,
+                    description: "Cap on the buffer objects of one open file in MiB, so one client cannot pin everything (capped at bo_total_mb; read at bind)",
                 },
                 bo_total_mb: u32 {
                     default: 8192,

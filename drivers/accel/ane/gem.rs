@@ -9,10 +9,11 @@
 //! the file closes), every mmap, and every job that uses it — and only then
 //! is it unmapped and are its pages released.
 //!
-//! Sizes round up to the kernel's page size. A maximum size per BO and a cap
-//! on the device's total are module parameters.
+//! Sizes round up to the kernel's page size. A maximum size per BO, a cap
+//! on the device's total and a cap on each open file's total (so one client
+//! cannot pin everything) are module parameters.
 
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc, sync::SetOnce};
 
@@ -25,10 +26,30 @@ use crate::AneDriver;
 /// A buffer object of this driver.
 pub(crate) type Bo = Object<AneDriver, BoData>;
 
+/// The bytes of BOs one open file holds, against its cap. BOs of the
+/// file (and of its programs) keep it alive.
+pub(crate) struct ClientBytes {
+    used: AtomicU64,
+}
+
+impl ClientBytes {
+    /// None yet.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                used: AtomicU64::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
 /// The driver's data of a BO.
 pub(crate) struct BoData {
     dev: ARef<Device<AneDriver>>,
     size: u64,
+    /// The file it is counted against (kernel BOs of the firmware: none).
+    client: Option<Arc<ClientBytes>>,
     mapping: SetOnce<Mapping>,
 }
 
@@ -42,6 +63,9 @@ impl BoData {
 impl Drop for BoData {
     fn drop(&mut self) {
         self.dev.bo_total.fetch_sub(self.size, Ordering::Relaxed);
+        if let Some(c) = &self.client {
+            c.used.fetch_sub(self.size, Ordering::Relaxed);
+        }
     }
 }
 
@@ -52,16 +76,27 @@ fn page_align(size: u64) -> Option<u64> {
 }
 
 /// Creates a BO of `size` bytes mapped into `file`'s address space, counted
-/// against the device cap, without a handle: the caller owns the only
-/// reference.
+/// against the device's and the file's caps, without a handle: the caller
+/// owns the only reference.
 fn create(dev: &Device<AneDriver>, file: &File<AneDriver>, size: u64) -> Result<ARef<Bo>> {
-    create_in(dev, &file.inner().vm, size)
+    create_in(dev, file, &file.inner().vm, size)
 }
 
-/// Creates a BO of `size` bytes mapped into `vm`, counted against the
-/// device cap, without a handle.
-pub(crate) fn create_in(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
-    create_mapped(dev, size, |bo| vm.map(bo))
+/// Creates a BO of `size` bytes for `file`, mapped into `vm`, counted
+/// against the device's and the file's caps, without a handle.
+pub(crate) fn create_in(
+    dev: &Device<AneDriver>,
+    file: &File<AneDriver>,
+    vm: &Arc<Vm>,
+    size: u64,
+) -> Result<ARef<Bo>> {
+    create_mapped(dev, Some(&file.inner().bytes), size, |bo| vm.map(bo))
+}
+
+/// Creates a kernel BO of `size` bytes mapped into `vm`, counted against
+/// the device cap only, without a handle.
+pub(crate) fn create_kernel(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
+    create_mapped(dev, None, size, |bo| vm.map(bo))
 }
 
 /// Creates a kernel BO of `size` bytes mapped at the fixed address `iova`
@@ -72,13 +107,14 @@ pub(crate) fn create_fixed(
     size: u64,
     iova: u64,
 ) -> Result<ARef<Bo>> {
-    create_mapped(dev, size, |bo| vm.map_fixed(bo, iova))
+    create_mapped(dev, None, size, |bo| vm.map_fixed(bo, iova))
 }
 
-/// Creates a BO of `size` bytes, counted against the device cap, and maps
-/// it with `map`.
+/// Creates a BO of `size` bytes, counted against the device cap and
+/// `client`'s, and maps it with `map`.
 fn create_mapped(
     dev: &Device<AneDriver>,
+    client: Option<&Arc<ClientBytes>>,
     size: u64,
     map: impl FnOnce(&Bo) -> Result<Mapping>,
 ) -> Result<ARef<Bo>> {
@@ -89,15 +125,19 @@ fn create_mapped(
     if size > dev.limits.bo_max {
         return Err(E2BIG);
     }
-    // Reserve the bytes against the device cap first; `BoData`'s drop gives
-    // them back on every failure path below.
+    // Reserve the bytes against the caps first; `BoData`'s drop gives them
+    // back on every failure path below.
     let before = dev.bo_total.fetch_add(size, Ordering::Relaxed);
+    let mine = client.map(|c| c.used.fetch_add(size, Ordering::Relaxed));
     let data = BoData {
         dev: dev.into(),
         size,
+        client: client.cloned(),
         mapping: SetOnce::new(),
     };
-    if before.saturating_add(size) > dev.limits.bo_total_max {
+    if before.saturating_add(size) > dev.limits.bo_total_max
+        || mine.is_some_and(|m| m.saturating_add(size) > dev.limits.bo_client_max)
+    {
         drop(data);
         return Err(ENOSPC);
     }

@@ -30,6 +30,7 @@ pub(crate) fn get_param(
         param::IOVA_END => soc.iova.end,
         param::BO_MAX_SIZE => dev.limits.bo_max,
         param::BO_TOTAL_MAX => dev.limits.bo_total_max,
+        param::BO_CLIENT_MAX => dev.limits.bo_client_max,
         param::MAX_BINDINGS => u64::from(uapi::NUM_SLOTS),
         param::MAX_PROGRAM_SIZE => dev.limits.program_max,
         param::FW_STATE => dev.firmware().map_or(uapi::fw_state::NONE, |f| f.state()),

@@ -300,7 +300,7 @@ fn program_create_fw(
         if s_end > args.size {
             return Err(EINVAL);
         }
-        let copy = gem::create_in(dev, &vm, s.size)?;
+        let copy = gem::create_in(dev, file, &vm, s.size)?;
         copy_bo(&src, args.offset + s.offset, &copy, 0, s.size)?;
         copies.push((s.id, copy, s.size), GFP_KERNEL)?;
     }

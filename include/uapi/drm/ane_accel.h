@@ -59,6 +59,8 @@ enum drm_ane_param {
 	 * which reads no engine register).
 	 */
 	DRM_ANE_PARAM_FW_CAPTURE0 = 15,
+	/* 15 + DRM_ANE_PARAM_FW_CAPTURE_COUNT = 28: */
+	DRM_ANE_PARAM_BO_CLIENT_MAX = 28, /* cap on the BOs of one open file, bytes */
 };
 #define DRM_ANE_PARAM_FW_CAPTURE_COUNT 13
 

@@ -181,8 +181,8 @@ impl Ctx<'_> {
 impl boot::FwMem for Ctx<'_> {
     fn alloc(&mut self, _kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
         let id = u32::try_from(self.mem.bos.len()).map_err(|_| MemError::NoMemory)?;
-        let bo =
-            gem::create_in(self.dev, &self.mem.vm, len as u64).map_err(|_| MemError::NoMemory)?;
+        let bo = gem::create_kernel(self.dev, &self.mem.vm, len as u64)
+            .map_err(|_| MemError::NoMemory)?;
         let dva = bo.mapping().map_err(|_| MemError::NoMemory)?.iova();
         self.mem
             .bos

@@ -112,8 +112,10 @@ pub mod param {
     pub const FW_CAPTURE0: u32 = 15;
     /// Number of captured registers.
     pub const FW_CAPTURE_COUNT: u32 = 13;
+    /// Cap on the total size of the BOs of one open file.
+    pub const BO_CLIENT_MAX: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
     /// One past the highest parameter.
-    pub const COUNT: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
+    pub const COUNT: u32 = BO_CLIENT_MAX + 1;
 }
 
 /// `enum drm_ane_backend`.
@@ -499,6 +501,10 @@ mod tests {
             ("DRM_ANE_PARAM_FW_STATE", u64::from(param::FW_STATE)),
             ("DRM_ANE_PARAM_FEATURES", u64::from(param::FEATURES)),
             ("DRM_ANE_PARAM_ENGINE_STATE", u64::from(param::ENGINE_STATE)),
+            (
+                "DRM_ANE_PARAM_BO_CLIENT_MAX",
+                u64::from(param::BO_CLIENT_MAX),
+            ),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
             ("DRM_ANE_PARAM_FW_FAIL_STEP", u64::from(param::FW_FAIL_STEP)),
