@@ -12,11 +12,17 @@
 //! applies to: `hang`, `error`, `stale`, `drop_line1`, `no_idle`,
 //! `dart_fault`; `exec` = 0 makes pushed jobs finish without running their
 //! program (for the overhead benchmark), `exec_delay_ms` makes each take
-//! that long (for the system sleep test). Read-only counters: `irqs` (engine-line interrupts the
-//! driver's handler claimed), `dart_line` (times the event interrupt was
-//! raised on the DART's line), `lockups` (engine register reads made while
-//! a DART fault was latched: on hardware each would hang the SoC; the test
-//! suites require 0).
+//! that long (for the system sleep test). Read-only counters: `irqs`
+//! (engine-line interrupts the driver's handler claimed), `dart_line`
+//! (times the event interrupt was raised on the DART's line), `lockups`
+//! (engine register reads made while a DART fault was latched: on hardware
+//! each would hang the SoC).
+//!
+//! What would hang or corrupt real hardware is logged with a line the QEMU
+//! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
+//! DART fault, or any engine access while powered down) and
+//! `ane-sim: UNMAPPED-BUSY` (memory a running job reaches unmapped, or its
+//! address space switched, under it).
 //!
 //! Completion interrupt: with `sim_irq` set (and the driver's opt-in
 //! `completion_irq`), the event interrupt is raised on the engine's own

@@ -364,7 +364,7 @@ impl H13 {
             Progress::Done => {
                 if let Some(after) = changed {
                     pr_info!(
-                        "job {}: error latches changed {:#x?} -> {:#x?}\n",
+                        "job {}: error latches changed {:x?} -> {:x?}\n",
                         job.id,
                         end.before,
                         after
@@ -380,7 +380,7 @@ impl H13 {
             }
             Progress::Running | Progress::Wedged(_) => {
                 pr_warn!(
-                    "job {} did not finish ({:?}); error latches {:#x?} (before {:#x?})\n",
+                    "job {} did not finish ({:?}); error latches {:x?} (before {:x?})\n",
                     job.id,
                     end.progress,
                     end.after,

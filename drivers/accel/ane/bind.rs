@@ -1,0 +1,502 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Binding a platform device: the driver's probe per generation (the
+//! device's register windows, DARTs, power domains and interrupt, the
+//! backend and the accel device), unbind, runtime PM and system sleep, as
+//! the C glue calls them through [`pf::Driver`].
+
+use core::{ffi::CStr, sync::atomic::AtomicU64};
+
+use kernel::{device, prelude::*, sync::Arc};
+
+use crate::engine::{self, Engine};
+use crate::ext::{
+    self, accel,
+    io::IoWindow,
+    irq::ThreadedIrq,
+    platform::{self as pf, PlatformDev},
+    pm::RuntimePm,
+};
+use crate::h13::{CompletionIrq, Mmio, H13};
+use crate::h14;
+use crate::hw::{
+    self,
+    soc::{BackendKind, SocId, SocInfo},
+    uapi,
+};
+#[cfg(ane_test)]
+use crate::sim;
+use crate::vm::{self, AddressSpace, Vm};
+use crate::{module_parameters, AneData, AneDriver, Limits, PROGRAM_MAX};
+
+/// The `boost_idle_ms` parameter.
+fn boost_idle_ms() -> u32 {
+    ext::param::get(module_parameters::boost_idle_ms.value())
+}
+
+/// How long a job may run before it is declared hung.
+const JOB_TIMEOUT_MS: u32 = 2000;
+
+/// Data of a bound platform device.
+pub(crate) struct AneBound {
+    soc: &'static SocInfo,
+    engine: Option<Arc<Engine>>,
+    /// The engine's completion interrupt, when requested (opt-in; freed
+    /// first when the data is dropped, see `Drop`).
+    irq: Option<ThreadedIrq<CompletionIrq>>,
+    /// The register windows, revoked at unbind.
+    windows: KVec<Arc<IoWindow>>,
+    /// H14: the firmware.
+    fw: Option<Arc<h14::Firmware>>,
+    /// H14: keeps the device powered while the coprocessor runs (its power
+    /// domains include the coprocessor's).
+    _awake: Option<ext::pm::PmRef>,
+    #[cfg(ane_test)]
+    sim: Option<Arc<sim::SimEngine>>,
+    _reg: accel::Registration<AneDriver>,
+}
+
+impl AneBound {
+    /// Waits for a running interrupt handler to finish.
+    fn sync_irq(&self) {
+        if let Some(irq) = &self.irq {
+            irq.synchronize();
+        }
+    }
+}
+
+/// The simulator's engine type, or a stand-in that never exists outside
+/// the test flavour.
+#[cfg(ane_test)]
+use sim as sim_type;
+#[cfg(not(ane_test))]
+mod sim_type {
+    /// Never constructed: production builds have no simulator.
+    pub(crate) enum SimEngine {}
+}
+
+/// The engine's registers as [`engine_mmio`] found them.
+struct EngineMmio {
+    /// What the backend uses.
+    mmio: Mmio,
+    /// The hardware window, revoked at unbind.
+    window: Option<Arc<IoWindow>>,
+    /// The simulator, in the test flavour.
+    sim: Option<Arc<sim_type::SimEngine>>,
+}
+
+/// The register window of the engine: the simulator's model, or the
+/// device's "engine" MMIO range. Mapping it touches no register.
+fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result<EngineMmio> {
+    #[cfg(ane_test)]
+    if simulated {
+        let retention = soc.recovery == hw::soc::Recovery::Rebind;
+        let sim = sim::SimEngine::new(retention)?;
+        return Ok(EngineMmio {
+            mmio: Mmio::SimEngine(sim.clone()),
+            window: None,
+            sim: Some(sim),
+        });
+    }
+    let _ = (simulated, soc);
+    let io = map_window(pdev, c"engine", hw::tm::ENGINE_WINDOW)?;
+    Ok(EngineMmio {
+        mmio: Mmio::Hw(io.clone()),
+        window: Some(io),
+        sim: None,
+    })
+}
+
+/// Maps the register window `name` of at least `len` bytes. Mapping
+/// touches no register.
+fn map_window(pdev: &PlatformDev<'_>, name: &'static CStr, len: usize) -> Result<Arc<IoWindow>> {
+    IoWindow::map(pdev, Some(name), len).inspect_err(|e| {
+        dev_err!(
+            pdev.device(),
+            "no usable '{}' register window of {:#x} bytes in the device tree ({:?})\n",
+            name.to_str().unwrap_or("?"),
+            len,
+            e
+        )
+    })
+}
+
+/// Finds the SoC of a device being probed: from the OF match, or (test
+/// flavour) from the simulated device's platform data.
+fn probe_soc(pdev: &PlatformDev<'_>, compatible: Option<&CStr>) -> Option<(SocId, bool)> {
+    if let Some(c) = compatible {
+        return SocInfo::by_compatible(c.to_str().ok()?).map(|s| (s.id, false));
+    }
+    #[cfg(ane_test)]
+    if let Some(raw) = pdev.platform_data_u32() {
+        return sim::soc_of_param(raw).map(|s| (s, true));
+    }
+    let _ = pdev;
+    None
+}
+
+/// Attaches every power domain of the node and checks there are as many
+/// as the SoC needs: with an island off, the first engine access would
+/// wedge the SoC's fabric.
+fn attach_power_domains(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result {
+    let dev = pdev.device();
+    let n = ext::pm::attach_power_domains(dev)?;
+    if simulated || n == soc.power_domains.len() {
+        return Ok(());
+    }
+    dev_err!(
+        dev,
+        "the device tree lists {} power domains, {:?} needs {} ({:?}): refusing to bind\n",
+        n,
+        soc.id,
+        soc.power_domains.len(),
+        soc.power_domains
+    );
+    Err(EINVAL)
+}
+
+/// Requests the engine's completion interrupt (the node's first) when the
+/// `completion_irq` parameter opts in. The default is polling, as both
+/// references shipped: the record says the engine's event interrupt
+/// arrives on the DART's line, not on this one.
+fn request_completion_irq(
+    pdev: &PlatformDev<'_>,
+    h13: &Arc<H13>,
+) -> Result<Option<ThreadedIrq<CompletionIrq>>> {
+    if !ext::param::on(module_parameters::completion_irq.value()) {
+        return Ok(None);
+    }
+    let irq = ThreadedIrq::request(pdev, 0, c"ane", CompletionIrq::new(h13.clone()))?;
+    if let Some(i) = &irq {
+        h13.set_irq(i.line());
+    }
+    Ok(irq)
+}
+
+/// The DARTs in front of the engine, for their error registers and
+/// interrupt lines: the simulator's, or every entry of the node's
+/// `iommus` list.
+fn dart_windows(
+    pdev: &PlatformDev<'_>,
+    sim: Option<&Arc<sim_type::SimEngine>>,
+    windows: &mut KVec<Arc<IoWindow>>,
+) -> Result<(KVec<Mmio>, KVec<u32>)> {
+    let mut darts = KVec::new();
+    let mut irqs = KVec::<u32>::new();
+    #[cfg(ane_test)]
+    if let Some(sim) = sim {
+        darts.push(Mmio::SimDart(sim.clone()), GFP_KERNEL)?;
+        return Ok((darts, irqs));
+    }
+    let _ = sim;
+    for i in 0..hw::dart::MAX_DARTS as u32 {
+        let Some((io, irq)) = IoWindow::map_iommu(pdev, i, hw::dart::WINDOW)? else {
+            break;
+        };
+        windows.push(io.clone(), GFP_KERNEL)?;
+        darts.push(Mmio::Hw(io), GFP_KERNEL)?;
+        if irq != 0 && !irqs.iter().any(|x| *x == irq) {
+            irqs.push(irq, GFP_KERNEL)?;
+        }
+    }
+    if darts.is_empty() {
+        // No client can get an address space either (each needs the
+        // DARTs), so no job can run and no engine register is read.
+        dev_warn!(
+            pdev.device(),
+            "no DART in the node's iommus list: jobs cannot run on this node\n"
+        );
+    }
+    Ok((darts, irqs))
+}
+
+/// The device data common to both generations.
+fn ane_data(
+    dev: &device::Device,
+    soc: &'static SocInfo,
+    simulated: bool,
+    engine: Option<Arc<Engine>>,
+    fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
+) -> AneData {
+    let mb = |v: u32| u64::from(v) << 20;
+    let bo_total_max = mb(ext::param::get(module_parameters::bo_total_mb.value()));
+    AneData {
+        soc,
+        simulated,
+        limits: Limits {
+            // One BO can never exceed the device's total.
+            bo_max: mb(ext::param::get(module_parameters::bo_max_mb.value())).min(bo_total_max),
+            bo_total_max,
+            bo_client_max: mb(ext::param::get(module_parameters::bo_client_mb.value()))
+                .min(bo_total_max),
+            program_max: PROGRAM_MAX,
+        },
+        bo_total: AtomicU64::new(0),
+        pm: RuntimePm::new(dev),
+        parent: dev.into(),
+        engine,
+        fw,
+    }
+}
+
+/// H13: the host drives the task manager.
+fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
+    let dev = pdev.device();
+    let EngineMmio {
+        mmio,
+        window,
+        sim: _sim,
+    } = engine_mmio(pdev, soc, simulated)?;
+    let mut windows = KVec::new();
+    if let Some(w) = window {
+        windows.push(w, GFP_KERNEL)?;
+    }
+    let (darts, dart_irqs) = dart_windows(pdev, _sim.as_ref(), &mut windows)?;
+    let h13 = H13::new(mmio, darts, dart_irqs, JOB_TIMEOUT_MS, soc.recovery)?;
+    let engine = Engine::new(engine::Backend::H13(h13.clone()), boost_idle_ms())?;
+    let irq = request_completion_irq(pdev, &h13)?;
+    let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
+    let drm = accel::Device::<AneDriver>::new(dev, data)?;
+    let reg = accel::Registration::new(drm)?;
+    // The simulated engine line refers to the backend and the backend to
+    // the simulator: connected only once nothing can fail any more, and
+    // disconnected at unbind.
+    #[cfg(ane_test)]
+    if let Some(sim) = &_sim {
+        if ext::param::on(module_parameters::completion_irq.value())
+            && ext::param::on(module_parameters::sim_irq.value())
+        {
+            sim.use_engine_line();
+            h13.set_irq(u32::MAX);
+        }
+    }
+    dev_info!(
+        dev,
+        "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, completion by {}{}\n",
+        soc.id,
+        soc.marketing,
+        soc.generation,
+        soc.backend,
+        if h13.has_irq() {
+            "interrupt"
+        } else {
+            "polling"
+        },
+        if simulated { ", simulated" } else { "" }
+    );
+    Ok(AneBound {
+        soc,
+        irq,
+        windows,
+        engine: Some(engine),
+        fw: None,
+        _awake: None,
+        #[cfg(ane_test)]
+        sim: _sim,
+        _reg: reg,
+    })
+}
+
+/// The firmware's register access and the device-wide address space: the
+/// simulated coprocessor, or the `engine` and `pmgr` windows and an IOMMU
+/// domain attached for the device's lifetime. Mapping touches no register.
+fn h14_resources(
+    pdev: &PlatformDev<'_>,
+    soc: &SocInfo,
+    simulated: bool,
+) -> Result<(h14::FwRegs, Arc<Vm>, KVec<Arc<IoWindow>>)> {
+    // The firmware places its buffers on 16 KiB boundaries, as the DART does.
+    const FW_ALIGN: u64 = 0x4000;
+    #[cfg(ane_test)]
+    if simulated {
+        let pt = sim::SimPageTable::new()?;
+        let sim = sim::SimFw::new(
+            ext::param::get(module_parameters::sim_fw_faults.value()),
+            &pt,
+        )?;
+        let vm = Vm::with_align(soc.iova, AddressSpace::Sim(pt), FW_ALIGN)?;
+        return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
+    }
+    let _ = simulated;
+    let dev = pdev.device();
+    let engine = map_window(pdev, c"engine", hw::fw::regs::ENGINE_WINDOW)?;
+    let pmgr = map_window(pdev, c"pmgr", hw::fw::regs::PMGR_WINDOW)?;
+    let mut windows = KVec::with_capacity(2, GFP_KERNEL)?;
+    windows.push(engine.clone(), GFP_KERNEL)?;
+    windows.push(pmgr.clone(), GFP_KERNEL)?;
+    let space = vm::IommuSpace::new(dev).inspect_err(|_| {
+        dev_err!(
+            dev,
+            "no IOMMU: the firmware's address space needs the ANE DARTs (iommus)\n"
+        )
+    })?;
+    space.attach()?;
+    let vm = Vm::with_align(soc.iova, AddressSpace::Iommu(space), FW_ALIGN)?;
+    Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
+}
+
+/// H14: Linux starts the ANE firmware and sends it commands.
+fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
+    let dev = pdev.device();
+    let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
+    let firmware = h14::Firmware::new(regs, vm.clone())?;
+    let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
+    let data = ane_data(
+        dev,
+        soc,
+        simulated,
+        Some(engine.clone()),
+        Some((firmware.clone(), vm)),
+    );
+    let drm = accel::Device::<AneDriver>::new(dev, data)?;
+    // Failures are recorded in the firmware state; the device stays bound.
+    firmware.start(&drm, dev, ext::param::on(module_parameters::rtkit.value()));
+    if firmware.released_hardware() {
+        // The firmware cannot be stopped and restarted without a reboot,
+        // and it keeps using the memory this module handed it.
+        ext::module::pin();
+        dev_warn!(
+            dev,
+            "the ANE coprocessor runs until reboot: the ane module stays loaded, and a new binding will not restart the firmware\n"
+        );
+    }
+    let awake = (firmware.state() == uapi::fw_state::RUNNING || firmware.released_hardware())
+        .then(|| drm.pm.hold());
+    let reg = match accel::Registration::new(drm) {
+        Ok(r) => r,
+        Err(e) => {
+            firmware.shutdown(dev);
+            return Err(e);
+        }
+    };
+    dev_info!(
+        dev,
+        "Apple Neural Engine: {:?} ({}), {:?}, {:?} backend, firmware {}{}\n",
+        soc.id,
+        soc.marketing,
+        soc.generation,
+        soc.backend,
+        match firmware.state() {
+            uapi::fw_state::RUNNING => "running",
+            _ => "failed",
+        },
+        if simulated { ", simulated" } else { "" }
+    );
+    Ok(AneBound {
+        soc,
+        irq: None,
+        windows,
+        engine: Some(engine),
+        fw: Some(firmware),
+        _awake: awake,
+        #[cfg(ane_test)]
+        sim: None,
+        _reg: reg,
+    })
+}
+
+impl pf::Driver for AneDriver {
+    type Data = AneBound;
+
+    /// Either driver: the SoC from the matched compatible (or, test
+    /// flavour, the simulator's platform data).
+    fn probe(pdev: &PlatformDev<'_>, compatible: Option<&CStr>) -> Result<KBox<AneBound>> {
+        let dev = pdev.device();
+        let Some((id, simulated)) = probe_soc(pdev, compatible) else {
+            // Only reachable through a manual bind of a device that matched
+            // no table entry.
+            dev_err!(dev, "no ANE SoC data for this device\n");
+            return Err(ENODEV);
+        };
+        let soc = id.info();
+        // The box first: once a firmware started, nothing may fail any more.
+        let slot = KBox::<AneBound>::new_uninit(GFP_KERNEL)?;
+        // Power first: nothing below may touch the engine before every
+        // island is up.
+        attach_power_domains(pdev, soc, simulated)?;
+        let bound = match soc.backend {
+            BackendKind::HostDriven => probe_h13(pdev, soc, simulated)?,
+            BackendKind::Firmware => probe_h14(pdev, soc, simulated)?,
+        };
+        Ok(slot.write(bound))
+    }
+
+    fn unbind(pdev: &PlatformDev<'_>, this: &AneBound) {
+        dev_info!(pdev.device(), "unbinding {:?}\n", this.soc.id);
+        // Queued jobs end as aborted and the running one finishes; after
+        // this no job touches the hardware. The node goes away when the
+        // data is dropped, right after.
+        if let Some(e) = &this.engine {
+            e.shutdown();
+        }
+        if let Some(f) = &this.fw {
+            f.shutdown(pdev.device());
+        }
+    }
+
+    fn runtime_suspend(data: &AneBound) -> Result {
+        pr_debug!("{:?}: runtime suspend\n", data.soc.id);
+        if let Some(e) = &data.engine {
+            e.suspend();
+        }
+        // The handler checks the power state first; one already running
+        // finishes before the domains go down.
+        data.sync_irq();
+        // The simulated hardware loses its state like the real one.
+        #[cfg(ane_test)]
+        if let Some(sim) = &data.sim {
+            sim.power_down();
+        }
+        Ok(())
+    }
+
+    fn runtime_resume(data: &AneBound) -> Result {
+        pr_debug!("{:?}: runtime resume\n", data.soc.id);
+        #[cfg(ane_test)]
+        if let Some(sim) = &data.sim {
+            sim.power_up();
+        }
+        if let Some(e) = &data.engine {
+            e.resume();
+        }
+        Ok(())
+    }
+
+    fn autosuspend_delay_ms() -> i32 {
+        ext::param::get(module_parameters::autosuspend_ms.value())
+    }
+
+    fn sleep_begin(data: &AneBound) -> Result {
+        // A job holds a runtime-PM reference, which the forced suspend that
+        // follows ignores: no job may be running when the power goes.
+        if let Some(e) = &data.engine {
+            let queued = e.pause();
+            pr_info!(
+                "{:?}: system sleep: no job running, {} queued until resume\n",
+                data.soc.id,
+                queued
+            );
+        }
+        Ok(())
+    }
+
+    fn sleep_end(data: &AneBound) {
+        if let Some(e) = &data.engine {
+            e.unpause();
+        }
+        pr_debug!("{:?}: system sleep over, jobs resumed\n", data.soc.id);
+    }
+}
+
+impl Drop for AneBound {
+    fn drop(&mut self) {
+        // The interrupt first (no handler runs after this), then the
+        // register windows: whatever outlives the binding (the engine, the
+        // firmware) can no longer reach the hardware. Devres unmaps the
+        // windows after this.
+        self.irq = None;
+        for w in self.windows.iter() {
+            w.revoke();
+        }
+    }
+}
