@@ -877,7 +877,7 @@ impl FwModel {
         }
         let (status, reply) = match h.opcode {
             msg::OP_CONFIG_GET => self.config_get(head),
-            msg::OP_PROGRAM_LOAD_PLACEHOLDER => self.load(mem, head),
+            msg::OP_PROGRAM_LOAD => self.load(mem, head),
             msg::OP_PROC_CREATE => self.proc_create(mem, head),
             msg::OP_PROCEDURE_CALL => (self.call(mem, exec, dva, head), None),
             msg::OP_CH_PROPERTY_WRITE => match msg::decode_property_write(head) {

@@ -11,16 +11,13 @@
 //! | opcode | command | bytes | fields |
 //! |---|---|---|---|
 //! | 0x03 | CONFIG_GET | 0x10 | reply: word +0x08 nonzero |
-//! | ? | PROGRAM_LOAD | 0x1C0 | section record `id` at `+0x08 + (id−1)·0x30`: `+0 u32 1`, `+4 id`, `+0x18 u64 iova`, `+0x20 u64 size`; ProgramId `0xFFFFFFFF` at +0x1B8, replaced by the reply |
+//! | 0x200 | PROGRAM_LOAD | 0x1C0 | section record `id` at `+0x08 + (id−1)·0x30`: `+0 u32 1`, `+4 id`, `+0x18 u64 iova`, `+0x20 u64 size`; ProgramId `0xFFFFFFFF` at +0x1B8, replaced by the reply |
 //! | 0x202 | PROC_CREATE | 0x10 | program +0x08, `0xFFFFFFFF` at +0x0C, replaced by the process id |
 //! | 0x204 | PROCEDURE_CALL | 0x60 + n·0x30 | program +0x08, process +0x0C, `u64 0` +0x10, priority +0x18, cookie `u64` +0x20, count +0x28; record `i` at `+0x60 + i·0x30`: `+0 u32 1`, `+4 buffer id`, `+8 type` (0 in, 1 out), `+0x18 iova`, `+0x20 size` |
 //! | 0x1f | CH_PROPERTY_WRITE | see below | channel 0, property 0x10aa, value 1 (`fw_perf_mode`) |
 //!
 //! Not found in the reference material, and chosen here:
 //!
-//! - the PROGRAM_LOAD opcode: [`OP_PROGRAM_LOAD_PLACEHOLDER`] (0x201, the
-//!   gap below PROC_CREATE 0x202 and PROCEDURE_CALL 0x204) — **unconfirmed**,
-//!   to be replaced by the real value before this reaches hardware;
 //! - the CH_PROPERTY_WRITE layout: `u32 channel @+0x08, u32 property
 //!   @+0x0C, u64 value @+0x10`, 0x18 bytes ([`PROPERTY_WRITE_LEN`]);
 //! - the widths of PROCEDURE_CALL's priority and count: written as `u32`
@@ -45,9 +42,14 @@ pub const MAX_MESSAGE: usize = 0x4000;
 pub const OP_CONFIG_GET: u16 = 0x03;
 /// CH_PROPERTY_WRITE.
 pub const OP_CH_PROPERTY_WRITE: u16 = 0x1f;
-/// PROGRAM_LOAD: **placeholder**, the opcode is not in the reference
-/// material (see the module documentation).
-pub const OP_PROGRAM_LOAD_PLACEHOLDER: u16 = 0x201;
+/// PROGRAM_LOAD (`CSNE_CMD_LOAD_PROGRAM`): 0x200, as omarchy-ane's
+/// `ane/t6021/ane_t6021.h` at `006f99f94e7b8ade510c982b6143a4ac7c132747`
+/// sends it to the firmware that ran inference on T6021. 0x201 is
+/// [`OP_PROGRAM_UNLOAD`].
+pub const OP_PROGRAM_LOAD: u16 = 0x200;
+/// `CSNE_CMD_UNLOAD_PROGRAM` in the firmware's command table: never sent
+/// with a program image (the driver sent its LOAD as 0x201 before).
+pub const OP_PROGRAM_UNLOAD: u16 = 0x201;
 /// PROC_CREATE.
 pub const OP_PROC_CREATE: u16 = 0x202;
 /// PROCEDURE_CALL.
@@ -300,11 +302,11 @@ fn load_record(id: u32) -> usize {
     LOAD_RECORDS + (id as usize).saturating_sub(1) * LOAD_RECORD_LEN
 }
 
-/// Encodes PROGRAM_LOAD with the placeholder opcode; returns its length.
+/// Encodes PROGRAM_LOAD; returns its length.
 pub fn encode_program_load(out: &mut [u8], sections: &[SectionRef]) -> Result<usize, MsgError> {
     check_sections(sections)?;
     let len = PROGRAM_LOAD_LEN;
-    let msg = start(out, len, OP_PROGRAM_LOAD_PLACEHOLDER)?;
+    let msg = start(out, len, OP_PROGRAM_LOAD)?;
     for s in sections {
         let r = load_record(s.id);
         field(put_u32(msg, r, 1), len)?;
@@ -441,7 +443,7 @@ pub fn config_get_reply(buf: &[u8]) -> Result<u32, MsgError> {
 
 /// Decodes a PROGRAM_LOAD reply: the ProgramId.
 pub fn program_load_reply(buf: &[u8]) -> Result<u32, MsgError> {
-    check_reply(buf, OP_PROGRAM_LOAD_PLACEHOLDER)?;
+    check_reply(buf, OP_PROGRAM_LOAD)?;
     match word(buf, LOAD_PROGRAM_ID, PROGRAM_LOAD_LEN)? {
         ID_PLACEHOLDER => Err(MsgError::NoId),
         id => Ok(id),
@@ -478,7 +480,7 @@ fn command(buf: &[u8], opcode: u16, len: usize) -> Result<(), MsgError> {
 /// Decodes a PROGRAM_LOAD command (the firmware side).
 pub fn decode_program_load(buf: &[u8]) -> Result<LoadCmd, MsgError> {
     let len = PROGRAM_LOAD_LEN;
-    command(buf, OP_PROGRAM_LOAD_PLACEHOLDER, len)?;
+    command(buf, OP_PROGRAM_LOAD, len)?;
     let mut cmd = LoadCmd::default();
     for slot in 0..MAX_SECTIONS {
         let id = slot as u32 + 1;
@@ -711,7 +713,9 @@ mod tests {
         let mut b = [0u8; PROGRAM_LOAD_LEN];
         let secs = [sec(3), sec(1), sec(9)];
         assert_eq!(encode_program_load(&mut b, &secs), Ok(0x1c0));
-        assert_eq!(u16_at(&b, 4), Some(OP_PROGRAM_LOAD_PLACEHOLDER));
+        assert_eq!(u16_at(&b, 4), Some(OP_PROGRAM_LOAD));
+        // The record's value, not the unload command next to it.
+        assert_eq!(u16_at(&b, 4), Some(0x200));
         // Record of id 3 at 0x08 + 2 * 0x30.
         assert_eq!(u32_at(&b, 0x68), Some(1));
         assert_eq!(u32_at(&b, 0x6c), Some(3));

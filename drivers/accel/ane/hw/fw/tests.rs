@@ -566,7 +566,7 @@ fn the_257th_program_is_refused() {
     assert_eq!(
         load(&mut bus, &mut host, &secs),
         Err(ExchangeError::Msg(MsgError::Status {
-            opcode: OP_PROGRAM_LOAD_PLACEHOLDER,
+            opcode: OP_PROGRAM_LOAD,
             status: status::TABLE_FULL
         }))
     );
@@ -885,7 +885,7 @@ fn shared_malloc_refusal_leaves_no_program_memory() {
     assert_eq!(
         load(&mut bus, &mut host, &secs),
         Err(ExchangeError::Msg(MsgError::Status {
-            opcode: OP_PROGRAM_LOAD_PLACEHOLDER,
+            opcode: OP_PROGRAM_LOAD,
             status: status::NO_MEMORY
         }))
     );
@@ -902,7 +902,7 @@ fn decoders_never_panic_on_arbitrary_bytes() {
             b[..4].fill(0);
             let op = [
                 OP_CONFIG_GET,
-                OP_PROGRAM_LOAD_PLACEHOLDER,
+                OP_PROGRAM_LOAD,
                 OP_PROC_CREATE,
                 OP_PROCEDURE_CALL,
                 OP_CH_PROPERTY_WRITE,
@@ -988,7 +988,7 @@ fn model_survives_garbage_commands() {
         m[..4].fill(0);
         let op = [
             OP_CONFIG_GET,
-            OP_PROGRAM_LOAD_PLACEHOLDER,
+            OP_PROGRAM_LOAD,
             OP_PROC_CREATE,
             OP_PROCEDURE_CALL,
             0x99,
