@@ -268,6 +268,10 @@ ane_module! {
         default: 0,
         description: "Test flavour only: 1 = emit a kernel WARNING at load, to prove the test harness catches it",
     },
+    selftest_kasan: u32 {
+        default: 0,
+        description: "Test flavour only: 1 = read one byte past a kmalloc'd buffer at load, to prove the sanitizer kernel's harness catches the KASAN report",
+    },
     sim_soc: u32 {
         default: 0,
         description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6001, 0x6021)",
@@ -275,6 +279,10 @@ ane_module! {
     sim_fw_faults: u32 {
         default: 0,
         description: "Test flavour only: faults the simulated T602x firmware injects (hw::fw::model::Faults bits; read at bind)",
+    },
+    sim_node: u32 {
+        default: 0,
+        description: "Test flavour only: the device-tree node shape the simulated device stands for: 0 = this driver's overlay, 1 = no reg-names and AsahiLinux PR #584's power-domain count (read at bind)",
     },
     sim_irq: u32 {
         default: 0,
@@ -289,6 +297,12 @@ mod selftest {
     pub(crate) fn on_load() {
         if crate::ext::param::on(crate::module_parameters::selftest_warn.value()) {
             kernel::warn_on!(true);
+        }
+        if crate::ext::param::on(crate::module_parameters::selftest_kasan.value()) {
+            // SAFETY: The function takes no argument and touches only a
+            // buffer it allocates and frees itself; its out-of-bounds read
+            // is the deliberate KASAN report, its only effect.
+            unsafe { crate::ext::glue::ane_glue_selftest_kasan() };
         }
     }
 }

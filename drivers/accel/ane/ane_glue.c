@@ -32,6 +32,7 @@
 #include <linux/of_device.h>
 #include <linux/of_irq.h>
 #include <linux/platform_device.h>
+#include <linux/random.h>
 #include <linux/pm_domain.h>
 #include <linux/pm_qos.h>
 #include <linux/pm_runtime.h>
@@ -227,13 +228,40 @@ void ane_glue_release_firmware(void *fw)
 
 /* ---- register windows -------------------------------------------------- */
 
+static void ane_glue_iounmap(void *addr);
+
+/*
+ * Maps @res without requesting it (another driver owns part of it),
+ * non-posted where the bus says so, as devm_ioremap_resource() would; the
+ * mapping goes away with the binding.
+ */
+static void __iomem *ane_glue_map_shared(struct device *dev,
+					 const struct resource *res)
+{
+	void __iomem *base;
+
+	if (res->flags & IORESOURCE_MEM_NONPOSTED)
+		base = ioremap_np(res->start, resource_size(res));
+	else
+		base = ioremap(res->start, resource_size(res));
+	if (!base)
+		return IOMEM_ERR_PTR(-ENOMEM);
+	if (devm_add_action_or_reset(dev, ane_glue_iounmap, (void __force *)base))
+		return IOMEM_ERR_PTR(-ENOMEM);
+	return base;
+}
+
 /*
  * Maps the device's memory resource @name (or, when @name is NULL, its
- * first one), which must span at least @min_size bytes. Unmapped by devres
- * after remove(); the Rust side revokes its accessors in remove().
+ * first one), which must span at least @min_size bytes, and stores its
+ * physical start in @phys. With @claim the region is requested (the
+ * device owns it alone); without, it is only mapped: the H14 block's
+ * window contains the DARTs and the mailbox, whose drivers request their
+ * own ranges, and the pmgr window lies inside the PMGR node. Unmapped by
+ * devres after remove(); the Rust side revokes its accessors in remove().
  */
 int ane_glue_ioremap(struct platform_device *pdev, const char *name,
-		     size_t min_size, void __iomem **out)
+		     size_t min_size, bool claim, void __iomem **out, u64 *phys)
 {
 	struct resource *res;
 	void __iomem *base;
@@ -246,11 +274,39 @@ int ane_glue_ioremap(struct platform_device *pdev, const char *name,
 		return -ENODEV;
 	if (resource_size(res) < min_size)
 		return -EINVAL;
-	base = devm_ioremap_resource(&pdev->dev, res);
+	if (claim)
+		base = devm_ioremap_resource(&pdev->dev, res);
+	else
+		base = ane_glue_map_shared(&pdev->dev, res);
 	if (IS_ERR(base))
 		return PTR_ERR(base);
 	*out = base;
+	*phys = res->start;
 	return 0;
+}
+
+#ifdef ANE_TEST
+/*
+ * Test flavour only: provoke one KASAN report, a read one byte past a
+ * kmalloc'd buffer, so the QEMU harness can prove it fails a run on it
+ * (the sanitizer kernel's canary). Never built for users.
+ */
+void ane_glue_selftest_kasan(void)
+{
+	volatile size_t past = 8;
+	volatile char *p = kmalloc(8, GFP_KERNEL);
+
+	if (!p)
+		return;
+	(void)p[past];
+	kfree((void *)p);
+}
+#endif
+
+/* A random u64 (the firmware's per-boot stack guard). */
+u64 ane_glue_random_u64(void)
+{
+	return get_random_u64();
 }
 
 u32 ane_glue_readl(const void __iomem *addr)
@@ -446,15 +502,9 @@ int ane_glue_dart_map(struct platform_device *pdev, unsigned int index,
 		return ret;
 	if (resource_size(&res) < min_size)
 		return -EINVAL;
-	if (res.flags & IORESOURCE_MEM_NONPOSTED)
-		base = ioremap_np(res.start, resource_size(&res));
-	else
-		base = ioremap(res.start, resource_size(&res));
-	if (!base)
-		return -ENOMEM;
-	ret = devm_add_action_or_reset(dev, ane_glue_iounmap, (void __force *)base);
-	if (ret)
-		return ret;
+	base = ane_glue_map_shared(dev, &res);
+	if (IS_ERR(base))
+		return PTR_ERR(base);
 	*regs = base;
 	return 0;
 }

@@ -48,7 +48,11 @@ int ane_glue_request_firmware(struct device *dev, const char *name,
 void ane_glue_release_firmware(void *fw);
 
 int ane_glue_ioremap(struct platform_device *pdev, const char *name,
-		     size_t min_size, void __iomem **out);
+		     size_t min_size, bool claim, void __iomem **out, u64 *phys);
+u64 ane_glue_random_u64(void);
+#ifdef ANE_TEST
+void ane_glue_selftest_kasan(void);
+#endif
 u32 ane_glue_readl(const void __iomem *addr);
 void ane_glue_writel(u32 val, void __iomem *addr);
 u64 ane_glue_readq(const void __iomem *addr);

@@ -249,10 +249,13 @@ impl Engine {
         // UAPI priorities 0..=2 onto the firmware's 2..=7.
         let priority = 2 + 2 * job.priority.min(2);
         job.mark_started();
-        Outcome {
-            status: fw.call(&p, priority, &job.io),
-            fault: 0,
+        let status = fw.call(&p, priority, &job.io);
+        if status != job_status::DONE {
+            // The firmware saw the buffers' addresses and, without its
+            // finish event, may still write there.
+            fw.park(res);
         }
+        Outcome { status, fault: 0 }
     }
 
     /// Stops the engine at unbind: queued jobs are aborted, the running one

@@ -35,7 +35,8 @@ pub(crate) fn get_param(
         param::MAX_PROGRAM_SIZE => dev.limits.program_max,
         param::FW_STATE => dev.firmware().map_or(uapi::fw_state::NONE, |f| f.state()),
         param::FW_FAIL_STEP => dev.firmware().map_or(0, |f| f.fail_step()),
-        p if (param::FW_CAPTURE0..param::COUNT).contains(&p) => dev
+        param::IDENT => uapi::IDENT_MAGIC,
+        p if (param::FW_CAPTURE0..param::FW_CAPTURE0 + param::FW_CAPTURE_COUNT).contains(&p) => dev
             .firmware()
             .and_then(|f| f.captured(p - param::FW_CAPTURE0))
             .ok_or(EINVAL)?,

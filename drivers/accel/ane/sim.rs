@@ -485,15 +485,29 @@ pub(crate) struct SimPageTable(Arc<SimPt>);
 /// Device addresses a running job reaches: its first TD and its slots.
 type Live = [u64; crate::hw::td::BAR_SLOTS + 1];
 
-#[pin_data]
+#[pin_data(PinnedDrop)]
 struct SimPt {
     #[pin]
     maps: Mutex<KVec<SimMap>>,
+    /// Attached to the device for its lifetime (the H14 address space):
+    /// it must be detached before the table goes.
+    device_wide: AtomicBool,
     /// While the engine may be running a job through this table: the
     /// addresses it reaches. Unmapping one of them then is the driver
     /// freeing memory under a running engine.
     #[pin]
     live: Mutex<Option<Live>>,
+}
+
+#[pinned_drop]
+impl PinnedDrop for SimPt {
+    fn drop(self: Pin<&mut Self>) {
+        if self.device_wide.load(Ordering::Acquire) {
+            // The judge fails a run on this line (tools/qemu/judge.sh): on
+            // hardware this is an IOMMU domain freed while attached.
+            pr_err!("ane-sim: FREED-ATTACHED: a device-wide page table was freed while attached\n");
+        }
+    }
 }
 
 impl SimPageTable {
@@ -502,10 +516,22 @@ impl SimPageTable {
         Ok(Self(Arc::pin_init(
             pin_init!(SimPt {
                 maps <- new_mutex!(KVec::new()),
+                device_wide: AtomicBool::new(false),
                 live <- new_mutex!(None),
             }),
             GFP_KERNEL,
         )?))
+    }
+
+    /// Marks the table attached to the device for its lifetime, as the
+    /// hardware path attaches its IOMMU domain.
+    pub(crate) fn attach_device(&self) {
+        self.0.device_wide.store(true, Ordering::Release);
+    }
+
+    /// Detaches it again.
+    pub(crate) fn detach_device(&self) {
+        self.0.device_wide.store(false, Ordering::Release);
     }
 
     /// Another handle on the same page table.

@@ -12,6 +12,8 @@
 //! The page tables are an [`AddressSpace`]: on hardware an IOMMU (DART)
 //! domain, on the simulator a software page table with the same interface.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use kernel::{
     device,
     prelude::*,
@@ -75,6 +77,15 @@ impl AddressSpace {
         }
     }
 
+    fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
+        match self {
+            AddressSpace::Iommu(d) => d.domain.map_phys(iova, pa, size),
+            // The simulator has no device registers to map.
+            #[cfg(ane_test)]
+            AddressSpace::Sim(_) => Err(EINVAL),
+        }
+    }
+
     fn unmap(&self, iova: u64, size: u64) {
         match self {
             AddressSpace::Iommu(d) => d.domain.unmap(iova, size),
@@ -84,10 +95,39 @@ impl AddressSpace {
     }
 }
 
-/// An IOMMU domain and the engine device it is attached to for jobs.
+impl AddressSpace {
+    /// Attaches the space to the device for the device's lifetime (H14:
+    /// the firmware reaches it at any time). Dropping the space detaches it
+    /// first, so the IOMMU never keeps a freed domain.
+    pub(crate) fn attach_device(&self) -> Result {
+        match self {
+            AddressSpace::Iommu(d) => d.attach(),
+            #[cfg(ane_test)]
+            AddressSpace::Sim(pt) => {
+                pt.attach_device();
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Drop for AddressSpace {
+    fn drop(&mut self) {
+        match self {
+            AddressSpace::Iommu(d) => d.detach_if_attached(),
+            #[cfg(ane_test)]
+            AddressSpace::Sim(pt) => pt.detach_device(),
+        }
+    }
+}
+
+/// An IOMMU domain and the engine device it is attached to (per job on H13,
+/// for the device's lifetime on H14).
 pub(crate) struct IommuSpace {
     domain: IommuDomain,
     dev: ARef<device::Device>,
+    /// The domain is attached: it must be detached before it is freed.
+    attached: AtomicBool,
 }
 
 impl IommuSpace {
@@ -96,17 +136,28 @@ impl IommuSpace {
         Ok(Self {
             domain: IommuDomain::new(dev)?,
             dev: dev.into(),
+            attached: AtomicBool::new(false),
         })
     }
 
     /// Attaches the domain to the engine.
     pub(crate) fn attach(&self) -> Result {
-        self.domain.attach(&self.dev)
+        self.domain.attach(&self.dev)?;
+        self.attached.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// Detaches it again.
     pub(crate) fn detach(&self) {
+        self.attached.store(false, Ordering::Release);
         self.domain.detach(&self.dev)
+    }
+
+    /// Detaches it if it is attached (before the domain is freed).
+    fn detach_if_attached(&self) {
+        if self.attached.swap(false, Ordering::AcqRel) {
+            self.domain.detach(&self.dev)
+        }
     }
 }
 
@@ -186,6 +237,21 @@ impl Vm {
             vm: self.clone(),
             iova,
             size: bo.size() as u64,
+            fixed: true,
+        })
+    }
+}
+
+impl Vm {
+    /// Maps the device-register page(s) `[pa, pa + size)` at `iova`, an
+    /// address outside the allocator's window that the caller reserved (the
+    /// H14 firmware reaches its PMU page at IOVA == PA).
+    pub(crate) fn map_phys(self: &Arc<Self>, iova: u64, pa: u64, size: u64) -> Result<Mapping> {
+        self.space.map_phys(iova, pa, size)?;
+        Ok(Mapping {
+            vm: self.clone(),
+            iova,
+            size,
             fixed: true,
         })
     }

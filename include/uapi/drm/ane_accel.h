@@ -24,7 +24,27 @@
 extern "C" {
 #endif
 
-#define DRM_ANE_ABI_VERSION 1
+/*
+ * The ABI version, also reported as the DRM driver version major
+ * (DRM_IOCTL_VERSION). Other ANE drivers register the same DRM name "ane"
+ * with a different ioctl set: eiln/ane, omarchy-ane's ane.ko and the
+ * in-tree port in Aurora kernels report major 1 (their ABI 1, M1),
+ * omarchy-ane's ane_t6021.ko major 2 (ABI 2, M2), and their libane takes
+ * any "ane" node with major 1 or 2 for one of its own. This driver's
+ * versions therefore start at 100, far above the one-per-SoC-generation
+ * numbers that family assigns, so none of its clients mistakes this node
+ * for theirs. ABI 100 is the ABI once reported as 1, plus
+ * DRM_ANE_PARAM_IDENT.
+ *
+ * Userspace identifies this driver by DRM_IOCTL_VERSION first (name "ane",
+ * major DRM_ANE_ABI_VERSION; no driver-private ioctl is sent to a node that
+ * fails this, since another "ane" driver gives these numbers other
+ * meanings), then by DRM_ANE_PARAM_IDENT returning DRM_ANE_IDENT_MAGIC.
+ */
+#define DRM_ANE_ABI_VERSION 100
+
+/* The value of DRM_ANE_PARAM_IDENT: ASCII "aneaccel", fixed forever. */
+#define DRM_ANE_IDENT_MAGIC 0x616e65616363656cULL
 
 #define DRM_ANE_GET_PARAM 0x00
 #define DRM_ANE_BO_CREATE 0x01
@@ -50,7 +70,12 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
 	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
 	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
-	DRM_ANE_PARAM_FW_FAIL_STEP = 14, /* H14: release step that failed (1-based), 0 if none */
+	/*
+	 * H14: release step that failed, 0 if none: 1 preflight, 2 grant
+	 * writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
+	 * 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack.
+	 */
+	DRM_ANE_PARAM_FW_FAIL_STEP = 14,
 	/*
 	 * H14: registers captured when the firmware failed to start, at
 	 * DRM_ANE_PARAM_FW_CAPTURE0 + i for i < DRM_ANE_PARAM_FW_CAPTURE_COUNT:
@@ -61,6 +86,7 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_FW_CAPTURE0 = 15,
 	/* 15 + DRM_ANE_PARAM_FW_CAPTURE_COUNT = 28: */
 	DRM_ANE_PARAM_BO_CLIENT_MAX = 28, /* cap on the BOs of one open file, bytes */
+	DRM_ANE_PARAM_IDENT = 29,	/* DRM_ANE_IDENT_MAGIC */
 };
 #define DRM_ANE_PARAM_FW_CAPTURE_COUNT 13
 
@@ -213,7 +239,8 @@ struct drm_ane_wait {
 	 * out: where the job's time went, CLOCK_MONOTONIC ns (0 where it never
 	 * got): when EXEC queued it, when the engine was handed it, when its
 	 * end was seen. (The caller's clock after WAIT returns gives the
-	 * wake-up.) Appended in ABI 1: older callers pass the 32-byte struct,
+	 * wake-up.) Appended in the ABI once reported as 1: older callers
+	 * pass the 32-byte struct,
 	 * which the DRM core zero-extends.
 	 */
 	__u64 queued_ns;

@@ -8,9 +8,9 @@
 fwdir=/lib/firmware/apple/ane
 mkdir -p "$fwdir"
 
-# expect FAULT_BITS STATE STEP CAPTURE
+# expect FAULT_BITS STATE STEP CAPTURE [MODPROBE_ARGS...]
 expect() {
-	modprobe ane sim_soc=0x6021 sim_fw_faults="$1"
+	modprobe ane sim_soc=0x6021 sim_fw_faults="$1" ${5:+$5}
 	[ -c /dev/accel/accel0 ] || fail "faults $1: no accel node (the device must stay bound)"
 	ane-ioctl-tests --fw-expect "$2" "$3" "$4" || fail "faults $1"
 	modprobe -r ane
@@ -37,21 +37,40 @@ ane-ioctl-tests --fw-expect running 0 no || fail "rtkit=1"
 dmesg | grep -q "RTKit: the node has no mailbox; channel transport only" || fail "no RTKit message"
 modprobe -r ane
 expect 64 failed 1 no    # ISLAND_OFF: preflight refuses, no register read
-expect 1 failed 5 yes    # NO_READY
-expect 2 failed 8 yes    # BAD_DONE
-expect 32 failed 9 yes   # BAD_CHANNEL_TABLE
+expect 1 failed 6 yes    # NO_READY
+# What a T6021 owner sees: ane-probe info names the failed step and the
+# captured registers.
+modprobe ane sim_soc=0x6021 sim_fw_faults=1
+ane-probe info > /tmp/info.txt
+grep -q "fw=failed" /tmp/info.txt || fail "info: no failed firmware"
+grep -q "failed at release step 6 (READY)" /tmp/info.txt || fail "info: no failed step"
+grep -q "CPU_STATUS=0x28" /tmp/info.txt || fail "info: no captured registers"
+modprobe -r ane
+expect 2 failed 9 yes    # BAD_DONE
+expect 32 failed 10 yes  # BAD_CHANNEL_TABLE
 expect 4 failed 0 no     # STALLED_RING: CONFIG_GET times out
 expect 8 failed 0 no     # ERROR_STATUS: CONFIG_GET answered with an error
 expect 16 running 0 no   # MISSING_FINISH only affects calls
+expect 256 running 0 no  # BAD_EVENT_POINTER only affects calls
+# SHAREDMALLOC_HOG: the firmware asks for 2 MiB buffers until the host
+# refuses (here at the 32 MiB device cap): the exchange in flight
+# (CONFIG_GET) fails, and the start with it.
+expect 128 failed 0 no "bo_total_mb=32"
+dmesg | grep -q "CONFIG_GET exchange failed: SharedMalloc" || fail "no SHAREDMALLOC refusal in the log"
 # The firmware path: compiled fixtures loaded as sections run through
 # PROGRAM_LOAD, PROC_CREATE and CALL (the simulated coprocessor executes
 # them on the H13 engine model) and match the CPU reference.
 modprobe ane sim_soc=0x6021
 ane-ioctl-tests --h14 || fail "h14 suite"
+# doctor on the simulated M2 Max: the firmware rung runs and passes.
+ane-probe doctor --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed on T6021"; }
+grep -q "^ok   firmware" /tmp/doctor.txt || fail "doctor: no firmware rung on T6021"
 modprobe -r ane
 # Faults in a running firmware: an error status, a missing finish event,
-# a stalled ring. Each fails the call and quarantines the firmware.
-for f in 8 16 4; do
+# a stalled ring, an event pointer outside the host's memory. Each fails
+# the call and quarantines the firmware. (SHAREDMALLOC_HOG, 128, is tested
+# above at start, under a small device cap.)
+for f in 8 16 4 256; do
 	modprobe ane sim_soc=0x6021
 	ane-ioctl-tests --h14-fault "$f" || fail "h14 fault $f"
 	modprobe -r ane

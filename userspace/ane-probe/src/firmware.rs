@@ -8,9 +8,12 @@
 //! with `--ipsw` ([`crate::ipsw`]). An `.im4p` is a DER sequence
 //! `{ "IM4P", type, description, payload, … }` whose payload is stored
 //! uncompressed for this file, so unwrapping it needs no decompressor. The
-//! payload must be the arm64 Mach-O the driver pins (size, SHA-256, load
-//! commands, segments, entry: `ane::hw::fw::image::T6021_PIN`), checked
-//! here with the very code the kernel runs.
+//! payload must be the arm64 Mach-O the driver pins (size, SHA-256, and the
+//! exact shape: MH_PRELOAD, 5 load commands in 0x960 bytes, flags 0x1,
+//! `__TEXT` and `__DATA` at their pinned geometry, a thread state with pc
+//! 0: `ane::hw::fw::image::T6021_PIN`), checked here with the very code the
+//! kernel runs. A refusal names the first field that differs and both
+//! values.
 
 use std::path::PathBuf;
 
@@ -158,8 +161,8 @@ pub fn firmware(json: bool, args: &FirmwareArgs) -> Result<u8, Error> {
     };
     let pin = &image::T6021_PIN;
     let digest = sha256::digest(payload);
-    let structure = image::parse(payload).map_err(|e| format!("{e:?}"));
-    let pinned = pin.check(payload).map_err(|e| format!("{e:?}"));
+    let structure = image::parse(payload).map_err(|e| e.to_string());
+    let pinned = pin.check(payload).map_err(|e| e.to_string());
     let ok = pinned.is_ok();
     if json {
         let v = serde_json::json!({

@@ -11,7 +11,8 @@
 //! Objects are created with their pages allocated and pinned, since the
 //! driver maps them into a device address space at creation. mmap goes
 //! through the DRM fake offset (`drm_gem_mmap` → the shmem helper) and maps
-//! write-combined. dma-buf export is refused: a buffer belongs to the file
+//! cached (`set_map_wc(false)`: the device side is mapped `IOMMU_CACHE`, see
+//! `ext::iommu`). dma-buf export is refused: a buffer belongs to the file
 //! that created it.
 
 use core::{

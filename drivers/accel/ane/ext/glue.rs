@@ -62,8 +62,13 @@ extern "C" {
         pdev: *mut c_void,
         name: *const u8,
         min_size: usize,
+        claim: bool,
         out: *mut *mut c_void,
+        phys: *mut u64,
     ) -> c_int;
+    pub(crate) fn ane_glue_random_u64() -> u64;
+    #[cfg(ane_test)]
+    pub(crate) fn ane_glue_selftest_kasan();
     pub(crate) fn ane_glue_readl(addr: *const c_void) -> u32;
     pub(crate) fn ane_glue_writel(val: u32, addr: *mut c_void);
     pub(crate) fn ane_glue_readq(addr: *const c_void) -> u64;
@@ -124,4 +129,10 @@ pub(crate) unsafe fn device_from_raw<'a>(dev: *mut bindings::device) -> &'a kern
     // SAFETY: `device::Device` is a transparent wrapper of `struct device`;
     // the caller guarantees validity for `'a`.
     unsafe { &*dev.cast::<kernel::device::Device>() }
+}
+
+/// A random `u64` from the kernel's generator.
+pub(crate) fn random_u64() -> u64 {
+    // SAFETY: `get_random_u64` has no preconditions.
+    unsafe { ane_glue_random_u64() }
 }

@@ -28,6 +28,9 @@ pub struct IoWindow {
     #[pin]
     base: SpinLock<usize>,
     len: usize,
+    /// The physical address of the first byte (0 for windows mapped
+    /// otherwise).
+    phys: u64,
 }
 
 impl IoWindow {
@@ -35,17 +38,39 @@ impl IoWindow {
     /// one) of `pdev`, which must span at least `len` bytes. Mapping touches
     /// no register. `ENODEV` when there is no such resource.
     pub fn map(pdev: &PlatformDev<'_>, name: Option<&CStr>, len: usize) -> Result<Arc<Self>> {
+        Self::map_inner(pdev, name, len, true)
+    }
+
+    /// As [`IoWindow::map`], without requesting the region: for a window
+    /// other drivers' ranges lie inside (the H14 block holds the DARTs and
+    /// the mailbox; its pmgr window lies inside the PMGR node).
+    pub fn map_unclaimed(
+        pdev: &PlatformDev<'_>,
+        name: Option<&CStr>,
+        len: usize,
+    ) -> Result<Arc<Self>> {
+        Self::map_inner(pdev, name, len, false)
+    }
+
+    fn map_inner(
+        pdev: &PlatformDev<'_>,
+        name: Option<&CStr>,
+        len: usize,
+        claim: bool,
+    ) -> Result<Arc<Self>> {
         let mut base: *mut c_void = core::ptr::null_mut();
+        let mut phys = 0u64;
         let name = name.map_or(core::ptr::null(), |n| n.as_char_ptr());
         // SAFETY: `pdev` is being probed; `name` is NULL or a C string;
-        // `base` is a valid out pointer.
+        // `base` and `phys` are valid out pointers.
         kernel::error::to_result(unsafe {
-            glue::ane_glue_ioremap(pdev.as_raw(), name, len, &mut base)
+            glue::ane_glue_ioremap(pdev.as_raw(), name, len, claim, &mut base, &mut phys)
         })?;
         Arc::pin_init(
             pin_init!(Self {
                 base <- new_spinlock!(base as usize),
                 len,
+                phys,
             }),
             GFP_KERNEL,
         )
@@ -73,6 +98,7 @@ impl IoWindow {
             pin_init!(Self {
                 base <- new_spinlock!(base as usize),
                 len,
+                phys: 0,
             }),
             GFP_KERNEL,
         )?;
@@ -114,6 +140,11 @@ impl IoWindow {
     pub fn write64(&self, off: usize, val: u64) {
         // SAFETY: As in `read32`.
         self.access(off, 8, |a| unsafe { glue::ane_glue_writeq(val, a) });
+    }
+
+    /// The physical address of the window's first byte (0 if unknown).
+    pub fn phys(&self) -> u64 {
+        self.phys
     }
 
     /// Revokes the window: from now on no access reaches the hardware. Waits

@@ -62,6 +62,35 @@ impl IommuDomain {
         Ok(())
     }
 
+    /// Maps the physical range `[pa, pa + size)` (device registers, not RAM)
+    /// at `iova`, readable and writable, not cacheable, and checks that the
+    /// translation reads back.
+    pub fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
+        let iova_ul = usize::try_from(iova).map_err(|_| EINVAL)?;
+        let len = usize::try_from(size).map_err(|_| EINVAL)?;
+        let prot = (bindings::IOMMU_READ | bindings::IOMMU_WRITE) as i32;
+        // SAFETY: The domain is live; the caller names a device-register
+        // range, which no one frees.
+        kernel::error::to_result(unsafe {
+            bindings::iommu_map(
+                self.0.as_ptr(),
+                iova_ul,
+                pa as bindings::phys_addr_t,
+                len,
+                prot,
+                bindings::GFP_KERNEL,
+            )
+        })?;
+        // SAFETY: The domain is live.
+        let back =
+            unsafe { bindings::iommu_iova_to_phys(self.0.as_ptr(), iova as bindings::dma_addr_t) };
+        if back as u64 != pa {
+            self.unmap(iova, size);
+            return Err(EIO);
+        }
+        Ok(())
+    }
+
     /// Unmaps `[iova, iova + size)`; the IOMMU core flushes the IOTLB before
     /// returning.
     pub fn unmap(&self, iova: u64, size: u64) {
@@ -90,8 +119,9 @@ impl IommuDomain {
 
 impl Drop for IommuDomain {
     fn drop(&mut self) {
-        // SAFETY: The domain was allocated by `new` and is not attached (the
-        // owner detaches it after every job).
+        // SAFETY: The domain was allocated by `new` and is not attached: its
+        // only owner, `vm::IommuSpace`, detaches it before it is dropped
+        // (`vm::AddressSpace`'s `Drop`).
         unsafe { bindings::iommu_domain_free(self.0.as_ptr()) };
     }
 }

@@ -283,7 +283,13 @@ impl H13 {
             h.cycled = false;
             core::mem::take(&mut h.jobs)
         };
-        for res in freed {
+        self.free_held(freed);
+    }
+
+    /// Frees held jobs the engine was proven not to use any more: each
+    /// address space is detached, then the resources dropped.
+    fn free_held(&self, jobs: KVec<JobRes>) {
+        for res in jobs {
             self.detach(res.vm.space());
         }
     }
@@ -452,9 +458,7 @@ impl H13 {
                 if self.drain_retained() {
                     pr_info!("task manager drained and idle; the engine is ready\n");
                     let freed = core::mem::take(&mut self.held.lock().jobs);
-                    for res in freed {
-                        self.detach(res.vm.space());
-                    }
+                    self.free_held(freed);
                     self.state.store(engine_state::READY, Ordering::Release);
                     return;
                 }
@@ -493,9 +497,7 @@ impl H13 {
         let jobs = core::mem::take(&mut h.jobs);
         if h.cycled {
             drop(h);
-            for res in jobs {
-                self.detach(res.vm.space());
-            }
+            self.free_held(jobs);
             return;
         }
         pr_err!(

@@ -26,7 +26,7 @@
 //! frees it, and keeps the module loaded (the simulator's firmware stops
 //! with its device, so the test flavour frees everything).
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use kernel::{
     prelude::*,
@@ -39,13 +39,13 @@ use crate::ext::{accel::Device, io::IoWindow};
 use crate::gem::{self, Bo};
 use crate::hw::fw::{
     boot::{self, BootError, BufKind, Captured, FwBuf, MemError},
-    chman::{ExchangeError, Host},
+    chman::{ExchangeError, Host, SharedBufs},
     image,
     msg::{self, CallArgs, IoRef, ProgramDigest, SectionRef},
-    regs,
+    patch, regs,
 };
 use crate::hw::uapi::{fw_state, job_status};
-use crate::vm::Vm;
+use crate::vm::{Mapping, Vm};
 use crate::AneDriver;
 
 /// Register access to the coprocessor.
@@ -130,12 +130,28 @@ impl FwRegs {
     fn simulated(&self) -> bool {
         !matches!(self, FwRegs::Hw { .. })
     }
+
+    /// The physical address of the `engine` window (the simulator stands
+    /// for a T6021 at its address).
+    fn engine_pa(&self) -> u64 {
+        match self {
+            FwRegs::Hw { engine, .. } => engine.phys(),
+            #[cfg(ane_test)]
+            FwRegs::Sim(_) => patch::T6021_ENGINE_BASE,
+        }
+    }
 }
 
-/// The firmware's memory: kernel BOs in the device-wide address space.
+/// The firmware's memory: kernel BOs in the device-wide address space,
+/// and the extra mappings the firmware needs (its image at the entry, the
+/// PMU page at IOVA == PA).
 struct FwMemory {
     vm: Arc<Vm>,
     bos: KVec<ARef<Bo>>,
+    maps: KVec<Mapping>,
+    /// The buffers allocated as `BufKind::Shared` (SHAREDMALLOC grants), in
+    /// order: the transport resolves event pointers through them.
+    shared: KVec<FwBuf>,
 }
 
 /// What the hardware-independent code runs on during one operation.
@@ -179,7 +195,7 @@ impl Ctx<'_> {
 }
 
 impl boot::FwMem for Ctx<'_> {
-    fn alloc(&mut self, _kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
+    fn alloc(&mut self, kind: BufKind, len: usize) -> Result<FwBuf, MemError> {
         let id = u32::try_from(self.mem.bos.len()).map_err(|_| MemError::NoMemory)?;
         let bo = gem::create_kernel(self.dev, &self.mem.vm, len as u64)
             .map_err(|_| MemError::NoMemory)?;
@@ -188,7 +204,16 @@ impl boot::FwMem for Ctx<'_> {
             .bos
             .push(bo, GFP_KERNEL)
             .map_err(|_| MemError::NoMemory)?;
-        Ok(FwBuf { id, dva, len })
+        let buf = FwBuf { id, dva, len };
+        if kind == BufKind::Shared {
+            // On failure the BO stays held (with the others); the refused
+            // grant quarantines the transport.
+            self.mem
+                .shared
+                .push(buf, GFP_KERNEL)
+                .map_err(|_| MemError::NoMemory)?;
+        }
+        Ok(buf)
     }
 
     fn write_bytes(&mut self, buf: &FwBuf, off: usize, src: &[u8]) -> Result<(), MemError> {
@@ -206,10 +231,15 @@ impl boot::FwMem for Ctx<'_> {
     }
 }
 
-/// The firmware's life, as GET_PARAM reports it.
+impl SharedBufs for Ctx<'_> {
+    fn shared_buf(&mut self, index: u32) -> Option<FwBuf> {
+        self.mem.shared.get(index as usize).copied()
+    }
+}
+
+/// The firmware's transport and memory, behind one lock: commands are
+/// serialised on it (as the record serialises them on its firmware lock).
 struct State {
-    /// A `fw_state` value.
-    state: u64,
     /// The failed boot step (`Step as u64 + 1`), 0 if none.
     fail_step: u64,
     /// Registers captured at the failure.
@@ -225,10 +255,17 @@ struct State {
     dev: Option<ARef<Device<AneDriver>>>,
     /// Programs loaded into the firmware, by digest.
     programs: KVec<([u8; 32], FwProgram)>,
-    /// The next call's cookie.
+    /// The next call's cookie. OA always sends 0xADD0; the firmware echoes
+    /// the cookie in the call's events, so a fresh one per call lets a
+    /// finish event be matched to its call (echo of other values: not
+    /// measured on hardware, see `hw::fw::msg`).
     next_cookie: u64,
     /// The optional RTKit session.
     rtkit: Option<crate::ext::rtkit::Rtkit>,
+    /// Resources of calls that failed after their buffers' addresses
+    /// reached the firmware: it may still touch them, so they are parked
+    /// until reboot (the record parks such buffers too).
+    parked: KVec<crate::job::JobRes>,
 }
 
 /// A program the firmware has loaded, with its process.
@@ -240,9 +277,10 @@ pub(crate) struct FwProgram {
     pub(crate) process: u32,
 }
 
-/// Programs the driver keeps loaded; the firmware's table holds 256, and a
-/// LOAD beyond it fails and quarantines (seed-repos.md §2).
-const MAX_PROGRAMS: usize = 250;
+/// Programs the driver keeps loaded; the firmware's table holds 256, never
+/// frees one, and a LOAD beyond it fails and quarantines (OA's cap,
+/// `hw::fw::msg::MAX_PROGRAMS`).
+const MAX_PROGRAMS: usize = msg::MAX_PROGRAMS;
 /// Polls of a PROGRAM_LOAD, PROC_CREATE or CALL reply and of a finish
 /// event: 5 s at [`REPLY_POLL_US`].
 const COMMAND_POLLS: u32 = 100_000;
@@ -252,6 +290,10 @@ const COMMAND_POLLS: u32 = 100_000;
 pub(crate) struct Firmware {
     #[pin]
     state: Mutex<State>,
+    /// The `fw_state` value, readable without waiting for a running call.
+    fw_state: AtomicU64,
+    /// The device-wide address space.
+    vm: Arc<Vm>,
     regs: FwRegs,
 }
 
@@ -270,17 +312,24 @@ impl Firmware {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
-                    state: fw_state::OFF,
                     fail_step: 0,
                     captured: None,
                     host: None,
-                    mem: FwMemory { vm, bos: KVec::new() },
+                    mem: FwMemory {
+                        vm: vm.clone(),
+                        bos: KVec::new(),
+                        maps: KVec::new(),
+                        shared: KVec::new(),
+                    },
                     released: false,
                     dev: None,
                     programs: KVec::new(),
                     next_cookie: 1,
                     rtkit: None,
+                    parked: KVec::new(),
                 }),
+                fw_state: AtomicU64::new(fw_state::OFF),
+                vm,
                 regs,
             }),
             GFP_KERNEL,
@@ -289,7 +338,11 @@ impl Firmware {
 
     /// The `fw_state` value.
     pub(crate) fn state(&self) -> u64 {
-        self.state.lock().state
+        self.fw_state.load(Ordering::Acquire)
+    }
+
+    fn set_state(&self, state: u64) {
+        self.fw_state.store(state, Ordering::Release);
     }
 
     /// Whether a real coprocessor was released: it then runs until reboot.
@@ -338,7 +391,7 @@ impl Firmware {
         let mut st = self.state.lock();
         let r = self.start_locked(dev, pdev, &mut st);
         if let Err(e) = r {
-            st.state = fw_state::FAILED;
+            self.set_state(fw_state::FAILED);
             dev_err!(pdev, "ANE firmware not started: {}\n", e);
             return;
         }
@@ -392,15 +445,37 @@ impl Firmware {
                 "the firmware file is not the pinned macOS 13.5 image"
             })?;
         }
-        self.stage(dev, st, bytes, &img)
-            .map_err(|_| "cannot stage the firmware image")?;
-
+        // Where the core will start: a latched RVBAR's entry, where the
+        // image is aliased; reading RVBAR needs the islands up and a core
+        // not yet running, which the same checks as the release's first
+        // step prove (no register is written).
         let mut ctx = Ctx {
             dev,
             regs: &self.regs,
             mem: &mut st.mem,
         };
-        let booted = match boot::boot(&mut ctx, &boot::BootConfig::DEFAULT) {
+        if let Err(e) = boot::preflight(&mut ctx).and_then(|()| boot::not_running(&mut ctx)) {
+            return Err(self.boot_failed(pdev, st, e));
+        }
+        let rvbar = self.regs.read64(regs::RVBAR);
+        let entry = (rvbar & regs::RVBAR_VALID != 0).then_some(rvbar & regs::RVBAR_FOLD_MASK);
+        if entry.is_some_and(|e| e != regs::FW_IOVA) {
+            dev_err!(pdev, "latched RVBAR {:#x}\n", rvbar);
+            return Err("the coprocessor's latched entry is not the reserved firmware window");
+        }
+        let fwim = self
+            .stage(dev, st, bytes, &img, entry)
+            .map_err(|_| "cannot stage the firmware image")?;
+        let cfg = boot::BootConfig {
+            fwim_dva: fwim,
+            ..boot::BootConfig::DEFAULT
+        };
+        let mut ctx = Ctx {
+            dev,
+            regs: &self.regs,
+            mem: &mut st.mem,
+        };
+        let booted = match boot::boot(&mut ctx, &cfg) {
             Ok(b) => b,
             Err(e) => return Err(self.boot_failed(pdev, st, e)),
         };
@@ -443,7 +518,7 @@ impl Firmware {
         );
         st.host = Some(host);
         st.dev = Some(dev.into());
-        st.state = fw_state::RUNNING;
+        self.set_state(fw_state::RUNNING);
         Ok(())
     }
 
@@ -456,10 +531,19 @@ impl Firmware {
         f: impl FnOnce(&mut Host, &mut Ctx<'_>) -> core::result::Result<T, ExchangeError>,
     ) -> Result<T> {
         let mut st = self.state.lock();
-        if st.state != fw_state::RUNNING {
+        self.with_host_locked(&mut st, what, f)
+    }
+
+    /// [`Self::with_host`] with the lock held by the caller.
+    fn with_host_locked<T>(
+        &self,
+        st: &mut State,
+        what: &str,
+        f: impl FnOnce(&mut Host, &mut Ctx<'_>) -> core::result::Result<T, ExchangeError>,
+    ) -> Result<T> {
+        if self.state() != fw_state::RUNNING {
             return Err(EIO);
         }
-        let st = &mut *st;
         let (Some(host), Some(dev)) = (st.host.as_mut(), st.dev.as_ref()) else {
             return Err(EIO);
         };
@@ -476,7 +560,7 @@ impl Firmware {
                     what,
                     e
                 );
-                st.state = fw_state::QUARANTINED;
+                self.set_state(fw_state::QUARANTINED);
                 Err(match e {
                     ExchangeError::Timeout { .. } | ExchangeError::FinishTimeout { .. } => {
                         ETIMEDOUT
@@ -489,7 +573,28 @@ impl Firmware {
 
     /// The device-wide address space.
     pub(crate) fn vm(&self) -> Arc<Vm> {
-        self.state.lock().mem.vm.clone()
+        self.vm.clone()
+    }
+
+    /// Keeps a failed call's resources until reboot: the firmware saw their
+    /// addresses and may still write there. (The simulator's firmware stops
+    /// with its device: there they go at unbind.)
+    pub(crate) fn park(&self, mut res: crate::job::JobRes) {
+        res.drop_pm();
+        let mut st = self.state.lock();
+        let kept = match st.parked.reserve(1, GFP_KERNEL) {
+            Ok(()) => st.parked.push_within_capacity(res).map_err(|e| {
+                core::mem::forget(e);
+            }),
+            Err(_) => {
+                core::mem::forget(res);
+                Err(())
+            }
+        };
+        if kept.is_err() {
+            // No memory to record them: never free them either.
+            pr_err!("ANE firmware: cannot park a failed call's buffers; leaking them\n");
+        }
     }
 
     /// Loads a program given as `(id, copy)` sections (kernel copies in the
@@ -520,17 +625,19 @@ impl Firmware {
         }
         let key = digest.finish().map_err(|_| EINVAL)?;
         let refs = refs.get(..sections.len()).ok_or(EINVAL)?;
-        {
-            let st = self.state.lock();
-            if let Some((_, p)) = st.programs.iter().find(|(k, _)| *k == key) {
-                return Ok(*p);
-            }
-            if st.programs.len() >= MAX_PROGRAMS {
-                return Err(ENOSPC);
-            }
+        // One lock from the cache lookup to the insert: two identical loads
+        // cannot both reach the firmware, nor can the table overflow.
+        let mut st = self.state.lock();
+        if let Some((_, p)) = st.programs.iter().find(|(k, _)| *k == key) {
+            return Ok(*p);
         }
+        if st.programs.len() >= MAX_PROGRAMS {
+            return Err(ENOSPC);
+        }
+        st.programs.reserve(1, GFP_KERNEL)?;
+        st.mem.bos.reserve(sections.len(), GFP_KERNEL)?;
         let mut reply = [0u8; msg::PROGRAM_LOAD_LEN];
-        let program = self.with_host("PROGRAM_LOAD", |host, ctx| {
+        let program = self.with_host_locked(&mut st, "PROGRAM_LOAD", |host, ctx| {
             let mut cmd = [0u8; msg::PROGRAM_LOAD_LEN];
             let n = msg::encode_program_load(&mut cmd, refs).map_err(ExchangeError::Msg)?;
             host.exchange(
@@ -541,8 +648,16 @@ impl Firmware {
                 REPLY_POLL_US,
             )?;
             msg::program_load_reply(&reply).map_err(ExchangeError::Msg)
-        })?;
-        let process = self.with_host("PROC_CREATE", |host, ctx| {
+        });
+        // The firmware may keep reading the copies whatever the outcome:
+        // they stay with it (never freed, as in the record).
+        for (_, bo, _) in sections {
+            if let Err(e) = st.mem.bos.push_within_capacity(bo) {
+                core::mem::forget(e);
+            }
+        }
+        let program = program?;
+        let process = self.with_host_locked(&mut st, "PROC_CREATE", |host, ctx| {
             let mut cmd = [0u8; 0x40];
             let mut reply = [0u8; 0x40];
             let n = msg::encode_proc_create(&mut cmd, program).map_err(ExchangeError::Msg)?;
@@ -556,10 +671,8 @@ impl Firmware {
             msg::proc_create_reply(&reply).map_err(ExchangeError::Msg)
         })?;
         let p = FwProgram { program, process };
-        let mut st = self.state.lock();
-        st.programs.push((key, p), GFP_KERNEL)?;
-        for (_, bo, _) in sections {
-            st.mem.bos.push(bo, GFP_KERNEL)?;
+        if st.programs.push_within_capacity((key, p)).is_err() {
+            return Err(ENOMEM);
         }
         Ok(p)
     }
@@ -600,39 +713,86 @@ impl Firmware {
         }
     }
 
-    /// Copies the image's segments into one kernel buffer mapped at the
-    /// firmware's entry address, each at its offset from the lowest segment.
+    /// Stages the image as the record's own-memory mode does: one buffer of
+    /// the firmware's memory plus its extra RAM (0x500000 + 0x200000, the
+    /// only envelope that booted), each segment's file bytes at its
+    /// `vmaddr`, iBoot's runtime patches replayed on the copy
+    /// ([`patch::apply`]), mapped at an ordinary device address (the init
+    /// struct's +0x00) and, when RVBAR is latched, aliased at the entry;
+    /// then the PMU page at IOVA == PA. Returns the ordinary address.
     fn stage(
         &self,
         dev: &Device<AneDriver>,
         st: &mut State,
         bytes: &[u8],
         img: &image::Image,
-    ) -> Result {
-        let base = img
-            .segments()
-            .iter()
-            .map(|s| s.vmaddr)
-            .min()
-            .ok_or(EINVAL)?;
-        let mut end = 0u64;
+        entry: Option<u64>,
+    ) -> Result<u64> {
         for s in img.segments() {
-            end = end.max(s.vmaddr.checked_add(s.vmsize).ok_or(EINVAL)? - base);
+            let end = s.vmaddr.checked_add(s.vmsize).ok_or(EINVAL)?;
+            if end > regs::FW_MEMORY || s.filesize > s.vmsize {
+                return Err(E2BIG);
+            }
         }
-        if end == 0 || end > regs::FW_IOVA_SIZE {
-            return Err(E2BIG);
+        let size = regs::FW_MEMORY + regs::FW_EXTRA_RAM;
+        let bo = gem::create_kernel(dev, &st.mem.vm, size)?;
+        let dva = bo.mapping()?.iova();
+        // An unlatched RVBAR gets the fold of this address: it must survive.
+        if dva & !regs::RVBAR_FOLD_MASK != 0 {
+            return Err(EINVAL);
         }
-        let bo = gem::create_fixed(dev, &st.mem.vm, end, regs::FW_IOVA)?;
+        let mut staged = KVVec::new();
+        staged.resize(image::STAGED_SIZE, 0u8, GFP_KERNEL)?;
         for s in img.segments() {
             let from = usize::try_from(s.fileoff).map_err(|_| EINVAL)?;
             let len = usize::try_from(s.filesize).map_err(|_| EINVAL)?;
+            let at = usize::try_from(s.vmaddr).map_err(|_| EINVAL)?;
             let src = bytes
                 .get(from..from.checked_add(len).ok_or(EINVAL)?)
                 .ok_or(EINVAL)?;
-            gem::write(&bo, s.vmaddr - base, src)?;
+            staged
+                .get_mut(at..at.checked_add(len).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?
+                .copy_from_slice(src);
+        }
+        let engine = self.regs.engine_pa();
+        let random = crate::ext::glue::random_u64();
+        let params = patch::PatchParams {
+            exec_base: entry.unwrap_or(dva),
+            stack_guard: patch::stack_guard_from(random),
+            soc: patch::T6021_SOC,
+            revision: patch::T6021_REVISION,
+            cpu_pa: engine + regs::ASC_CPU_BASE as u64,
+            wrapper_pa: engine + regs::WRAPPER_BASE as u64,
+        };
+        if let Err(e) = patch::apply(&mut staged, &params) {
+            pr_err!("ANE firmware: iBoot patches not replayed: {:?}\n", e);
+            return Err(EINVAL);
+        }
+        pr_info!(
+            "ANE firmware: iBoot patches replayed (soc {:#x} rev {:#x}, DATA {:#x}, cpu {:#x}, wrapper {:#x})\n",
+            params.soc,
+            params.revision,
+            params.exec_base + patch::DATA_VMADDR,
+            params.cpu_pa,
+            params.wrapper_pa
+        );
+        gem::write(&bo, 0, &staged)?;
+        if let Some(entry) = entry {
+            let alias = st.mem.vm.map_fixed(&bo, entry)?;
+            st.mem.maps.push(alias, GFP_KERNEL)?;
         }
         st.mem.bos.push(bo, GFP_KERNEL)?;
-        Ok(())
+        const PMU_PAGE: u64 = 0x4000;
+        if self.regs.simulated() {
+            // The simulated firmware's PMU page is RAM at the same address.
+            let pmu = gem::create_fixed(dev, &st.mem.vm, PMU_PAGE, regs::PMU_PA)?;
+            st.mem.bos.push(pmu, GFP_KERNEL)?;
+        } else {
+            let pmu = st.mem.vm.map_phys(regs::PMU_PA, regs::PMU_PA, PMU_PAGE)?;
+            st.mem.maps.push(pmu, GFP_KERNEL)?;
+        }
+        Ok(dva)
     }
 
     fn mark_released(&self, st: &mut State) {
@@ -670,21 +830,38 @@ impl Firmware {
     pub(crate) fn shutdown(&self, pdev: &kernel::device::Device) {
         let mut st = self.state.lock();
         st.rtkit = None;
+        let parked = core::mem::take(&mut st.parked);
+        if st.released && !self.regs.simulated() {
+            // The coprocessor may still write into these.
+            core::mem::forget(parked);
+        } else {
+            drop(parked);
+        }
         st.host = None;
         st.dev = None;
         st.programs.clear();
+        st.mem.shared.clear();
         if st.released && !self.regs.simulated() {
             dev_warn!(
                 pdev,
                 "the ANE firmware keeps running until reboot; its {} buffers stay allocated\n",
                 st.mem.bos.len()
             );
+            // The address space stays attached and allocated too: a
+            // reference that is never dropped keeps the domain from being
+            // detached or freed under the running firmware.
+            core::mem::forget(st.mem.vm.clone());
+            for m in st.mem.maps.drain_all() {
+                // Deliberately kept: the coprocessor may still reach these.
+                core::mem::forget(m);
+            }
             for bo in st.mem.bos.drain_all() {
                 // Deliberately leaked: the coprocessor may still write here.
                 core::mem::forget(bo);
             }
             return;
         }
+        st.mem.maps.clear();
         st.mem.bos.clear();
     }
 }

@@ -10,7 +10,19 @@
 
 /// ABI version reported by `DRM_ANE_PARAM_ABI_VERSION` and
 /// `DRM_IOCTL_VERSION` (as the major number).
-pub const ABI_VERSION: u32 = 1;
+///
+/// eiln/ane, omarchy-ane (and Aurora's in-tree port of it) register the
+/// same DRM name `ane` with another ioctl set and report major 1 (their
+/// ABI 1, M1) or 2 (ABI 2, M2); their libane takes any `ane` node with
+/// major 1 or 2 for its own. Ours therefore start at 100, far above the
+/// one-per-SoC-generation numbers that family assigns. 100 is the ABI once
+/// reported as 1, plus [`param::IDENT`].
+pub const ABI_VERSION: u32 = 100;
+
+/// What [`param::IDENT`] returns: ASCII `aneaccel`, fixed forever. With the
+/// DRM name and [`ABI_VERSION`] it tells this driver from every other
+/// `ane` driver.
+pub const IDENT_MAGIC: u64 = u64::from_be_bytes(*b"aneaccel");
 
 /// Driver-private ioctl numbers, relative to `DRM_COMMAND_BASE`.
 pub mod nr {
@@ -104,7 +116,10 @@ pub mod param {
     pub const FEATURES: u32 = 12;
     /// A [`super::engine_state`] value.
     pub const ENGINE_STATE: u32 = 13;
-    /// H14: the release step that failed (1-based), 0 if none.
+    /// H14: the release step that failed, 0 if none: 1 preflight, 2 grant
+    /// writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
+    /// 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack
+    /// (`hw::fw::boot::Step` + 1).
     pub const FW_FAIL_STEP: u32 = 14;
     /// H14: first of [`FW_CAPTURE_COUNT`] registers captured when the
     /// firmware failed to start: SCRATCH0..7, CPU_STATUS, CPU_CONTROL,
@@ -114,8 +129,10 @@ pub mod param {
     pub const FW_CAPTURE_COUNT: u32 = 13;
     /// Cap on the total size of the BOs of one open file.
     pub const BO_CLIENT_MAX: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
+    /// [`super::IDENT_MAGIC`], always: identifies this driver's UAPI.
+    pub const IDENT: u32 = BO_CLIENT_MAX + 1;
     /// One past the highest parameter.
-    pub const COUNT: u32 = BO_CLIENT_MAX + 1;
+    pub const COUNT: u32 = IDENT + 1;
 }
 
 /// `enum drm_ane_backend`.
@@ -505,6 +522,8 @@ mod tests {
                 "DRM_ANE_PARAM_BO_CLIENT_MAX",
                 u64::from(param::BO_CLIENT_MAX),
             ),
+            ("DRM_ANE_PARAM_IDENT", u64::from(param::IDENT)),
+            ("DRM_ANE_IDENT_MAGIC", IDENT_MAGIC),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
             ("DRM_ANE_PARAM_FW_FAIL_STEP", u64::from(param::FW_FAIL_STEP)),
@@ -553,6 +572,15 @@ mod tests {
         let got = String::from_utf8(out.stdout).unwrap();
         std::fs::remove_dir_all(&dir).ok();
         assert_eq!(got, want, "C header and Rust mirror disagree");
+    }
+
+    #[test]
+    fn identity() {
+        assert_eq!(IDENT_MAGIC, 0x616e_6561_6363_656c);
+        // Neither of the majors eiln/omarchy-ane's libane accepts.
+        const { assert!(ABI_VERSION != 1 && ABI_VERSION != 2) };
+        assert_eq!(param::IDENT, 29);
+        assert_eq!(param::COUNT, 30);
     }
 
     #[test]

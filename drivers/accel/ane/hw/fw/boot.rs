@@ -3,46 +3,61 @@
 //! The release ("boot contract") of the T602x ANE firmware, as a routine
 //! over four small traits the kernel implements.
 //!
-//! Facts (`seed-repos.md` §3.3, the seed's `ane_t6021_boot_run`):
+//! The record is joshuaswarren/omarchy-ane's `ane_t6021.ko`, which booted
+//! this firmware and ran inference on a T6021 (receipts from 2026-09-29):
+//! `ane/t6021/ane_t6021_boot.h` (`ane_t6021_boot_run`, the init-struct
+//! helpers) and `ane/t6021/ane_t6021_boot.c` (its kernel backend and static
+//! inputs). `docs/hardware-record.md` lists each step with its source.
 //!
 //! 1. Preflight: every ANE power island's PS word reads ACTUAL 0xf, or
 //!    nothing is written (and no engine register is even read: an engine
 //!    read with an island off wedges the fabric).
-//! 2. S1: SCRATCH0–7 ← 0, SCRATCH6 ← 1, SCRATCH7 pulsed 1 → 0.
-//! 3. S2: RVBAR: if bit 0 (latched by iBoot) is set, leave it; only an
-//!    unlatched RVBAR gets the fold of the entry IOVA.
-//! 4. S3: CPU_CONTROL ← 0, then ← RUN. From here on the CPU runs: the
+//!    Then CPU_STATUS must not show a running core (the record's start path
+//!    is only taken with its RUNNING bit clear).
+//! 2. Grant: the twelve writes of [`regs::GRANT_WRITES`], in order (the
+//!    record's default path; its optional pre-CPU table stays skipped, as
+//!    its default does: hardware hung with it).
+//! 3. S1: SCRATCH0–7 ← 0, SCRATCH6 ← 1 (the channel transport, not the
+//!    mailbox), SCRATCH7 pulsed 1 → 0.
+//! 4. S2: RVBAR: if bit 0 (latched by iBoot) is set, leave it; only an
+//!    unlatched RVBAR gets the fold of the staged image's address.
+//! 5. S3: CPU_CONTROL ← 0, then ← RUN. From here on the CPU runs: the
 //!    driver must keep the module pinned until reboot whatever happens
 //!    next ([`BootError::released`]).
-//! 5. S4: poll SCRATCH7 for READY (0x08042006), 1000 × 1 ms.
-//! 6. S5: SCRATCH0 must be below 0x21; SCRATCH1 + 1 is the boot ordinal;
-//!    SCRATCH3 asks for a heap (≤ 32 MiB). Allocate the 0x40000-byte 'DDM '
-//!    pool, the 'IPC ' surface and the heap, and fill the 0x174-byte init
-//!    struct.
-//! 7. S6: barrier, SCRATCH0/1 ← the pool's device address (low, high),
+//! 6. S4: poll SCRATCH7 for READY (0x08042006), 1000 × 1 ms.
+//! 7. S5: SCRATCH0 must be below 0x21; SCRATCH1 + 1 (u32 arithmetic) is
+//!    the boot ordinal and sizes 'IPC ' (at least one 16 KiB page, at most
+//!    1 MiB); SCRATCH3 asks for a heap (0: none; else at least one page, at
+//!    most 32 MiB). Allocate the 0x40000-byte 'DDM ' pool, 'IPC ' and the
+//!    heap, and fill the 0x174-byte init struct at offset 0 of the pool:
+//!    the pool word at +0x60 is the pool's size, the 256-byte template at
+//!    +0x6C carries 4 at template +0xC0 and, with nap prevention (the
+//!    record's default), bit 0 of template +0x84.
+//! 8. S6: barrier, SCRATCH0/1 ← the pool's device address (low, high),
 //!    SCRATCH7 ← wake (0xf7fbdff9).
-//! 8. S7: poll SCRATCH7 for DONE (0x08042006); SCRATCH1:0 then hold a
+//! 9. S7: poll SCRATCH7 for DONE (0x08042006); SCRATCH1:0 then hold a
 //!    firmware-produced device address, kept raw and never dereferenced.
-//! 9. Legacy ack: validate the channel table in 'IPC ', set the owner byte
-//!    of every host→target ring slot, barrier, SCRATCH3 ← 0x08042006.
+//! 10. Legacy ack: validate the channel table in 'IPC ', set the owner byte
+//!     of every host→target ring slot, barrier, SCRATCH3 ← 0x08042006.
 //!
-//! Choices where the source is not explicit:
+//! The record's backend sleeps 30 ms at every phase marker (before each
+//! grant write and each step); [`BootConfig::phase_gap_us`] keeps that
+//! pacing, the conservative choice since nothing says the firmware does
+//! not depend on it.
 //!
-//! - the init struct lives at offset 0 of the 'DDM ' pool (the pool's
-//!   address is what S6 publishes); its +0x60 "pool word0" is the pool's
-//!   first word before the struct is written, i.e. 0;
-//! - "template at [0x6C..0x16C) with +0xC0 = 4" is read as the `u32` at
-//!   struct offset 0xC0; the rest of the template and [0x16C..0x174) are 0;
-//! - +0x30 "previous fw length" is [`BootConfig::prev_fw_len`], supplied by
-//!   the caller;
-//! - the heap request in SCRATCH3 is in bytes, rounded up to 16 KiB;
+//! Choices where the record is silent:
+//!
+//! - 'IPC ' is allocated with at least [`chman::LAYOUT_SPAN`] bytes (rounded
+//!   to 16 KiB) whatever SCRATCH1 says, so the table the firmware writes
+//!   always lies inside it (the record's own host-side check refuses a
+//!   smaller surface after the release);
 //! - a poll that ends with a value that is neither the expected one nor the
 //!   one it started from reports [`Reason::BadMagic`]; otherwise
 //!   [`Reason::Timeout`];
 //! - the findings' "set I2A_CTRL bit 0 before S3" is off by default
-//!   ([`BootConfig::enable_i2a`]), as in the shipped contract.
+//!   ([`BootConfig::enable_i2a`]), as in the record's default path.
 
-use super::chman::{self, Table, IPC_SIZE};
+use super::chman::{self, Table};
 use super::regs::{self, scratch, SCRATCH_COUNT};
 
 /// 32-bit and 64-bit access to the device's `engine` window. Offsets are
@@ -136,21 +151,30 @@ pub const ALIGN: u64 = 0x4000;
 
 /// Bytes of the init struct.
 pub const INIT_LEN: usize = 0x174;
-/// Value of the init struct's +0x10: the firmware's memory.
+/// Value of the init struct's +0x10: the firmware's configuration size.
 pub const INIT_FW_MEMORY: u64 = regs::FW_MEMORY;
 /// Value of +0x18: the rest of a 256 MiB space.
 pub const INIT_FW_REST: u64 = 0x1000_0000 - regs::FW_MEMORY;
 /// Value of +0x68.
 pub const INIT_COUNT: u32 = 64;
-/// Offset of the template's one known value.
-pub const INIT_TEMPLATE_KEY: usize = 0xc0;
-/// That value.
+/// Offset of the 256-byte template.
+pub const INIT_TEMPLATE: usize = 0x6c;
+/// Offset (in the struct) of the template's control word, template +0xC0.
+pub const INIT_TEMPLATE_KEY: usize = INIT_TEMPLATE + 0xc0;
+/// The control word's value (its optional bit 0x10 stays clear).
 pub const INIT_TEMPLATE_VALUE: u32 = 4;
+/// Offset (in the struct) of the nap-prevention byte, template +0x84; its
+/// bit 0 keeps the firmware from napping.
+pub const INIT_NAP: usize = INIT_TEMPLATE + 0x84;
+/// Smallest heap (one DART page), when the firmware asks for one.
+pub const HEAP_FLOOR: u32 = 0x4000;
+/// Largest 'IPC ' surface the firmware may ask for.
+pub const MAX_IPC: u32 = 0x10_0000;
 
 /// The fields of the init struct.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct InitStruct {
-    /// +0x00 the firmware image's device address.
+    /// +0x00 the staged firmware image's device address.
     pub fwim: u64,
     /// +0x08 the 'IPC ' surface.
     pub ipc: u64,
@@ -160,24 +184,26 @@ pub struct InitStruct {
     pub fw_rest: u64,
     /// +0x20 the heap (0 if none).
     pub heap: u64,
-    /// +0x28 its bytes.
+    /// +0x28 its bytes as granted (the request, at least [`HEAP_FLOOR`]).
     pub heap_len: u64,
-    /// +0x30 "previous fw length".
-    pub prev_fw_len: u64,
+    /// +0x30 (`u32`) the previous image's length: 0 on the first boot.
+    pub prev_fw_len: u32,
     /// +0x50 the boot ordinal (SCRATCH1 + 1).
     pub ordinal: u64,
     /// +0x58 the 'DDM ' pool.
     pub pool: u64,
-    /// +0x60 the pool's word 0.
+    /// +0x60 the pool's size ([`POOL_SIZE`]).
     pub pool_word0: u64,
     /// +0x68 [`INIT_COUNT`].
     pub count: u32,
-    /// +0xC0 [`INIT_TEMPLATE_VALUE`].
+    /// Template +0xC0 [`INIT_TEMPLATE_VALUE`].
     pub template_key: u32,
+    /// Template +0x84 bit 0: nap prevention.
+    pub prevent_nap: bool,
 }
 
-/// Offsets of the `u64` fields, in [`InitStruct`] order up to `pool_word0`.
-const INIT_U64: [usize; 10] = [0x00, 0x08, 0x10, 0x18, 0x20, 0x28, 0x30, 0x50, 0x58, 0x60];
+/// Offsets of the `u64` fields.
+const INIT_U64: [usize; 9] = [0x00, 0x08, 0x10, 0x18, 0x20, 0x28, 0x50, 0x58, 0x60];
 
 /// Why an init struct is not acceptable (the model's check).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,8 +223,8 @@ pub enum InitError {
 }
 
 impl InitStruct {
-    /// The struct for `p`'s buffers.
-    fn u64_fields(&self) -> [u64; 10] {
+    /// The `u64` fields, in [`INIT_U64`] order.
+    fn u64_fields(&self) -> [u64; 9] {
         [
             self.fwim,
             self.ipc,
@@ -206,21 +232,24 @@ impl InitStruct {
             self.fw_rest,
             self.heap,
             self.heap_len,
-            self.prev_fw_len,
             self.ordinal,
             self.pool,
             self.pool_word0,
         ]
     }
 
-    /// Encodes the struct.
+    /// Encodes the struct; every byte not named here is 0.
     pub fn encode(&self) -> [u8; INIT_LEN] {
         let mut b = [0u8; INIT_LEN];
         for (off, v) in INIT_U64.iter().zip(self.u64_fields()) {
             let _ = super::bytes::put_u64(&mut b, *off, v);
         }
+        let _ = super::bytes::put_u32(&mut b, 0x30, self.prev_fw_len);
         let _ = super::bytes::put_u32(&mut b, 0x68, self.count);
         let _ = super::bytes::put_u32(&mut b, INIT_TEMPLATE_KEY, self.template_key);
+        if let Some(n) = b.get_mut(INIT_NAP) {
+            *n |= u8::from(self.prevent_nap);
+        }
         b
     }
 
@@ -238,24 +267,28 @@ impl InitStruct {
             fw_rest: q(0x18),
             heap: q(0x20),
             heap_len: q(0x28),
-            prev_fw_len: q(0x30),
+            prev_fw_len: d(0x30),
             ordinal: q(0x50),
             pool: q(0x58),
             pool_word0: q(0x60),
             count: d(0x68),
             template_key: d(INIT_TEMPLATE_KEY),
+            prevent_nap: b.get(INIT_NAP).is_some_and(|n| n & 1 != 0),
         })
     }
 
     /// Checks the fixed values and the addresses.
     pub fn check(&self) -> Result<(), InitError> {
+        let heap_ok = if self.heap == 0 {
+            self.heap_len == 0
+        } else {
+            (u64::from(HEAP_FLOOR)..=u64::from(MAX_HEAP)).contains(&self.heap_len)
+        };
         let fixed = [
             (0x10, self.fw_memory == INIT_FW_MEMORY),
             (0x18, self.fw_rest == INIT_FW_REST),
-            (
-                0x28,
-                self.heap_len <= u64::from(MAX_HEAP) && (self.heap == 0) == (self.heap_len == 0),
-            ),
+            (0x28, heap_ok),
+            (0x60, self.pool_word0 == POOL_SIZE as u64),
             (0x68, self.count == INIT_COUNT),
             (INIT_TEMPLATE_KEY, self.template_key == INIT_TEMPLATE_VALUE),
         ];
@@ -284,31 +317,37 @@ fn dva_ok(dva: u64, len: u64) -> bool {
 /// Parameters of a boot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BootConfig {
-    /// The staged firmware image's device address (init struct +0x00).
+    /// The staged firmware image's device address: init struct +0x00, and
+    /// what an unlatched RVBAR gets folded from.
     pub fwim_dva: u64,
-    /// Init struct +0x30.
-    pub prev_fw_len: u64,
-    /// The entry IOVA folded into an unlatched RVBAR.
-    pub entry_iova: u64,
+    /// Init struct +0x30 (0 on the first boot).
+    pub prev_fw_len: u32,
     /// Polls of SCRATCH7 for READY.
     pub ready_polls: u32,
     /// Polls of SCRATCH7 for DONE.
     pub done_polls: u32,
     /// Microseconds between polls.
     pub poll_us: u32,
+    /// Microseconds of pause at every phase boundary (the record: 30 ms).
+    pub phase_gap_us: u32,
+    /// Set the nap-prevention bit (the record's default).
+    pub prevent_nap: bool,
     /// Set I2A_CTRL.ENABLE before the release.
     pub enable_i2a: bool,
 }
 
 impl BootConfig {
-    /// The seed's values: firmware at 1 TiB, 1000 polls of 1 ms each.
+    /// The record's values: 1000 polls of 1 ms each, 30 ms phase gaps, nap
+    /// prevention on; the image at [`regs::FW_IOVA`] until the caller
+    /// stages it elsewhere.
     pub const DEFAULT: BootConfig = BootConfig {
         fwim_dva: regs::FW_IOVA,
         prev_fw_len: 0,
-        entry_iova: regs::FW_IOVA,
         ready_polls: 1000,
         done_polls: 1000,
         poll_us: 1000,
+        phase_gap_us: 30_000,
+        prevent_nap: true,
         enable_i2a: false,
     };
 }
@@ -324,6 +363,8 @@ impl Default for BootConfig {
 pub enum Step {
     /// The island gate (nothing touched).
     Preflight,
+    /// The grant writes.
+    Grant,
     /// S1.
     ScratchInit,
     /// S2.
@@ -355,6 +396,12 @@ pub enum Reason {
         island: usize,
         /// Its PS word.
         word: u32,
+    },
+    /// The coprocessor already runs (CPU_STATUS bit 0 before the release):
+    /// someone else released it, and the driver must not touch it.
+    AlreadyRunning {
+        /// CPU_STATUS.
+        status: u32,
     },
     /// A register never showed the expected value.
     Timeout {
@@ -501,15 +548,36 @@ pub fn preflight<P: Pmgr + ?Sized>(p: &mut P) -> Result<(), BootError> {
     Ok(())
 }
 
+/// Checks, once the islands are up, that the coprocessor is not running
+/// already (the record only starts a core whose CPU_STATUS RUNNING bit is
+/// clear). Reads one register, writes none.
+pub fn not_running<R: Regs + ?Sized>(r: &mut R) -> Result<(), BootError> {
+    let status = r.read32(regs::CPU_STATUS);
+    if status & regs::CPU_STATUS_RUNNING != 0 {
+        return Err(BootError {
+            step: Step::Preflight,
+            reason: Reason::AlreadyRunning { status },
+            captured: None,
+        });
+    }
+    Ok(())
+}
+
 /// Runs the whole release contract.
 pub fn boot<P: Regs + Pmgr + Delay + FwMem>(
     p: &mut P,
     cfg: &BootConfig,
 ) -> Result<Booted, BootError> {
     preflight(p)?;
+    not_running(p)?;
+    grant(p, cfg);
+    gap(p, cfg);
     scratch_init(p);
+    gap(p, cfg);
     let rvbar_latched = rvbar(p, cfg);
+    gap(p, cfg);
     release(p, cfg);
+    gap(p, cfg);
     poll(
         p,
         Step::Ready,
@@ -518,8 +586,9 @@ pub fn boot<P: Regs + Pmgr + Delay + FwMem>(
         cfg.ready_polls,
         cfg.poll_us,
     )?;
+    gap(p, cfg);
     let prep = prepare(p, cfg)?;
-    publish(p, &prep);
+    publish(p, &prep, cfg);
     poll(
         p,
         Step::Done,
@@ -547,6 +616,22 @@ pub fn boot<P: Regs + Pmgr + Delay + FwMem>(
     })
 }
 
+/// The pause at a phase boundary (none when [`BootConfig::phase_gap_us`]
+/// is 0).
+fn gap<P: Delay + ?Sized>(p: &mut P, cfg: &BootConfig) {
+    if cfg.phase_gap_us != 0 {
+        p.sleep_us(cfg.phase_gap_us);
+    }
+}
+
+/// The grant writes, in the record's order, a phase gap before each.
+fn grant<P: Regs + Delay + ?Sized>(p: &mut P, cfg: &BootConfig) {
+    for (off, val) in regs::GRANT_WRITES {
+        gap(p, cfg);
+        p.write32(off, val);
+    }
+}
+
 /// S1: clear the scratch registers, SCRATCH6 ← 1, pulse SCRATCH7.
 fn scratch_init<R: Regs + ?Sized>(r: &mut R) {
     for i in 0..SCRATCH_COUNT {
@@ -562,7 +647,7 @@ fn scratch_init<R: Regs + ?Sized>(r: &mut R) {
 fn rvbar<R: Regs + ?Sized>(r: &mut R, cfg: &BootConfig) -> bool {
     let latched = r.read64(regs::RVBAR) & regs::RVBAR_VALID != 0;
     if !latched {
-        r.write64(regs::RVBAR, regs::rvbar_fold(cfg.entry_iova));
+        r.write64(regs::RVBAR, regs::rvbar_fold(cfg.fwim_dva));
     }
     latched
 }
@@ -650,46 +735,35 @@ fn alloc<P: Regs + FwMem + ?Sized>(
 
 /// S5: checks the scratch values, allocates, writes the init struct.
 fn prepare<P: Regs + FwMem + ?Sized>(p: &mut P, cfg: &BootConfig) -> Result<Prepared, BootError> {
+    let range =
+        |p: &mut P, index, value| fail(p, Step::Prepare, Reason::ScratchRange { index, value });
     let s0 = p.read32(scratch(0));
     if s0 >= SCRATCH0_LIMIT {
-        return Err(fail(
-            p,
-            Step::Prepare,
-            Reason::ScratchRange {
-                index: 0,
-                value: s0,
-            },
-        ));
+        return Err(range(p, 0, s0));
     }
     let s1 = p.read32(scratch(1));
-    let Some(ordinal) = s1.checked_add(1) else {
-        return Err(fail(
-            p,
-            Step::Prepare,
-            Reason::ScratchRange {
-                index: 1,
-                value: s1,
-            },
-        ));
-    };
+    // The record increments in u32 arithmetic (wrapping) and sizes 'IPC '
+    // as max(one page, ordinal).
+    let ordinal = s1.wrapping_add(1);
+    let ipc_request = ordinal.max(ALIGN as u32);
+    if ipc_request > MAX_IPC {
+        return Err(range(p, 1, s1));
+    }
     let s3 = p.read32(scratch(3));
     if s3 > MAX_HEAP {
-        return Err(fail(
-            p,
-            Step::Prepare,
-            Reason::ScratchRange {
-                index: 3,
-                value: s3,
-            },
-        ));
+        return Err(range(p, 3, s3));
     }
+    let heap_len = if s3 == 0 { 0 } else { s3.max(HEAP_FLOOR) };
     let pool = alloc(p, BufKind::Ddm, POOL_SIZE)?;
-    let ipc = alloc(p, BufKind::Ipc, IPC_SIZE)?;
-    let heap_len = (s3 as usize).next_multiple_of(ALIGN as usize);
+    let ipc_len = (ipc_request as usize)
+        .max(chman::LAYOUT_SPAN as usize)
+        .next_multiple_of(ALIGN as usize);
+    let ipc = alloc(p, BufKind::Ipc, ipc_len)?;
     let heap = if heap_len == 0 {
         None
     } else {
-        Some(alloc(p, BufKind::Heap, heap_len)?)
+        let len = (heap_len as usize).next_multiple_of(ALIGN as usize);
+        Some(alloc(p, BufKind::Heap, len)?)
     };
     let init = InitStruct {
         fwim: cfg.fwim_dva,
@@ -697,13 +771,14 @@ fn prepare<P: Regs + FwMem + ?Sized>(p: &mut P, cfg: &BootConfig) -> Result<Prep
         fw_memory: INIT_FW_MEMORY,
         fw_rest: INIT_FW_REST,
         heap: heap.map_or(0, |h| h.dva),
-        heap_len: heap_len as u64,
+        heap_len: u64::from(heap_len),
         prev_fw_len: cfg.prev_fw_len,
         ordinal: u64::from(ordinal),
         pool: pool.dva,
-        pool_word0: 0,
+        pool_word0: POOL_SIZE as u64,
         count: INIT_COUNT,
         template_key: INIT_TEMPLATE_VALUE,
+        prevent_nap: cfg.prevent_nap,
     };
     chman::write(p, &pool, 0, &init.encode())
         .map_err(|e| fail(p, Step::Prepare, Reason::Mem(e)))?;
@@ -717,11 +792,13 @@ fn prepare<P: Regs + FwMem + ?Sized>(p: &mut P, cfg: &BootConfig) -> Result<Prep
 }
 
 /// S6: publishes the pool and wakes the firmware.
-fn publish<P: Regs + FwMem + ?Sized>(p: &mut P, prep: &Prepared) {
+fn publish<P: Regs + FwMem + Delay + ?Sized>(p: &mut P, prep: &Prepared, cfg: &BootConfig) {
     p.barrier();
     p.write32(scratch(0), prep.pool.dva as u32);
     p.write32(scratch(1), (prep.pool.dva >> 32) as u32);
+    gap(p, cfg);
     p.write32(scratch(7), regs::MAGIC_WAKE);
+    gap(p, cfg);
 }
 
 /// Reads and validates the channel table, entry by entry.
@@ -735,7 +812,7 @@ fn read_table<P: Regs + FwMem + ?Sized>(p: &mut P, ipc: &FwBuf) -> Result<Table,
         *ch = chman::parse_entry(index, &entry)
             .map_err(|e| fail(p, Step::ChannelTable, Reason::Table(e)))?;
     }
-    t.check_geometry(ipc.len as u64)
+    t.check_geometry(ipc.dva, ipc.len as u64)
         .map_err(|e| fail(p, Step::ChannelTable, Reason::Table(e)))?;
     Ok(t)
 }
@@ -744,40 +821,62 @@ fn read_table<P: Regs + FwMem + ?Sized>(p: &mut P, ipc: &FwBuf) -> Result<Table,
 mod tests {
     use super::*;
 
+    /// The init struct byte for byte, as the record fills it
+    /// (omarchy-ane `ane_t6021_boot.h` `ane_t6021_init_struct_fill` and the
+    /// nap bit of `ane_t6021_boot.c`).
     #[test]
     fn init_struct_layout() {
         let s = InitStruct {
-            fwim: regs::FW_IOVA,
+            fwim: 0x8_0000,
             ipc: 0x8000,
             fw_memory: INIT_FW_MEMORY,
             fw_rest: INIT_FW_REST,
-            heap: 0,
-            heap_len: 0,
-            prev_fw_len: 0x4c_5b28,
-            ordinal: 1,
+            heap: 0x10_0000,
+            heap_len: 0x4000,
+            prev_fw_len: 0,
+            ordinal: 0x1_0440,
             pool: 0x4_0000,
-            pool_word0: 0,
+            pool_word0: 0x4_0000,
             count: INIT_COUNT,
             template_key: INIT_TEMPLATE_VALUE,
+            prevent_nap: true,
         };
         let b = s.encode();
-        assert_eq!(b.len(), 0x174);
-        assert_eq!(&b[0..8], &0x100_0000_0000u64.to_le_bytes());
-        assert_eq!(&b[0x10..0x18], &0x50_0000u64.to_le_bytes());
-        assert_eq!(&b[0x18..0x20], &0xfb0_0000u64.to_le_bytes());
-        assert_eq!(&b[0x68..0x6c], &64u32.to_le_bytes());
-        assert_eq!(&b[0xc0..0xc4], &4u32.to_le_bytes());
-        assert!(b[0x6c..0xc0].iter().chain(&b[0xc4..]).all(|&x| x == 0));
+        let mut want = [0u8; 0x174];
+        let put =
+            |w: &mut [u8; 0x174], off: usize, v: &[u8]| w[off..off + v.len()].copy_from_slice(v);
+        put(&mut want, 0x00, &0x8_0000u64.to_le_bytes());
+        put(&mut want, 0x08, &0x8000u64.to_le_bytes());
+        put(&mut want, 0x10, &0x50_0000u64.to_le_bytes());
+        put(&mut want, 0x18, &0xfb0_0000u64.to_le_bytes());
+        put(&mut want, 0x20, &0x10_0000u64.to_le_bytes());
+        put(&mut want, 0x28, &0x4000u64.to_le_bytes());
+        put(&mut want, 0x50, &0x1_0440u64.to_le_bytes());
+        put(&mut want, 0x58, &0x4_0000u64.to_le_bytes());
+        put(&mut want, 0x60, &0x4_0000u64.to_le_bytes());
+        put(&mut want, 0x68, &64u32.to_le_bytes());
+        put(&mut want, 0x6c + 0xc0, &4u32.to_le_bytes());
+        want[0x6c + 0x84] = 1;
+        assert_eq!(b, want);
+        assert_eq!(INIT_TEMPLATE_KEY, 0x12c);
+        assert_eq!(INIT_NAP, 0xf0);
         assert_eq!(InitStruct::decode(&b), Ok(s));
         assert_eq!(s.check(), Ok(()));
         assert_eq!(InitStruct::decode(&b[..0x173]), Err(InitError::Short));
+        let no_nap = InitStruct {
+            prevent_nap: false,
+            ..s
+        };
+        assert_eq!(no_nap.encode()[0xf0], 0);
         let bad = InitStruct { count: 63, ..s };
         assert_eq!(bad.check(), Err(InitError::Field { offset: 0x68 }));
+        let bad = InitStruct { pool_word0: 0, ..s };
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0x60 }));
         let bad = InitStruct {
             template_key: 0,
             ..s
         };
-        assert_eq!(bad.check(), Err(InitError::Field { offset: 0xc0 }));
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0x12c }));
         let bad = InitStruct { ipc: 0x8001, ..s };
         assert_eq!(bad.check(), Err(InitError::Address { offset: 0x08 }));
         let bad = InitStruct {
@@ -786,10 +885,39 @@ mod tests {
         };
         assert_eq!(bad.check(), Err(InitError::Address { offset: 0x58 }));
         let bad = InitStruct {
+            heap: 0,
             heap_len: 0x4000,
             ..s
         };
         assert_eq!(bad.check(), Err(InitError::Field { offset: 0x28 }));
+        let bad = InitStruct {
+            heap_len: 0x100,
+            ..s
+        };
+        assert_eq!(bad.check(), Err(InitError::Field { offset: 0x28 }));
+    }
+
+    /// GET_PARAM's FW_FAIL_STEP is `Step as u64 + 1`; the UAPI header lists
+    /// the numbers.
+    #[test]
+    fn step_numbers_match_the_uapi() {
+        let steps = [
+            Step::Preflight,
+            Step::Grant,
+            Step::ScratchInit,
+            Step::Rvbar,
+            Step::Release,
+            Step::Ready,
+            Step::Prepare,
+            Step::Publish,
+            Step::Done,
+            Step::ChannelTable,
+            Step::RingInit,
+            Step::Ack,
+        ];
+        for (i, s) in steps.iter().enumerate() {
+            assert_eq!(*s as usize + 1, i + 1);
+        }
     }
 
     #[test]
@@ -800,6 +928,7 @@ mod tests {
             captured: None,
         };
         assert!(!e(Step::Preflight).touched());
+        assert!(e(Step::Grant).touched());
         assert!(e(Step::ScratchInit).touched());
         assert!(
             !e(Step::Release).released(),

@@ -4,50 +4,87 @@
 //! the 'IPC ' surface, its rings of 64-byte slots, and the host side of an
 //! IO exchange.
 //!
-//! Facts (`seed-repos.md` §3.5, §3.6, §3.3 step 11):
+//! The authority is the hardware record, joshuaswarren/omarchy-ane ("OA"),
+//! whose T6021 driver ran inference on this firmware. `RT` is
+//! `ane/t6021/ane_t6021_rtclient_main.c` in its newest stored version
+//! (104,569 bytes; no commit exposed by the index, nearest
+//! `23f4501bc0beeec01dd6744df9fed385b5bcedd9`); `BH` is
+//! `ane/t6021/ane_t6021_boot.h` (the version with the ChMan helpers, no
+//! commit exposed); `CW` is `receipts/2026-09-30-t6021-call-wait/README.md`
+//! at `7a402cd62bcdf4390a479d24f67683c3f1bc2300`.
+//!
+//! Facts:
 //!
 //! - After DONE the firmware has written a table of 8 entries of 0x100
-//!   bytes (`name[64], u32 type, u32 doorbell bit, u64 slot count, u64 ring
-//!   offset`) at the start of 'IPC '; type 0 is host→target, 1 is
-//!   target→host, the terminal is type 2. [`LAYOUT`] is the table the seed
-//!   recorded (the whole layout spans 0x10440 bytes).
+//!   bytes (`name[64], u32 type, u32 doorbell bit, u64 slot count, u64
+//!   ring`) at the start of 'IPC '; type 0 is host→target, 1 is
+//!   target→host, the terminal is type 2. `ring` is the ring's absolute
+//!   device address, 'IPC ' + a fixed offset. OA accepts the table only if
+//!   every entry equals its static layout ([`LAYOUT`], offsets from
+//!   'IPC '), at probe and again before every exchange (BH
+//!   `ane_t6021_chman_check`, a mismatch mask; RT
+//!   `ane_rtclient_validate_chman` and `ane_rtclient_legacy_exchange`).
+//!   [`Table::check_geometry`] does the same and names the first entry and
+//!   field that differ.
 //! - Word 0 (`u64`) of a slot carries the owner in bit 0. The host owns a
 //!   host→target slot when bit 0 is set; before the legacy ack it sets the
 //!   owner byte of every host→target slot to 1, or the firmware consumes
 //!   zeroed slots as commands.
-//! - An IO exchange: take the IO slot at the cursor (bit 0 must be set),
-//!   write the command, set word1 = word2 = length, barrier, word0 = the
-//!   command's device address (bit 0 clear), barrier, ring the channel's
-//!   doorbell bit at IPI+0. Then poll, acknowledging pending IPIs and
-//!   serving SHAREDMALLOC requests. Success is word0 == address | 1, word1
-//!   == length, word2 == 0, the reply opcode equal to the command's and a
-//!   zero status; only then does the cursor advance (a resend to the same
-//!   slot wedges the ring). Any failure quarantines the device.
-//! - SHAREDMALLOC (channel 5): a request has header 0 and a `u32` tag; the
-//!   host allocates a 16 KiB-aligned buffer (≤ 2 MiB each, ≤ 8192 buffers,
-//!   ≤ 512 MiB in all, held until reboot), writes word1 = 0, word2 = its
-//!   index, word0 = address | 1, and rings bit 5.
-//! - Target→host channels (BUF_T2H 4, IO_T2H 6) are drained after every
-//!   command: a published slot has bit 0 clear; the host sets it and rings
-//!   that channel's bit. IO_T2H carries 0x28-byte events `u32 seq, u32
-//!   0x300, u64 cookie, u32 program, u32 process, u32 0, u32 state` (0
-//!   dispatch, 1 finish); a CALL is complete only at its finish event.
+//! - An IO exchange (RT `ane_rtclient_legacy_exchange`): take the IO slot
+//!   at the cursor (bit 0 must be set), write the command, set word1 =
+//!   word2 = length, barrier, word0 = the command's device address (bit 0
+//!   clear), barrier, ring the channel's doorbell bit at IPI+0. Then poll,
+//!   acknowledging pending IPIs and serving SHAREDMALLOC requests. Success
+//!   is word0 == address | 1, word1 == length, word2 == 0, the reply opcode
+//!   equal to the command's and a zero status; only then does the cursor
+//!   advance (a resend to the same slot wedges the ring). Any failure
+//!   quarantines the device. After a successful exchange the host drains
+//!   BUF_T2H and IO_T2H.
+//! - SHAREDMALLOC (channel 5, RT `ane_rtclient_legacy_exchange` and
+//!   `ane_rtclient_legacy_alloc`): a published slot (bit 0 clear) must have
+//!   word0 exactly 0; `u64` size at +0x08, tag at +0x10 (must fit a `u32`;
+//!   checked, not echoed), both read after a read barrier. The host grants
+//!   a size that is nonzero, 16 KiB aligned and at most 2 MiB, up to 8192
+//!   buffers and 512 MiB in all; the buffer is zeroed, 16 KiB aligned,
+//!   outside the firmware's window, and held until reboot. The reply:
+//!   word1 = 0, word2 = the number of buffers granted so far (1-based),
+//!   barrier, word0 = address | 1, barrier, doorbell bit 5. A malformed
+//!   request or one the rule refuses fails the exchange (OA: `-EOPNOTSUPP`
+//!   or `-ENOMEM`, then quarantine); the slot is left unanswered.
+//! - Target→host channels (BUF_T2H 4, IO_T2H 6) are drained from their
+//!   cursor (RT `ane_rtclient_drain_t2h`): a published slot has bit 0
+//!   clear, word0 = the payload's device address, word1 = its length. The
+//!   payload lies in memory the host gave the firmware — a SHAREDMALLOC
+//!   buffer or 'IPC ' — and the host reads it only if `[address, address +
+//!   length)` lies wholly inside one of them (RT `ane_rtclient_fw_cpu`).
+//!   Then the host hands the slot back (word0 |= 1, barrier, that channel's
+//!   doorbell bit) and advances.
+//! - An IO_T2H event is 0x28 bytes: `u32 seq, u32 0x300, u64 cookie, u32
+//!   program, u32 process, u32 0, u32 state` (RT, the event's comment; CW).
+//!   Two per call: state 0 (dispatch) soon after the reply, state 1 when the
+//!   procedure finished and its outputs are in memory. A call is finished
+//!   by an IO_T2H event of length ≥ 0x20 with its cookie and state 1.
 //!
-//! Not in the reference material, chosen here (and implemented the same way
-//! by `super::model`):
+//! The driver's own, stricter choices (documented because OA differs):
 //!
-//! - where a target→host payload lives: inline in its slot, from
-//!   [`PAYLOAD`] (+0x08) on; an event's last 8 bytes (0x20..0x28) are
-//!   reserved and ignored;
-//! - the SHAREDMALLOC request: word0 = 0, `u32` tag at +0x08, `u32` 0 at
-//!   +0x0c, requested bytes (`u64`) at +0x10;
-//! - a SHAREDMALLOC request the host cannot honour is answered with address
-//!   0 (word0 = 1) rather than left unanswered, so the ring keeps moving;
-//! - target→host slots are free for the firmware while bit 0 is set; the
-//!   firmware sets it on every target→host slot when it writes the table
-//!   (a zeroed slot would otherwise read as published);
-//! - the 'IPC ' surface is [`IPC_SIZE`] bytes: the seed's size formula is
-//!   unclear, and the recorded layout needs 0x10440.
+//! - BUF_T2H payloads are not read at all (OA reads none either; it posts
+//!   none during calls, CW), so their pointers are not checked;
+//!
+//! Where the record judges less, the driver judges no more after the
+//! release (a value the record never saw must not quarantine a working
+//! firmware): a reply's first word is not checked (only its opcode and
+//! status, as OA), and an event's +0x04 (0x300) and +0x18 (0) words are
+//! only counted in [`HostStats::odd_events`] when they differ.
+//!
+//! Not known (also in OA's own list of open questions):
+//!
+//! - the meaning of the SHAREDMALLOC tag and of the reply's words beyond
+//!   address and count (OA's count is a "lab rule", not decoded);
+//! - that target→host slots come up firmware-free (bit 0 set) without the
+//!   host's help: OA initialises only host→target rings and reads bit 0
+//!   clear as "published", so the firmware must set it; the model does;
+//! - the 'IPC ' size: OA sizes it from SCRATCH1 (at most 1 MiB); the layout
+//!   needs [`LAYOUT_SPAN`] bytes, and the driver's [`IPC_SIZE`] covers it.
 
 use super::boot::{Delay, FwBuf, FwMem, MemError, Regs};
 use super::bytes::{put_u32, put_u64, u32_at, u64_at};
@@ -64,14 +101,10 @@ pub const NAME_LEN: usize = 64;
 pub const TABLE_LEN: usize = CHANNEL_COUNT * ENTRY_LEN;
 /// Bytes of a ring slot.
 pub const SLOT_LEN: usize = 64;
-/// Offset of a target→host payload in its slot (chosen, see above).
-pub const PAYLOAD: usize = 8;
 /// Bytes the recorded layout spans.
 pub const LAYOUT_SPAN: u64 = 0x1_0440;
 /// Bytes of the 'IPC ' surface the driver allocates (16 KiB pages).
 pub const IPC_SIZE: usize = 0x1_4000;
-/// The most slots a ring may have (bounds every drain loop).
-pub const MAX_SLOTS: u64 = 0x1000;
 
 /// Word 0 bit 0: the host owns a host→target slot / has consumed a
 /// target→host slot.
@@ -112,11 +145,11 @@ pub struct ChannelSpec {
     pub bit: u32,
     /// Slots of its ring.
     pub slots: u64,
-    /// Offset of its ring in 'IPC '.
+    /// Offset of its ring in 'IPC ' (the table holds 'IPC ' + this).
     pub ring: u64,
 }
 
-/// The table the 13.5 firmware writes (`seed-repos.md` §3.5).
+/// The table the 13.5 firmware writes (BH, `ane_t6021_chman_layout`).
 pub const LAYOUT: [ChannelSpec; CHANNEL_COUNT] = [
     ChannelSpec {
         name: "TERMINAL",
@@ -185,27 +218,23 @@ pub struct Channel {
     pub bit: u32,
     /// Slots of its ring.
     pub slots: u64,
-    /// Offset of its ring in 'IPC '.
+    /// Device address of its ring, as the firmware wrote it.
     pub ring: u64,
 }
 
 impl Channel {
-    /// Offset in 'IPC ' of slot `index` (taken modulo the ring size).
-    pub fn slot(&self, index: u64) -> Option<usize> {
+    /// Offset in 'IPC ' (at `ipc_dva`) of slot `index`, taken modulo the
+    /// ring size.
+    pub fn slot(&self, index: u64, ipc_dva: u64) -> Option<usize> {
         let i = index.checked_rem(self.slots)?;
-        let off = self.ring.checked_add(i.checked_mul(SLOT_LEN as u64)?)?;
+        let ring = self.ring.checked_sub(ipc_dva)?;
+        let off = ring.checked_add(i.checked_mul(SLOT_LEN as u64)?)?;
         usize::try_from(off).ok()
     }
 
     /// The doorbell mask of this channel.
     pub fn doorbell(&self) -> u32 {
         1u32.checked_shl(self.bit).unwrap_or(0)
-    }
-
-    /// Bytes of its ring.
-    fn span(&self) -> Option<(u64, u64)> {
-        let len = self.slots.checked_mul(SLOT_LEN as u64)?;
-        Some((self.ring, self.ring.checked_add(len)?))
     }
 }
 
@@ -233,26 +262,29 @@ pub enum TableError {
         /// The bit found.
         found: u32,
     },
-    /// A ring with no slot or more than [`MAX_SLOTS`].
+    /// An entry's slot count differs.
     Slots {
         /// Entry index.
         index: usize,
         /// The count found.
         found: u64,
     },
-    /// A ring not on a slot boundary, inside the table, or past the surface.
+    /// An entry's ring is not at 'IPC ' + its offset in [`LAYOUT`].
     Ring {
         /// Entry index.
         index: usize,
-        /// The ring offset found.
-        ring: u64,
+        /// The address found.
+        found: u64,
+        /// The address expected.
+        expected: u64,
     },
-    /// Two rings overlap.
-    Overlap {
-        /// First entry.
-        first: usize,
-        /// Second entry.
-        second: usize,
+    /// The 'IPC ' surface cannot hold the layout (or its address plus the
+    /// layout overflows).
+    Surface {
+        /// Bytes of the surface.
+        len: u64,
+        /// Bytes the layout needs.
+        need: u64,
     },
 }
 
@@ -270,8 +302,8 @@ impl Table {
     }
 
     /// Parses and validates the table from its first [`TABLE_LEN`] bytes, for
-    /// a surface of `ipc_len` bytes.
-    pub fn parse(bytes: &[u8], ipc_len: u64) -> Result<Table, TableError> {
+    /// a surface of `ipc_len` bytes at device address `ipc_dva`.
+    pub fn parse(bytes: &[u8], ipc_dva: u64, ipc_len: u64) -> Result<Table, TableError> {
         let mut t = Table::default();
         for (index, ch) in t.channels.iter_mut().enumerate() {
             let start = index * ENTRY_LEN;
@@ -280,36 +312,35 @@ impl Table {
                 .ok_or(TableError::Short)?;
             *ch = parse_entry(index, entry)?;
         }
-        t.check_geometry(ipc_len)?;
+        t.check_geometry(ipc_dva, ipc_len)?;
         Ok(t)
     }
 
-    /// Checks every ring against the surface and the other rings.
-    pub fn check_geometry(&self, ipc_len: u64) -> Result<(), TableError> {
-        let limit = ipc_len.min(usize::MAX as u64);
-        for (index, ch) in self.channels.iter().enumerate() {
-            if ch.slots == 0 || ch.slots > MAX_SLOTS {
+    /// Checks that every ring is exactly where [`LAYOUT`] puts it in the
+    /// surface of `ipc_len` bytes at `ipc_dva`, with its slot count (the
+    /// rings then lie inside the surface and never overlap).
+    pub fn check_geometry(&self, ipc_dva: u64, ipc_len: u64) -> Result<(), TableError> {
+        let surface = TableError::Surface {
+            len: ipc_len,
+            need: LAYOUT_SPAN,
+        };
+        if ipc_len < LAYOUT_SPAN || ipc_dva.checked_add(LAYOUT_SPAN).is_none() {
+            return Err(surface);
+        }
+        for (index, (ch, spec)) in self.channels.iter().zip(LAYOUT.iter()).enumerate() {
+            if ch.slots != spec.slots {
                 return Err(TableError::Slots {
                     index,
                     found: ch.slots,
                 });
             }
-            let bad = TableError::Ring {
-                index,
-                ring: ch.ring,
-            };
-            let (lo, hi) = ch.span().ok_or(bad)?;
-            if lo % SLOT_LEN as u64 != 0 || lo < TABLE_LEN as u64 || hi > limit {
-                return Err(bad);
-            }
-        }
-        for (first, a) in self.channels.iter().enumerate() {
-            for (second, b) in self.channels.iter().enumerate().skip(first + 1) {
-                if let (Some(x), Some(y)) = (a.span(), b.span()) {
-                    if x.0 < y.1 && y.0 < x.1 {
-                        return Err(TableError::Overlap { first, second });
-                    }
-                }
+            let expected = ipc_dva.checked_add(spec.ring).ok_or(surface)?;
+            if ch.ring != expected {
+                return Err(TableError::Ring {
+                    index,
+                    found: ch.ring,
+                    expected,
+                });
             }
         }
         Ok(())
@@ -351,8 +382,8 @@ pub fn parse_entry(index: usize, entry: &[u8]) -> Result<Channel, TableError> {
 }
 
 /// Encodes one entry into `out` ([`ENTRY_LEN`] bytes), as the firmware
-/// writes it (for the model and tests).
-pub fn encode_entry(spec: &ChannelSpec, out: &mut [u8]) -> Option<()> {
+/// writes it for a surface at `ipc_dva` (for the model and tests).
+pub fn encode_entry(spec: &ChannelSpec, ipc_dva: u64, out: &mut [u8]) -> Option<()> {
     let entry = out.get_mut(..ENTRY_LEN)?;
     entry.fill(0);
     entry
@@ -365,11 +396,14 @@ pub fn encode_entry(spec: &ChannelSpec, out: &mut [u8]) -> Option<()> {
     put_u32(entry, NAME_LEN, spec.kind)?;
     put_u32(entry, NAME_LEN + 4, spec.bit)?;
     put_u64(entry, NAME_LEN + 8, spec.slots)?;
-    put_u64(entry, NAME_LEN + 16, spec.ring)
+    put_u64(entry, NAME_LEN + 16, ipc_dva.checked_add(spec.ring)?)
 }
 
 /// Bytes of an IO_T2H event.
 pub const EVENT_LEN: usize = 0x28;
+/// The shortest IO_T2H payload that can finish a call: its fields end at
+/// the state word (RT reads no further).
+pub const EVENT_MIN_LEN: usize = 0x20;
 /// The constant second word of an event.
 pub const EVENT_MAGIC: u32 = 0x300;
 
@@ -400,7 +434,7 @@ pub struct Event {
 /// Why bytes are not an IO_T2H event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventError {
-    /// Fewer than [`EVENT_LEN`] bytes.
+    /// Fewer than [`EVENT_MIN_LEN`] bytes.
     Short,
     /// The second word is not 0x300.
     Magic {
@@ -419,20 +453,17 @@ pub enum EventError {
     },
 }
 
-/// Decodes an IO_T2H event.
+/// Decodes an IO_T2H event from its first [`EVENT_MIN_LEN`] or more bytes
+/// (the last 8 of the 0x28 are not interpreted).
 pub fn decode_event(b: &[u8]) -> Result<Event, EventError> {
-    if b.len() < EVENT_LEN {
+    if b.len() < EVENT_MIN_LEN {
         return Err(EventError::Short);
     }
     let w = |off| u32_at(b, off).ok_or(EventError::Short);
-    let magic = w(4)?;
-    if magic != EVENT_MAGIC {
-        return Err(EventError::Magic { found: magic });
-    }
-    let zero = w(0x18)?;
-    if zero != 0 {
-        return Err(EventError::Reserved { found: zero });
-    }
+    // The record decides on the length, the cookie and the state only; the
+    // +0x04 and +0x18 words are reported by `event_anomaly`, never a
+    // reason to drop an event (a value the record did not see must not
+    // turn a finished call into a timeout and a quarantine).
     let state = match w(0x1c)? {
         0 => EventState::Dispatch,
         1 => EventState::Finish,
@@ -445,6 +476,17 @@ pub fn decode_event(b: &[u8]) -> Result<Event, EventError> {
         process: w(0x14)?,
         state,
     })
+}
+
+/// What an event carries that the record never saw: +0x04 other than
+/// [`EVENT_MAGIC`] or +0x18 other than 0. Counted and logged, not fatal.
+pub fn event_anomaly(b: &[u8]) -> Option<EventError> {
+    let magic = u32_at(b, 4)?;
+    if magic != EVENT_MAGIC {
+        return Some(EventError::Magic { found: magic });
+    }
+    let zero = u32_at(b, 0x18)?;
+    (zero != 0).then_some(EventError::Reserved { found: zero })
 }
 
 /// Encodes an event into `out` ([`EVENT_LEN`] bytes).
@@ -468,73 +510,115 @@ pub const SM_MAX_BUFFER: u64 = 2 << 20;
 pub const SM_MAX_BUFFERS: u32 = 8192;
 /// Most SHAREDMALLOC bytes in all.
 pub const SM_MAX_TOTAL: u64 = 512 << 20;
-/// SHAREDMALLOC alignment.
+/// SHAREDMALLOC alignment, of sizes and addresses.
 pub const SM_ALIGN: u64 = 0x4000;
+/// Offset of the size in a SHAREDMALLOC request slot.
+pub const SM_SIZE: usize = 0x08;
+/// Offset of the tag in a SHAREDMALLOC request slot.
+pub const SM_TAG: usize = 0x10;
 
-/// A SHAREDMALLOC request (layout chosen, see the module documentation).
+/// A SHAREDMALLOC request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmRequest {
-    /// The firmware's tag.
+    /// The firmware's tag (a `u64` that must fit a `u32`).
     pub tag: u32,
     /// Bytes requested.
     pub size: u64,
 }
 
-/// Why a SHAREDMALLOC slot is not a valid request.
+/// Why a SHAREDMALLOC request was not granted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SmError {
     /// Fewer than 0x18 bytes.
     Short,
-    /// The header word is not 0.
+    /// Word 0 of the published slot is not 0.
     Header {
         /// Its value.
         found: u64,
     },
-    /// The reserved word is not 0.
-    Reserved,
-    /// A size of 0 or above [`SM_MAX_BUFFER`].
+    /// The tag does not fit a `u32`.
+    Tag {
+        /// Its value.
+        found: u64,
+    },
+    /// A size of 0, not 16 KiB aligned, or above [`SM_MAX_BUFFER`].
     Size {
         /// Bytes requested.
         size: u64,
     },
+    /// [`SM_MAX_BUFFERS`] were granted already.
+    Count,
+    /// The grant would pass [`SM_MAX_TOTAL`].
+    Total {
+        /// Bytes granted so far.
+        granted: u64,
+        /// Bytes requested.
+        size: u64,
+    },
+    /// No (usable) memory for it.
+    Alloc(MemError),
 }
 
-/// Decodes a SHAREDMALLOC request from its slot.
+/// Decodes a SHAREDMALLOC request from its published slot: word0 exactly
+/// 0, the size at [`SM_SIZE`], a tag that fits a `u32` at [`SM_TAG`]. The
+/// size is not judged here (see [`check_grant`]).
 pub fn decode_sm_request(slot: &[u8]) -> Result<SmRequest, SmError> {
     let header = u64_at(slot, 0).ok_or(SmError::Short)?;
     if header != 0 {
         return Err(SmError::Header { found: header });
     }
-    if u32_at(slot, 0x0c).ok_or(SmError::Short)? != 0 {
-        return Err(SmError::Reserved);
-    }
-    let size = u64_at(slot, 0x10).ok_or(SmError::Short)?;
-    if size == 0 || size > SM_MAX_BUFFER {
+    let size = u64_at(slot, SM_SIZE).ok_or(SmError::Short)?;
+    let tag = u64_at(slot, SM_TAG).ok_or(SmError::Short)?;
+    let tag = u32::try_from(tag).map_err(|_| SmError::Tag { found: tag })?;
+    Ok(SmRequest { tag, size })
+}
+
+/// The grant rule: a size that is nonzero, 16 KiB aligned and at most
+/// [`SM_MAX_BUFFER`], with `granted` buffers of `bytes` in all before it.
+pub fn check_grant(size: u64, granted: u32, bytes: u64) -> Result<(), SmError> {
+    if size == 0 || size % SM_ALIGN != 0 || size > SM_MAX_BUFFER {
         return Err(SmError::Size { size });
     }
-    Ok(SmRequest {
-        tag: u32_at(slot, 8).ok_or(SmError::Short)?,
-        size,
-    })
+    if granted >= SM_MAX_BUFFERS {
+        return Err(SmError::Count);
+    }
+    match bytes.checked_add(size) {
+        Some(total) if total <= SM_MAX_TOTAL => Ok(()),
+        _ => Err(SmError::Total {
+            granted: bytes,
+            size,
+        }),
+    }
 }
 
 /// Encodes a SHAREDMALLOC request's payload (everything but word0, which
-/// the publisher writes last) into a slot image.
+/// the publisher writes last, as 0) into a slot image.
 pub fn encode_sm_request(r: &SmRequest, slot: &mut [u8]) -> Option<()> {
     slot.get_mut(..SLOT_LEN)?.fill(0);
-    put_u32(slot, 8, r.tag)?;
-    put_u64(slot, 0x10, r.size)
+    put_u64(slot, SM_SIZE, r.size)?;
+    put_u64(slot, SM_TAG, u64::from(r.tag))
 }
 
-/// Why an exchange failed. Every error but [`ExchangeError::Busy`] and
-/// [`ExchangeError::Idle`] quarantines the [`Host`].
+/// The SHAREDMALLOC buffers granted so far, which the [`FwMem`] keeps
+/// behind its handles (the host only counts them). A buffer must stay
+/// valid until reboot: the firmware may use it at any time.
+pub trait SharedBufs {
+    /// The buffer the `index`-th (0-based) allocation of
+    /// [`super::boot::BufKind::Shared`] returned, if there was one.
+    fn shared_buf(&mut self, index: u32) -> Option<FwBuf>;
+}
+
+/// Why an exchange failed. Every error quarantines the [`Host`] except a
+/// second [`Host::start`] while an exchange is in flight ([`ExchangeError::Busy`])
+/// and [`ExchangeError::Idle`], which are caller misuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExchangeError {
-    /// An earlier failure quarantined the device (the driver answers
-    /// `ETIMEDOUT` until reboot).
+    /// An earlier failure quarantined the device (the driver answers `EIO`
+    /// until reboot).
     Quarantined,
-    /// The IO slot at the cursor is not host-owned, or an exchange is in
-    /// flight.
+    /// An exchange is already in flight (misuse, no quarantine), or the IO
+    /// slot at the cursor is not host-owned (the ring is not where the host
+    /// left it: quarantines).
     Busy,
     /// [`Host::poll`] without an exchange in flight.
     Idle,
@@ -565,6 +649,17 @@ pub enum ExchangeError {
     FinishTimeout {
         /// The cookie.
         cookie: u64,
+    },
+    /// The channel table no longer matches the layout (checked before
+    /// every exchange).
+    Table(TableError),
+    /// A SHAREDMALLOC request was malformed or refused; it stays
+    /// unanswered.
+    SharedMalloc {
+        /// Its slot (the ring's cursor).
+        cursor: u64,
+        /// Why.
+        error: SmError,
     },
 }
 
@@ -606,14 +701,20 @@ pub struct HostStats {
     pub sm_buffers: u32,
     /// SHAREDMALLOC bytes handed out.
     pub sm_bytes: u64,
-    /// SHAREDMALLOC requests refused.
+    /// SHAREDMALLOC requests refused (each fails its exchange).
     pub sm_refused: u32,
     /// Target→host slots consumed.
     pub drained: u64,
-    /// IO_T2H slots that did not decode as events.
+    /// IO_T2H slots shorter than an event, or that did not decode as one.
     pub bad_events: u32,
     /// Finish events dropped because nobody claimed them in time.
     pub lost_finishes: u32,
+    /// IO_T2H slots whose payload address lay outside 'IPC ' and every
+    /// SHAREDMALLOC buffer: skipped unread, as the record does.
+    pub bad_pointers: u32,
+    /// Events used although a word the record did not decide on differed
+    /// from what it saw ([`event_anomaly`]).
+    pub odd_events: u32,
 }
 
 /// Unclaimed finish events kept by the host.
@@ -640,6 +741,8 @@ pub struct Host {
     finished: [Option<Event>; FINISHED],
     /// Counters.
     stats: HostStats,
+    /// The last skipped payload pointer `(channel, dva, len)`, for logs.
+    last_bad_pointer: Option<(usize, u64, u64)>,
 }
 
 /// Whether `buf` is a usable firmware buffer of at least `len` bytes.
@@ -654,6 +757,9 @@ impl Host {
     /// Sets up the host side over the booted firmware's 'IPC ' surface and
     /// table, allocating the command buffer.
     pub fn new<M: FwMem>(mem: &mut M, ipc: FwBuf, table: Table) -> Result<Host, ExchangeError> {
+        table
+            .check_geometry(ipc.dva, ipc.len as u64)
+            .map_err(ExchangeError::Table)?;
         let cmd = mem.alloc(super::boot::BufKind::Command, msg::MAX_MESSAGE)?;
         if !buffer_ok(&cmd, msg::MAX_MESSAGE) {
             return Err(ExchangeError::Mem(MemError::BadBuffer));
@@ -668,6 +774,7 @@ impl Host {
             quarantined: false,
             finished: [None; FINISHED],
             stats: HostStats::default(),
+            last_bad_pointer: None,
         })
     }
 
@@ -684,6 +791,11 @@ impl Host {
     /// The table in use.
     pub fn table(&self) -> &Table {
         &self.table
+    }
+
+    /// The 'IPC ' surface.
+    pub fn ipc(&self) -> &FwBuf {
+        &self.ipc
     }
 
     /// The command buffer.
@@ -722,7 +834,7 @@ impl Host {
     /// Offset of the slot at `cursor` of channel `index`.
     fn slot_of(&self, index: usize, cursor: u64) -> Result<usize, ExchangeError> {
         self.chan(index)
-            .slot(cursor)
+            .slot(cursor, self.ipc.dva)
             .ok_or(ExchangeError::Mem(MemError::OutOfRange))
     }
 
@@ -743,11 +855,28 @@ impl Host {
             Ok(h) if len <= msg::MAX_MESSAGE => h.opcode,
             _ => return Err(ExchangeError::Length { len }),
         };
+        let r = self.recheck_table(p);
+        self.guard(r)?;
         let slot = self.slot_of(IO, self.io_cursor)?;
         let r = self.publish(p, slot, message);
         self.guard(r)?;
         self.in_flight = Some(InFlight { slot, len, opcode });
         Ok(())
+    }
+
+    /// Reads the table again and checks it against the layout, as OA does
+    /// before every exchange (the firmware must not have moved a ring).
+    fn recheck_table<M: FwMem>(&self, mem: &mut M) -> Result<(), ExchangeError> {
+        let mut t = Table::default();
+        let mut entry = [0u8; ENTRY_LEN];
+        for (index, ch) in t.channels.iter_mut().enumerate() {
+            read(mem, &self.ipc, index * ENTRY_LEN, &mut entry)?;
+            *ch = parse_entry(index, &entry).map_err(ExchangeError::Table)?;
+        }
+        // Names, types, bits, counts and rings all equal the layout, so
+        // the table is still the one validated at boot.
+        t.check_geometry(self.ipc.dva, self.ipc.len as u64)
+            .map_err(ExchangeError::Table)
     }
 
     /// Steps 1–3 of an exchange.
@@ -831,67 +960,64 @@ impl Host {
         read(mem, &self.cmd, 0, out).map_err(ExchangeError::Mem)
     }
 
-    /// Serves every published SHAREDMALLOC request.
+    /// Serves every published SHAREDMALLOC request; a request that is
+    /// malformed or breaks the grant rule fails the exchange.
     fn serve_shared_malloc<P: Regs + FwMem>(&mut self, p: &mut P) -> Result<(), ExchangeError> {
         let ch = self.chan(SHAREDMALLOC);
-        let mut served = false;
         for _ in 0..ch.slots {
-            let off = self.slot_of(SHAREDMALLOC, self.t2h_cursor[SHAREDMALLOC])?;
-            let mut slot = [0u8; SLOT_LEN];
-            read(p, &self.ipc, off, &mut slot)?;
-            if u64_at(&slot, 0).unwrap_or(OWNER) & OWNER != 0 {
+            let cursor = self.t2h_cursor[SHAREDMALLOC];
+            let off = self.slot_of(SHAREDMALLOC, cursor)?;
+            let mut word0 = [0u8; 8];
+            read(p, &self.ipc, off, &mut word0)?;
+            if u64::from_le_bytes(word0) & OWNER != 0 {
                 break;
             }
-            let (dva, index) = match decode_sm_request(&slot) {
-                Ok(req) => self.sm_alloc(p, req),
-                Err(_) => (0, u64::MAX),
-            };
+            // Read the request only after seeing it published.
+            p.barrier();
+            let mut slot = [0u8; SM_TAG + 8];
+            read(p, &self.ipc, off, &mut slot)?;
+            let (dva, count) = decode_sm_request(&slot)
+                .and_then(|req| self.sm_alloc(p, req))
+                .map_err(|error| {
+                    self.stats.sm_refused = self.stats.sm_refused.wrapping_add(1);
+                    ExchangeError::SharedMalloc { cursor, error }
+                })?;
             let mut answer = [0u8; 16];
-            answer[8..].copy_from_slice(&index.to_le_bytes());
+            answer[8..].copy_from_slice(&count.to_le_bytes());
             let ipc = self.ipc;
             write(p, &ipc, off.saturating_add(8), &answer)?;
             p.barrier();
             write(p, &ipc, off, &(dva | OWNER).to_le_bytes())?;
             p.barrier();
-            self.t2h_cursor[SHAREDMALLOC] = self.t2h_cursor[SHAREDMALLOC].wrapping_add(1);
-            served = true;
-        }
-        if served {
             p.write32(regs::IPI_SET, ch.doorbell());
+            self.t2h_cursor[SHAREDMALLOC] = cursor.wrapping_add(1);
         }
         Ok(())
     }
 
-    /// Allocates a SHAREDMALLOC buffer within the limits; `(0, MAX)` when
-    /// refused.
-    fn sm_alloc<M: FwMem>(&mut self, mem: &mut M, req: SmRequest) -> (u64, u64) {
-        let size = match req.size.checked_add(SM_ALIGN - 1) {
-            Some(s) => s & !(SM_ALIGN - 1),
-            None => 0,
-        };
-        let total = self.stats.sm_bytes.saturating_add(size);
-        if size == 0 || self.stats.sm_buffers >= SM_MAX_BUFFERS || total > SM_MAX_TOTAL {
-            self.stats.sm_refused = self.stats.sm_refused.wrapping_add(1);
-            return (0, u64::MAX);
+    /// Grants a SHAREDMALLOC buffer under the rule: its address and the
+    /// number of buffers granted so far, this one included.
+    fn sm_alloc<M: FwMem>(&mut self, mem: &mut M, req: SmRequest) -> Result<(u64, u64), SmError> {
+        check_grant(req.size, self.stats.sm_buffers, self.stats.sm_bytes)?;
+        let len = usize::try_from(req.size).map_err(|_| SmError::Size { size: req.size })?;
+        // FwMem hands out zeroed buffers.
+        let b = mem
+            .alloc(super::boot::BufKind::Shared, len)
+            .map_err(SmError::Alloc)?;
+        if !buffer_ok(&b, len) {
+            return Err(SmError::Alloc(MemError::BadBuffer));
         }
-        match mem.alloc(super::boot::BufKind::Shared, size as usize) {
-            Ok(b) if buffer_ok(&b, size as usize) => {
-                let index = u64::from(self.stats.sm_buffers);
-                self.stats.sm_buffers += 1;
-                self.stats.sm_bytes = total;
-                (b.dva, index)
-            }
-            _ => {
-                self.stats.sm_refused = self.stats.sm_refused.wrapping_add(1);
-                (0, u64::MAX)
-            }
-        }
+        self.stats.sm_buffers += 1;
+        self.stats.sm_bytes = self.stats.sm_bytes.saturating_add(req.size);
+        Ok((b.dva, u64::from(self.stats.sm_buffers)))
     }
 
     /// Publishes, then polls every `step_us` up to `polls` times; on
     /// success copies the reply into `reply` (up to its length) and returns
     /// the reply's length.
-    pub fn exchange<P: Regs + Delay + FwMem>(
+    /// After a successful exchange BUF_T2H and IO_T2H are drained, as OA
+    /// does after every command.
+    pub fn exchange<P: Regs + Delay + FwMem + SharedBufs>(
         &mut self,
         p: &mut P,
         message: &[u8],
@@ -900,27 +1026,28 @@ impl Host {
         step_us: u32,
     ) -> Result<usize, ExchangeError> {
         self.start(p, message)?;
-        for _ in 0..polls {
+        for i in 0..=polls {
             if let Progress::Done { len } = self.poll(p)? {
                 let n = len.min(reply.len());
                 let out = reply.get_mut(..n).unwrap_or(&mut []);
-                self.read_reply(p, out)?;
+                let r = self.read_reply(p, out);
+                self.guard(r)?;
+                self.drain(p)?;
                 return Ok(len);
             }
-            p.sleep_us(step_us);
-        }
-        if let Progress::Done { len } = self.poll(p)? {
-            let n = len.min(reply.len());
-            let out = reply.get_mut(..n).unwrap_or(&mut []);
-            self.read_reply(p, out)?;
-            return Ok(len);
+            if i < polls {
+                p.sleep_us(step_us);
+            }
         }
         Err(self.fail(ExchangeError::Timeout { polls }))
     }
 
     /// Consumes every published slot of BUF_T2H and IO_T2H, keeping finish
     /// events for [`Self::take_finish`]. Returns the slots consumed.
-    pub fn drain<P: Regs + FwMem>(&mut self, p: &mut P) -> Result<u32, ExchangeError> {
+    pub fn drain<P: Regs + FwMem + SharedBufs>(&mut self, p: &mut P) -> Result<u32, ExchangeError> {
+        if self.quarantined {
+            return Err(ExchangeError::Quarantined);
+        }
         let mut n = 0;
         for index in [BUF_T2H, IO_T2H] {
             let r = self.drain_channel(p, index);
@@ -929,8 +1056,9 @@ impl Host {
         Ok(n)
     }
 
-    /// Consumes the published slots of one target→host channel.
-    fn drain_channel<P: Regs + FwMem>(
+    /// Consumes the published slots of one target→host channel: reads an
+    /// IO_T2H event through its pointer, then hands the slot back.
+    fn drain_channel<P: Regs + FwMem + SharedBufs>(
         &mut self,
         p: &mut P,
         index: usize,
@@ -940,32 +1068,84 @@ impl Host {
         for _ in 0..ch.slots {
             let cursor = self.t2h_cursor.get(index).copied().unwrap_or(0);
             let off = self.slot_of(index, cursor)?;
-            let mut slot = [0u8; SLOT_LEN];
-            read(p, &self.ipc, off, &mut slot)?;
-            let word0 = u64_at(&slot, 0).unwrap_or(OWNER);
+            let mut w = [0u8; 8];
+            read(p, &self.ipc, off, &mut w)?;
+            let word0 = u64::from_le_bytes(w);
             if word0 & OWNER != 0 {
                 break;
             }
+            // Read the length only after seeing the slot published.
+            p.barrier();
+            read(p, &self.ipc, off.saturating_add(8), &mut w)?;
+            let len = u64::from_le_bytes(w);
             if index == IO_T2H {
-                self.note_event(slot.get(PAYLOAD..).unwrap_or(&[]));
+                self.take_event(p, index, word0, len)?;
             }
             let ipc = self.ipc;
             write(p, &ipc, off, &(word0 | OWNER).to_le_bytes())?;
+            p.barrier();
+            p.write32(regs::IPI_SET, ch.doorbell());
             if let Some(c) = self.t2h_cursor.get_mut(index) {
                 *c = c.wrapping_add(1);
             }
             n += 1;
         }
-        if n > 0 {
-            p.barrier();
-            p.write32(regs::IPI_SET, ch.doorbell());
-            self.stats.drained = self.stats.drained.wrapping_add(u64::from(n));
-        }
+        self.stats.drained = self.stats.drained.wrapping_add(u64::from(n));
         Ok(n)
+    }
+
+    /// Reads the event at `dva` (`len` bytes) posted on channel `index`.
+    fn take_event<M: FwMem + SharedBufs>(
+        &mut self,
+        mem: &mut M,
+        index: usize,
+        dva: u64,
+        len: u64,
+    ) -> Result<(), ExchangeError> {
+        if len < EVENT_MIN_LEN as u64 {
+            self.stats.bad_events = self.stats.bad_events.wrapping_add(1);
+            return Ok(());
+        }
+        // As the record does, a payload outside the memory the host gave
+        // the firmware is not read; the slot is handed back all the same.
+        let Some((buf, off)) = self.resolve(mem, dva, len) else {
+            self.stats.bad_pointers = self.stats.bad_pointers.wrapping_add(1);
+            self.last_bad_pointer = Some((index, dva, len));
+            return Ok(());
+        };
+        let mut payload = [0u8; EVENT_LEN];
+        let n = usize::try_from(len).map_or(EVENT_LEN, |l| l.min(EVENT_LEN));
+        let bytes = payload.get_mut(..n).unwrap_or(&mut []);
+        read(mem, &buf, off, bytes)?;
+        self.note_event(bytes);
+        Ok(())
+    }
+
+    /// The buffer and offset of `[dva, dva + len)`, if it lies wholly
+    /// inside 'IPC ' or one SHAREDMALLOC buffer this host granted.
+    fn resolve<M: SharedBufs>(&self, mem: &mut M, dva: u64, len: u64) -> Option<(FwBuf, usize)> {
+        let inside = |b: &FwBuf| -> Option<usize> {
+            let end = dva.checked_add(len)?;
+            let b_end = b.dva.checked_add(b.len as u64)?;
+            if dva < b.dva || end > b_end {
+                return None;
+            }
+            usize::try_from(dva - b.dva).ok()
+        };
+        if let Some(off) = inside(&self.ipc) {
+            return Some((self.ipc, off));
+        }
+        (0..self.stats.sm_buffers).find_map(|i| {
+            let b = mem.shared_buf(i).filter(|b| buffer_ok(b, 0))?;
+            inside(&b).map(|off| (b, off))
+        })
     }
 
     /// Keeps a finish event.
     fn note_event(&mut self, payload: &[u8]) {
+        if event_anomaly(payload).is_some() {
+            self.stats.odd_events = self.stats.odd_events.wrapping_add(1);
+        }
         let e = match decode_event(payload) {
             Ok(e) => e,
             Err(_) => {
@@ -991,6 +1171,12 @@ impl Host {
         }
     }
 
+    /// The last payload pointer that was skipped because it lay outside the
+    /// host's memory: `(channel, dva, len)`.
+    pub fn last_bad_pointer(&self) -> Option<(usize, u64, u64)> {
+        self.last_bad_pointer
+    }
+
     /// Claims the finish event of `cookie`, if it arrived.
     pub fn take_finish(&mut self, cookie: u64) -> Option<Event> {
         self.finished
@@ -1001,7 +1187,7 @@ impl Host {
 
     /// Drains and waits (every `step_us`, up to `polls` times) for the
     /// finish event of `cookie`.
-    pub fn wait_finish<P: Regs + Delay + FwMem>(
+    pub fn wait_finish<P: Regs + Delay + FwMem + SharedBufs>(
         &mut self,
         p: &mut P,
         cookie: u64,
@@ -1054,17 +1240,21 @@ pub(crate) fn write<M: FwMem + ?Sized>(
     }
 }
 
-/// Sets the owner byte of every host→target slot to 1 (the ring-owner init
-/// that must precede the legacy ack).
+/// Zeroes words 0..2 of every host→target slot and sets its owner byte to 1
+/// (the ring-owner init that must precede the legacy ack).
 pub fn init_h2t_owners<M: FwMem + ?Sized>(
     mem: &mut M,
     ipc: &FwBuf,
     table: &Table,
 ) -> Result<(), MemError> {
+    // As the record: the slot's first 24 bytes (words 0..2) zeroed, then
+    // byte 0 = 1.
+    let mut owned = [0u8; 24];
+    owned[0] = 1;
     for ch in table.channels.iter().filter(|c| c.kind == KIND_H2T) {
         for i in 0..ch.slots {
-            let off = ch.slot(i).ok_or(MemError::OutOfRange)?;
-            write(mem, ipc, off, &[1])?;
+            let off = ch.slot(i, ipc.dva).ok_or(MemError::OutOfRange)?;
+            write(mem, ipc, off, &owned)?;
         }
     }
     Ok(())
@@ -1074,106 +1264,175 @@ pub fn init_h2t_owners<M: FwMem + ?Sized>(
 mod tests {
     use super::*;
 
+    /// A 16 KiB-aligned 'IPC ' address well inside the 32-bit space.
+    const IPC: u64 = 0x8_0000;
+
     fn table_bytes() -> [u8; TABLE_LEN] {
         let mut b = [0u8; TABLE_LEN];
         for (i, spec) in LAYOUT.iter().enumerate() {
-            encode_entry(spec, &mut b[i * ENTRY_LEN..]).unwrap();
+            encode_entry(spec, IPC, &mut b[i * ENTRY_LEN..]).unwrap();
         }
         b
     }
 
     #[test]
     fn layout_is_the_recorded_one() {
-        let t = Table::parse(&table_bytes(), IPC_SIZE as u64).unwrap();
-        let last = t.channels[DATA_CHAIN_H2T];
+        let t = Table::parse(&table_bytes(), IPC, IPC_SIZE as u64).unwrap();
+        let last = LAYOUT[DATA_CHAIN_H2T];
         assert_eq!(last.ring + last.slots * SLOT_LEN as u64 + 0x40, LAYOUT_SPAN);
         // Rings are back to back after the table.
-        assert_eq!(t.channels[TERMINAL].ring, TABLE_LEN as u64);
+        assert_eq!(LAYOUT[TERMINAL].ring, TABLE_LEN as u64);
         for w in LAYOUT.windows(2) {
             assert_eq!(w[0].ring + w[0].slots * 64, w[1].ring, "{}", w[1].name);
         }
-        assert_eq!(t.channels[IO].slot(0x11), Some(0xc800 + 64));
+        assert_eq!(t.channels[IO].ring, IPC + 0xc800, "absolute");
+        assert_eq!(t.channels[IO].slot(0x11, IPC), Some(0xc800 + 64));
+        assert_eq!(t.channels[IO].slot(0, IPC + 0x1_0000), None);
         assert_eq!(t.channels[IO].doorbell(), 2);
         assert!(LAYOUT_SPAN <= IPC_SIZE as u64);
+    }
+
+    /// The table entries, byte for byte: {name[0x40], u32 type, u32 bit, u64
+    /// slots, u64 ring = IPC + offset} with OA's static layout (BH
+    /// `ane_t6021_chman_layout` and the descriptor struct; BH is
+    /// omarchy-ane ane/t6021/ane_t6021_boot.h, index id 70221928368, no
+    /// commit exposed).
+    #[test]
+    fn golden_table_entries() {
+        let want: [(&str, u32, u32, u64, u64); CHANNEL_COUNT] = [
+            ("TERMINAL", 2, 0, 0x300, 0x800),
+            ("IO", 0, 1, 0x10, 0xc800),
+            ("DEBUG", 0, 2, 8, 0xcc00),
+            ("BUF_H2T", 0, 3, 0x40, 0xce00),
+            ("BUF_T2H", 1, 4, 0x40, 0xde00),
+            ("SHAREDMALLOC", 1, 5, 8, 0xee00),
+            ("IO_T2H", 1, 6, 0x40, 0xf000),
+            ("DATA_CHAIN_H2T", 0, 7, 0x10, 0x1_0000),
+        ];
+        let b = table_bytes();
+        for (i, (name, kind, bit, slots, off)) in want.into_iter().enumerate() {
+            let e = &b[i * ENTRY_LEN..(i + 1) * ENTRY_LEN];
+            let mut img = [0u8; ENTRY_LEN];
+            img[..name.len()].copy_from_slice(name.as_bytes());
+            img[0x40..0x44].copy_from_slice(&kind.to_le_bytes());
+            img[0x44..0x48].copy_from_slice(&bit.to_le_bytes());
+            img[0x48..0x50].copy_from_slice(&slots.to_le_bytes());
+            img[0x50..0x58].copy_from_slice(&(IPC + off).to_le_bytes());
+            assert_eq!(e, &img[..], "{name}");
+        }
     }
 
     #[test]
     fn table_rejects() {
         let good = table_bytes();
+        let len = IPC_SIZE as u64;
         assert_eq!(
-            Table::parse(&good[..0x7ff], 0x14000),
+            Table::parse(&good[..0x7ff], IPC, len),
             Err(TableError::Short)
         );
         assert_eq!(
-            Table::parse(&good, 0x10000),
+            Table::parse(&good, IPC, 0x10000),
+            Err(TableError::Surface {
+                len: 0x10000,
+                need: LAYOUT_SPAN
+            })
+        );
+        assert_eq!(
+            Table::parse(&good, u64::MAX - 0x1000, len),
+            Err(TableError::Surface {
+                len,
+                need: LAYOUT_SPAN
+            })
+        );
+        // The same table for a surface somewhere else: every ring is off.
+        assert_eq!(
+            Table::parse(&good, IPC + 0x4000, len),
             Err(TableError::Ring {
-                index: DATA_CHAIN_H2T,
-                ring: 0x10000
+                index: TERMINAL,
+                found: IPC + 0x800,
+                expected: IPC + 0x4800
             })
         );
         let mut b = good;
         b[ENTRY_LEN] = b'X';
         assert_eq!(
-            Table::parse(&b, 0x14000),
+            Table::parse(&b, IPC, len),
             Err(TableError::Name { index: 1 })
         );
         let mut b = good;
         b[ENTRY_LEN + 3] = b'Z'; // "IO\0Z": trailing garbage after the name
         assert_eq!(
-            Table::parse(&b, 0x14000),
+            Table::parse(&b, IPC, len),
             Err(TableError::Name { index: 1 })
         );
         let mut b = good;
         b[ENTRY_LEN + NAME_LEN] = 1;
         assert_eq!(
-            Table::parse(&b, 0x14000),
+            Table::parse(&b, IPC, len),
             Err(TableError::Kind { index: 1, found: 1 })
         );
         let mut b = good;
         b[ENTRY_LEN + NAME_LEN + 4] = 9;
         assert_eq!(
-            Table::parse(&b, 0x14000),
+            Table::parse(&b, IPC, len),
             Err(TableError::Bit { index: 1, found: 9 })
         );
         let mut b = good;
-        b[ENTRY_LEN + NAME_LEN + 8] = 0;
+        b[ENTRY_LEN + NAME_LEN + 8] = 0x20; // IO with 32 slots
         assert_eq!(
-            Table::parse(&b, 0x14000),
-            Err(TableError::Slots { index: 1, found: 0 })
+            Table::parse(&b, IPC, len),
+            Err(TableError::Slots {
+                index: 1,
+                found: 0x20
+            })
         );
+        // The old reading: a ring offset instead of an address.
         let mut b = good;
-        b[ENTRY_LEN + NAME_LEN + 16] = 0x10; // IO ring at 0xc810: misaligned
-        assert!(matches!(
-            Table::parse(&b, 0x14000),
-            Err(TableError::Ring { index: 1, .. })
-        ));
-        let mut b = good;
-        b[2 * ENTRY_LEN + NAME_LEN + 16..2 * ENTRY_LEN + NAME_LEN + 24]
-            .copy_from_slice(&0xc800u64.to_le_bytes()); // DEBUG on top of IO
+        b[ENTRY_LEN + NAME_LEN + 16..ENTRY_LEN + NAME_LEN + 24]
+            .copy_from_slice(&0xc800u64.to_le_bytes());
         assert_eq!(
-            Table::parse(&b, 0x14000),
-            Err(TableError::Overlap {
-                first: 1,
-                second: 2
+            Table::parse(&b, IPC, len),
+            Err(TableError::Ring {
+                index: 1,
+                found: 0xc800,
+                expected: IPC + 0xc800
             })
         );
         let mut b = good;
-        b[ENTRY_LEN + NAME_LEN + 16..ENTRY_LEN + NAME_LEN + 24]
-            .copy_from_slice(&0u64.to_le_bytes());
-        assert!(
-            matches!(
-                Table::parse(&b, 0x14000),
-                Err(TableError::Ring { index: 1, ring: 0 })
-            ),
-            "inside the table"
-        );
-        let mut b = good;
-        b[ENTRY_LEN + NAME_LEN + 8..ENTRY_LEN + NAME_LEN + 16]
-            .copy_from_slice(&u64::MAX.to_le_bytes());
+        b[ENTRY_LEN + NAME_LEN + 16] = 0x40; // IO ring one slot late
         assert!(matches!(
-            Table::parse(&b, u64::MAX),
-            Err(TableError::Slots { index: 1, .. })
+            Table::parse(&b, IPC, len),
+            Err(TableError::Ring { index: 1, .. })
         ));
+    }
+
+    /// The event payload, byte for byte: {u32 seq, u32 0x300, u64 cookie @8,
+    /// u32 program @0x10, u32 process @0x14, u32 0 @0x18, u32 state @0x1c},
+    /// 0x28 bytes (omarchy-ane RT, the event comment and
+    /// `ane_rtclient_drain_t2h`, index id 70070193265, no commit exposed;
+    /// receipts/2026-09-30-t6021-call-wait/README.md at
+    /// 7a402cd62bcdf4390a479d24f67683c3f1bc2300).
+    #[test]
+    fn golden_event_payload() {
+        let e = Event {
+            seq: 0x11,
+            cookie: 0xadd0,
+            program: 20,
+            process: 21,
+            state: EventState::Finish,
+        };
+        let mut b = [0xffu8; EVENT_LEN];
+        encode_event(&e, &mut b).unwrap();
+        let mut want = [0u8; 0x28];
+        want[0..4].copy_from_slice(&0x11u32.to_le_bytes());
+        want[4..8].copy_from_slice(&0x300u32.to_le_bytes());
+        want[8..0x10].copy_from_slice(&0xadd0u64.to_le_bytes());
+        want[0x10..0x14].copy_from_slice(&20u32.to_le_bytes());
+        want[0x14..0x18].copy_from_slice(&21u32.to_le_bytes());
+        want[0x1c..0x20].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(b, want);
+        // RT reads only the first 0x20 bytes.
+        assert_eq!(decode_event(&b[..EVENT_MIN_LEN]), Ok(e));
     }
 
     #[test]
@@ -1190,13 +1449,21 @@ mod tests {
         assert_eq!(&b[4..8], &0x300u32.to_le_bytes());
         assert_eq!(&b[0x20..], &[0u8; 8]);
         assert_eq!(decode_event(&b), Ok(e));
-        assert_eq!(decode_event(&b[..0x27]), Err(EventError::Short));
-        let mut bad = b;
-        bad[4] = 1;
-        assert_eq!(decode_event(&bad), Err(EventError::Magic { found: 0x301 }));
-        let mut bad = b;
-        bad[0x18] = 1;
-        assert_eq!(decode_event(&bad), Err(EventError::Reserved { found: 1 }));
+        assert_eq!(decode_event(&b[..0x1f]), Err(EventError::Short));
+        assert_eq!(event_anomaly(&b), None);
+        // Words the record never decided on: still the same event, with
+        // the anomaly reported.
+        let mut odd = b;
+        odd[4] = 1;
+        assert_eq!(decode_event(&odd), Ok(e));
+        assert_eq!(
+            event_anomaly(&odd),
+            Some(EventError::Magic { found: 0x301 })
+        );
+        let mut odd = b;
+        odd[0x18] = 1;
+        assert_eq!(decode_event(&odd), Ok(e));
+        assert_eq!(event_anomaly(&odd), Some(EventError::Reserved { found: 1 }));
         let mut bad = b;
         bad[0x1c] = 2;
         assert_eq!(decode_event(&bad), Err(EventError::State { found: 2 }));
@@ -1204,32 +1471,78 @@ mod tests {
         assert_eq!(decode_event(&bad).unwrap().state, EventState::Dispatch);
     }
 
+    /// The SHAREDMALLOC request, byte for byte: word0 exactly 0, u64 size
+    /// @0x08, tag @0x10 as a u64 that must fit a u32 (omarchy-ane RT
+    /// `ane_rtclient_legacy_exchange`, the malloc-ring service, index id
+    /// 70070193265, no commit exposed).
     #[test]
-    fn shared_malloc_requests() {
+    fn golden_shared_malloc_request() {
         let r = SmRequest {
             tag: 0x5054_424c,
             size: 0x1_0000,
         };
         let mut s = [0xffu8; SLOT_LEN];
         encode_sm_request(&r, &mut s).unwrap();
+        let mut want = [0u8; SLOT_LEN];
+        want[8..0x10].copy_from_slice(&0x1_0000u64.to_le_bytes());
+        want[0x10..0x18].copy_from_slice(&0x5054_424cu64.to_le_bytes());
+        assert_eq!(s, want);
         assert_eq!(decode_sm_request(&s), Ok(r));
+    }
+
+    #[test]
+    fn shared_malloc_requests() {
+        let r = SmRequest {
+            tag: 7,
+            size: 0x4000,
+        };
+        let mut s = [0u8; SLOT_LEN];
+        encode_sm_request(&r, &mut s).unwrap();
         let mut bad = s;
         bad[0] = 1;
         assert_eq!(decode_sm_request(&bad), Err(SmError::Header { found: 1 }));
         let mut bad = s;
-        bad[0x0c] = 1;
-        assert_eq!(decode_sm_request(&bad), Err(SmError::Reserved));
-        let big = SmRequest {
-            tag: 0,
-            size: SM_MAX_BUFFER + 1,
-        };
-        encode_sm_request(&big, &mut s).unwrap();
+        bad[7] = 0x80;
         assert_eq!(
-            decode_sm_request(&s),
-            Err(SmError::Size {
-                size: SM_MAX_BUFFER + 1
+            decode_sm_request(&bad),
+            Err(SmError::Header {
+                found: 0x8000_0000_0000_0000
+            })
+        );
+        let mut bad = s;
+        bad[0x14] = 1; // tag 2^32 + 7
+        assert_eq!(
+            decode_sm_request(&bad),
+            Err(SmError::Tag {
+                found: (1 << 32) | 7
             })
         );
         assert_eq!(decode_sm_request(&s[..0x17]), Err(SmError::Short));
+    }
+
+    #[test]
+    fn shared_malloc_grant_rule() {
+        assert_eq!(check_grant(0x4000, 0, 0), Ok(()));
+        assert_eq!(check_grant(SM_MAX_BUFFER, 0, 0), Ok(()));
+        for size in [0, 0x1000, 0x4001, SM_MAX_BUFFER + SM_ALIGN, u64::MAX] {
+            assert_eq!(check_grant(size, 0, 0), Err(SmError::Size { size }));
+        }
+        assert_eq!(check_grant(0x4000, SM_MAX_BUFFERS - 1, 0), Ok(()));
+        assert_eq!(check_grant(0x4000, SM_MAX_BUFFERS, 0), Err(SmError::Count));
+        assert_eq!(check_grant(0x4000, 1, SM_MAX_TOTAL - 0x4000), Ok(()));
+        assert_eq!(
+            check_grant(0x8000, 1, SM_MAX_TOTAL - 0x4000),
+            Err(SmError::Total {
+                granted: SM_MAX_TOTAL - 0x4000,
+                size: 0x8000
+            })
+        );
+        assert_eq!(
+            check_grant(0x4000, 1, u64::MAX),
+            Err(SmError::Total {
+                granted: u64::MAX,
+                size: 0x4000
+            })
+        );
     }
 }

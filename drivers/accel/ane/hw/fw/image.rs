@@ -3,34 +3,47 @@
 //! Structural checks of the ANE firmware image, before anything is touched.
 //!
 //! The T602x firmware is Apple's selene payload from the macOS 13.5 (22G74)
-//! IPSW, installed as `apple/ane/t602x_ane0_fw_selene_rc4x.macho`: a 64-bit
-//! little-endian arm64 Mach-O of 0x4C5B28 bytes with SHA-256
-//! `a9c4b771…3248427bc`. The seed driver's loader pins it by SHA-256 and
-//! checks the exact shape: 7 load commands, 3 segments, entry 0
-//! (`seed-repos.md` §3.2).
+//! IPSW, the image iBoot preloads for the Asahi stub, installed as
+//! `apple/ane/t602x_ane0_fw_selene_rc4x.macho`: a 64-bit little-endian
+//! arm64 `MH_PRELOAD` Mach-O of 0x4C5B28 bytes with SHA-256
+//! `a9c4b771…3248427bc`. Its exact shape is five load commands (two
+//! `LC_SEGMENT_64`, `LC_SYMTAB`, `LC_UUID`, `LC_UNIXTHREAD`) in 0x960 bytes,
+//! header flags 0x1, `__TEXT` and `__DATA` at fixed geometry and an
+//! ARM_THREAD_STATE64 of at least 66 words whose `pc` is 0. Source:
+//! joshuaswarren/omarchy-ane `ane/t6021/ane_fw_validate.h` at
+//! `c2b7408b621c7e5a19ea39efaf513170bfebaaba` (the pin and its validator;
+//! the driver that ran inference on a T6021 loads through it). An older
+//! pin there (`1f2b5eaca7bfaf78378bbb9cb17922ed242da24e`: 0x1A4000 bytes,
+//! 7 commands, 3 segments) was a different payload and is superseded.
 //!
 //! Two separate steps, so tests can build small synthetic images:
 //!
 //! - [`parse`] checks the structure of any image: the Mach-O header (magic,
 //!   CPU type), every load command inside the declared command area and the
 //!   file, every `LC_SEGMENT_64` inside the file, segments not overlapping
-//!   in the file or in memory, and at most one entry point, which must lie
-//!   inside a segment. It returns an [`Image`] summary.
+//!   in the file or in memory, thread states inside their command, and at
+//!   most one entry point, which must lie inside a segment. It returns an
+//!   [`Image`] summary.
 //! - [`Pin::check_summary`], [`Pin::check_size`] and [`Pin::check_digest`]
 //!   compare against a [`Pin`]; [`Pin::check`] runs everything in the
 //!   cheapest order.
 //!
-//! What "entry 0" means is not spelled out in the source. Here the entry is
-//! the `pc` of an `LC_UNIXTHREAD` ARM_THREAD_STATE64, or the `entryoff` of an
-//! `LC_MAIN`; an image without either counts as entry 0 for the pin (the
-//! SHA-256 identifies the image anyway; RVBAR, not the Mach-O, decides where
-//! the ASC starts, `seed-repos.md` §3.3 S2).
+//! The entry is the `pc` of the `LC_UNIXTHREAD` ARM_THREAD_STATE64 (or the
+//! `entryoff` of an `LC_MAIN`, which the pin refuses). Where the ASC really
+//! starts is RVBAR's business; the staged copy is laid out by `vmaddr`
+//! (each segment's file bytes copied to its `vmaddr` in a zeroed buffer of
+//! [`STAGED_SIZE`] bytes) and then patched by [`super::patch`].
+
+use core::fmt;
 
 use super::bytes::{array_at, u32_at, u64_at};
 use super::sha256;
 
 /// `MH_MAGIC_64`: a 64-bit Mach-O in the host's (little-endian) order.
 pub const MH_MAGIC_64: u32 = 0xfeed_facf;
+/// `MH_PRELOAD`: the file type of a preloaded executable (no dynamic
+/// linking), the only type the pin accepts.
+pub const MH_PRELOAD: u32 = 5;
 /// `CPU_TYPE_ARM64` (`CPU_TYPE_ARM | CPU_ARCH_ABI64`).
 pub const CPU_TYPE_ARM64: u32 = 0x0100_000c;
 /// Bytes of a `mach_header_64`.
@@ -41,23 +54,31 @@ pub const LC_SEGMENT_64: u32 = 0x19;
 pub const LC_UNIXTHREAD: u32 = 0x5;
 /// `LC_MAIN` (`0x28 | LC_REQ_DYLD`).
 pub const LC_MAIN: u32 = 0x8000_0028;
-/// The most load commands an image may declare (the pinned image has 7).
+/// `ARM_THREAD_STATE64`: the thread-state flavor that carries `pc`.
+pub const ARM_THREAD_STATE64: u32 = 6;
+/// The fewest 32-bit words of an ARM_THREAD_STATE64 that reach `pc`:
+/// x0..x28, fp, lr, sp, then pc, 33 64-bit registers (the validator of the
+/// module documentation accepts no shorter state).
+pub const THREAD_STATE_PC_WORDS: u32 = 66;
+/// The most load commands an image may declare (the pinned image has 5).
 pub const MAX_LOAD_COMMANDS: u32 = 64;
-/// The most segments an [`Image`] holds (the pinned image has 3).
+/// The most segments an [`Image`] holds (the pinned image has 2).
 pub const MAX_SEGMENTS: usize = 8;
+/// Bytes of the staged firmware surface ("FWIM"): the firmware's own
+/// memory that segments are copied into by `vmaddr`, the size the firmware
+/// is told (its configuration's byte count). It covers the pinned image's
+/// highest `vmaddr + vmsize`, 0x4FC000, and is not derived from the file
+/// length (omarchy-ane `ane/t6021/ane_fw_validate.h` at `c2b7408b`).
+/// The same value as [`super::regs::FW_MEMORY`].
+pub const STAGED_SIZE: usize = super::regs::FW_MEMORY as usize;
 
 /// Bytes of a `segment_command_64` without its sections.
 const SEGMENT_CMD_SIZE: usize = 72;
 /// Bytes of one `section_64`.
 const SECTION_SIZE: usize = 80;
-/// `ARM_THREAD_STATE64` flavor.
-const ARM_THREAD_STATE64: u32 = 6;
-/// `ARM_THREAD_STATE64_COUNT` in 32-bit words: x0..x28, fp, lr, sp, pc,
-/// cpsr and a pad.
-const ARM_THREAD_STATE64_COUNT: u32 = 68;
-/// Offset of `pc` in an `LC_UNIXTHREAD` command: cmd, cmdsize, flavor and
-/// count, then 32 64-bit registers before it.
-const UNIXTHREAD_PC: usize = 16 + 32 * 8;
+/// Offset of `pc` in an ARM_THREAD_STATE64 state (after its flavor and
+/// count): 32 64-bit registers come before it.
+const THREAD_STATE_PC: usize = 32 * 8;
 
 /// One `LC_SEGMENT_64`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -105,14 +126,24 @@ pub struct Entry {
 pub struct Image {
     /// Bytes of the file.
     pub len: usize,
+    /// `filetype` of the header.
+    pub filetype: u32,
     /// `ncmds` of the header.
     pub load_commands: u32,
+    /// `sizeofcmds` of the header.
+    pub sizeofcmds: u32,
+    /// `flags` of the header.
+    pub flags: u32,
     /// The segments, in file order; only the first `segment_count` are used.
     pub segment_table: [Segment; MAX_SEGMENTS],
     /// How many segments the image has.
     pub segment_count: usize,
     /// The entry point, if a command declares one.
     pub entry: Option<Entry>,
+    /// The 32-bit words of the `LC_UNIXTHREAD` ARM_THREAD_STATE64, if the
+    /// image has one (a state shorter than [`THREAD_STATE_PC_WORDS`] gives
+    /// no entry).
+    pub thread_words: Option<u32>,
 }
 
 impl Image {
@@ -121,8 +152,8 @@ impl Image {
         self.segment_table.get(..self.segment_count).unwrap_or(&[])
     }
 
-    /// The entry value the pin compares: the declared one, or 0 when no
-    /// command declares one (see the module documentation).
+    /// The declared entry value, or 0 when no command declares one (the
+    /// pin itself demands a thread entry).
     pub fn entry_value(&self) -> u64 {
         self.entry.map_or(0, |e| e.value)
     }
@@ -202,7 +233,8 @@ pub enum ImageError {
     },
     /// More than one entry-point command.
     DuplicateEntry,
-    /// A thread command that is not one ARM_THREAD_STATE64.
+    /// A thread command whose states leave it, or that holds no (or more
+    /// than one) ARM_THREAD_STATE64.
     BadThreadState {
         /// Index of the command.
         index: u32,
@@ -225,9 +257,30 @@ pub enum PinError {
         /// Bytes of the pinned image.
         expected: usize,
     },
+    /// Wrong `filetype`.
+    FileType {
+        /// `filetype`.
+        found: u32,
+        /// The pin's.
+        expected: u32,
+    },
     /// Wrong number of load commands.
     LoadCommands {
         /// `ncmds`.
+        found: u32,
+        /// The pin's.
+        expected: u32,
+    },
+    /// Wrong `sizeofcmds`.
+    CommandsSize {
+        /// `sizeofcmds`.
+        found: u32,
+        /// The pin's.
+        expected: u32,
+    },
+    /// Wrong header `flags`.
+    Flags {
+        /// `flags`.
         found: u32,
         /// The pin's.
         expected: u32,
@@ -238,6 +291,20 @@ pub enum PinError {
         found: usize,
         /// The pin's.
         expected: usize,
+    },
+    /// A segment that is none of the pin's (name or geometry differ).
+    Segment {
+        /// Index of the segment in file order.
+        index: usize,
+        /// The segment found.
+        found: Segment,
+    },
+    /// No ARM_THREAD_STATE64, or one too short to hold `pc`.
+    ThreadState {
+        /// Its 32-bit words, if there is one.
+        found: Option<u32>,
+        /// The fewest the pin accepts.
+        min: u32,
     },
     /// Wrong entry point.
     Entry {
@@ -274,6 +341,120 @@ impl From<PinError> for FirmwareError {
     }
 }
 
+/// Writes a segment as `name (vmaddr, vmsize, fileoff, filesize)`.
+fn fmt_segment(f: &mut fmt::Formatter<'_>, s: &Segment) -> fmt::Result {
+    let name = core::str::from_utf8(s.name()).unwrap_or("?");
+    write!(
+        f,
+        "{name} (vmaddr {:#x}, vmsize {:#x}, fileoff {:#x}, filesize {:#x})",
+        s.vmaddr, s.vmsize, s.fileoff, s.filesize
+    )
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::TooShort { len } => write!(f, "{len} bytes: shorter than a Mach-O header"),
+            Self::BadMagic { found } => write!(f, "magic {found:#010x}: not a 64-bit Mach-O"),
+            Self::BadCpuType { found } => write!(f, "cputype {found:#x}: not arm64"),
+            Self::CommandCount { ncmds } => write!(f, "{ncmds} load commands"),
+            Self::CommandsOutsideFile { sizeofcmds, len } => write!(
+                f,
+                "sizeofcmds {sizeofcmds:#x} does not fit in the file ({len:#x} bytes)"
+            ),
+            Self::CommandSize { index, cmd, size } => write!(
+                f,
+                "load command {index} (cmd {cmd:#x}): bad cmdsize {size:#x}"
+            ),
+            Self::CommandOverrun { index } => {
+                write!(f, "load command {index} runs past the command area")
+            }
+            Self::CommandsSizeMismatch { declared, used } => write!(
+                f,
+                "the commands cover {used:#x} bytes, sizeofcmds says {declared:#x}"
+            ),
+            Self::TooManySegments => write!(f, "more than {MAX_SEGMENTS} segments"),
+            Self::SegmentOutsideFile { index } => {
+                write!(f, "segment {index} leaves the file")
+            }
+            Self::SegmentSize { index } => write!(
+                f,
+                "segment {index}: filesize above vmsize or memory range overflows"
+            ),
+            Self::SegmentsOverlap { first, second } => {
+                write!(f, "segments {first} and {second} overlap")
+            }
+            Self::DuplicateEntry => write!(f, "more than one entry-point command"),
+            Self::BadThreadState { index } => write!(
+                f,
+                "load command {index}: thread states malformed or not one ARM_THREAD_STATE64"
+            ),
+            Self::EntryOutside { value } => {
+                write!(f, "entry {value:#x} lies outside every segment")
+            }
+        }
+    }
+}
+
+impl fmt::Display for PinError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Size { found, expected } => {
+                write!(f, "size {found:#x} bytes, pinned {expected:#x}")
+            }
+            Self::FileType { found, expected } => {
+                write!(f, "filetype {found}, pinned {expected} (MH_PRELOAD)")
+            }
+            Self::LoadCommands { found, expected } => {
+                write!(f, "{found} load commands, pinned {expected}")
+            }
+            Self::CommandsSize { found, expected } => {
+                write!(f, "sizeofcmds {found:#x}, pinned {expected:#x}")
+            }
+            Self::Flags { found, expected } => {
+                write!(f, "header flags {found:#x}, pinned {expected:#x}")
+            }
+            Self::Segments { found, expected } => {
+                write!(f, "{found} segments, pinned {expected}")
+            }
+            Self::Segment { index, found } => {
+                write!(f, "segment {index} ")?;
+                fmt_segment(f, &found)?;
+                write!(f, " is not in the pinned layout")
+            }
+            Self::ThreadState {
+                found: Some(words),
+                min,
+            } => write!(
+                f,
+                "ARM_THREAD_STATE64 of {words} words, at least {min} needed for pc"
+            ),
+            Self::ThreadState { found: None, .. } => {
+                write!(f, "no LC_UNIXTHREAD ARM_THREAD_STATE64")
+            }
+            Self::Entry { found, expected } => {
+                write!(f, "entry pc {found:#x}, pinned {expected:#x}")
+            }
+            Self::Digest { found } => {
+                write!(f, "SHA-256 ")?;
+                for b in found {
+                    write!(f, "{b:02x}")?;
+                }
+                write!(f, " is not the pinned payload's")
+            }
+        }
+    }
+}
+
+impl fmt::Display for FirmwareError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Image(e) => write!(f, "structure: {e}"),
+            Self::Pin(e) => write!(f, "pin: {e}"),
+        }
+    }
+}
+
 /// An exact firmware image the driver accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pin {
@@ -283,16 +464,55 @@ pub struct Pin {
     pub size: usize,
     /// Its SHA-256.
     pub sha256: [u8; sha256::DIGEST_LEN],
+    /// `filetype`.
+    pub filetype: u32,
     /// `ncmds`.
     pub load_commands: u32,
-    /// Number of segments.
-    pub segments: usize,
-    /// The entry value ([`Image::entry_value`]).
+    /// `sizeofcmds`.
+    pub sizeofcmds: u32,
+    /// Header `flags`.
+    pub flags: u32,
+    /// Every segment, name and geometry; the image has exactly these, each
+    /// once, in any order.
+    pub segments: &'static [Segment],
+    /// The fewest words of the ARM_THREAD_STATE64.
+    pub thread_words: u32,
+    /// The thread entry `pc`.
     pub entry: u64,
 }
 
-/// The T6021 (M2 Max) firmware: the macOS 13.5 selene payload
-/// (`seed-repos.md` §3.2).
+/// A segment name, NUL padded to 16 bytes (longer names are cut).
+pub const fn segment_name(s: &[u8]) -> [u8; 16] {
+    let mut name = [0u8; 16];
+    let mut i = 0;
+    while i < s.len() && i < 16 {
+        name[i] = s[i];
+        i += 1;
+    }
+    name
+}
+
+/// The pinned T6021 image's segments (vmaddr, vmsize, fileoff, filesize):
+/// `__TEXT` then `__DATA`, contiguous in memory from 0 to 0x4FC000.
+pub const T6021_SEGMENTS: [Segment; 2] = [
+    Segment {
+        name: segment_name(b"__TEXT"),
+        vmaddr: 0,
+        vmsize: 0xc_4000,
+        fileoff: 0x4000,
+        filesize: 0xc_4000,
+    },
+    Segment {
+        name: segment_name(b"__DATA"),
+        vmaddr: 0xc_4000,
+        vmsize: 0x43_8000,
+        fileoff: 0xc_8000,
+        filesize: 0x3e_8000,
+    },
+];
+
+/// The T6021 (M2 Max) firmware: the macOS 13.5 (22G74) selene payload, as
+/// omarchy-ane's `ane/t6021/ane_fw_validate.h` at `c2b7408b` pins it.
 pub const T6021_PIN: Pin = Pin {
     name: "apple/ane/t602x_ane0_fw_selene_rc4x.macho",
     size: 0x4C_5B28,
@@ -302,8 +522,12 @@ pub const T6021_PIN: Pin = Pin {
         Some(d) => d,
         None => [0; sha256::DIGEST_LEN],
     },
-    load_commands: 7,
-    segments: 3,
+    filetype: MH_PRELOAD,
+    load_commands: 5,
+    sizeofcmds: 0x960,
+    flags: 0x1,
+    segments: &T6021_SEGMENTS,
+    thread_words: THREAD_STATE_PC_WORDS,
     entry: 0,
 };
 
@@ -319,28 +543,74 @@ impl Pin {
         Ok(())
     }
 
-    /// Checks the parsed shape: size, load commands, segments, entry.
+    /// Checks the parsed shape: size, header fields, segments, thread
+    /// state and entry, in that order.
     pub fn check_summary(&self, image: &Image) -> Result<(), PinError> {
         self.check_size(image.len)?;
-        if image.load_commands != self.load_commands {
-            return Err(PinError::LoadCommands {
-                found: image.load_commands,
-                expected: self.load_commands,
-            });
-        }
-        if image.segment_count != self.segments {
+        let field = |found: u32, expected: u32, e: fn(u32, u32) -> PinError| {
+            if found == expected {
+                Ok(())
+            } else {
+                Err(e(found, expected))
+            }
+        };
+        field(image.filetype, self.filetype, |found, expected| {
+            PinError::FileType { found, expected }
+        })?;
+        field(
+            image.load_commands,
+            self.load_commands,
+            |found, expected| PinError::LoadCommands { found, expected },
+        )?;
+        field(image.sizeofcmds, self.sizeofcmds, |found, expected| {
+            PinError::CommandsSize { found, expected }
+        })?;
+        field(image.flags, self.flags, |found, expected| PinError::Flags {
+            found,
+            expected,
+        })?;
+        if image.segment_count != self.segments.len() {
             return Err(PinError::Segments {
                 found: image.segment_count,
-                expected: self.segments,
+                expected: self.segments.len(),
             });
         }
-        if image.entry_value() != self.entry {
-            return Err(PinError::Entry {
-                found: image.entry_value(),
+        // Each pinned segment at most once: parse refuses overlapping
+        // segments, and two copies of one non-empty segment overlap; the
+        // explicit check also covers empty ones.
+        let mut used = [false; MAX_SEGMENTS];
+        for (index, s) in image.segments().iter().enumerate() {
+            let slot = self
+                .segments
+                .iter()
+                .enumerate()
+                .position(|(k, p)| p == s && !used.get(k).copied().unwrap_or(true));
+            match slot.and_then(|k| used.get_mut(k)) {
+                Some(u) => *u = true,
+                None => return Err(PinError::Segment { index, found: *s }),
+            }
+        }
+        match image.thread_words {
+            Some(words) if words >= self.thread_words => {}
+            found => {
+                return Err(PinError::ThreadState {
+                    found,
+                    min: self.thread_words,
+                })
+            }
+        }
+        match image.entry {
+            Some(Entry {
+                kind: EntryKind::Thread,
+                value,
+            }) if value == self.entry => Ok(()),
+            // Parse gives a thread state of enough words an entry, so
+            // this is a wrong `pc`; u64::MAX stands for a missing one.
+            e => Err(PinError::Entry {
+                found: e.map_or(u64::MAX, |e| e.value),
                 expected: self.entry,
-            });
+            }),
         }
-        Ok(())
     }
 
     /// Checks the SHA-256 of the whole file.
@@ -381,17 +651,23 @@ pub fn parse(bytes: &[u8]) -> Result<Image, ImageError> {
     if ncmds == 0 || ncmds > MAX_LOAD_COMMANDS {
         return Err(ImageError::CommandCount { ncmds });
     }
+    let filetype = field(12)?;
     let sizeofcmds = field(20)?;
+    let flags = field(24)?;
     let cmds = usize::try_from(sizeofcmds)
         .ok()
         .and_then(|n| bytes.get(HEADER_SIZE..HEADER_SIZE.checked_add(n)?))
         .ok_or(ImageError::CommandsOutsideFile { sizeofcmds, len })?;
     let mut image = Image {
         len,
+        filetype,
         load_commands: ncmds,
+        sizeofcmds,
+        flags,
         segment_table: [Segment::default(); MAX_SEGMENTS],
         segment_count: 0,
         entry: None,
+        thread_words: None,
     };
     let mut off = 0usize;
     for index in 0..ncmds {
@@ -440,18 +716,7 @@ fn command(image: &mut Image, index: u32, cmd: u32, body: &[u8]) -> Result<(), I
             *slot = seg;
             image.segment_count += 1;
         }
-        LC_UNIXTHREAD => {
-            let flavor = u32_at(body, 8).ok_or(bad_size)?;
-            let count = u32_at(body, 12).ok_or(bad_size)?;
-            let pc = u64_at(body, UNIXTHREAD_PC).ok_or(bad_size)?;
-            if flavor != ARM_THREAD_STATE64
-                || count != ARM_THREAD_STATE64_COUNT
-                || body.len() != 16 + 4 * count as usize
-            {
-                return Err(ImageError::BadThreadState { index });
-            }
-            set_entry(image, EntryKind::Thread, pc)?;
-        }
+        LC_UNIXTHREAD => thread(image, index, body)?,
         LC_MAIN => {
             let entryoff = u64_at(body, 8).ok_or(bad_size)?;
             if body.len() != 24 {
@@ -460,6 +725,41 @@ fn command(image: &mut Image, index: u32, cmd: u32, body: &[u8]) -> Result<(), I
             set_entry(image, EntryKind::Main, entryoff)?;
         }
         _ => {}
+    }
+    Ok(())
+}
+
+/// Walks the `{flavor, count, count words}` states of a thread command
+/// (fewer than 8 bytes left over are padding). Exactly one must be an
+/// ARM_THREAD_STATE64; when it reaches `pc` that is the entry.
+fn thread(image: &mut Image, index: u32, body: &[u8]) -> Result<(), ImageError> {
+    let bad = ImageError::BadThreadState { index };
+    if image.thread_words.is_some() {
+        return Err(ImageError::DuplicateEntry);
+    }
+    let mut off = 8usize;
+    let mut state = None;
+    while let (Some(flavor), Some(count)) = (u32_at(body, off), u32_at(body, off + 4)) {
+        let start = off + 8;
+        let end = usize::try_from(count)
+            .ok()
+            .and_then(|n| n.checked_mul(4))
+            .and_then(|n| n.checked_add(start))
+            .filter(|&end| end <= body.len())
+            .ok_or(bad)?;
+        if flavor == ARM_THREAD_STATE64 {
+            if state.is_some() {
+                return Err(bad);
+            }
+            state = Some((count, body.get(start..end).unwrap_or(&[])));
+        }
+        off = end;
+    }
+    let (words, regs) = state.ok_or(bad)?;
+    image.thread_words = Some(words);
+    if words >= THREAD_STATE_PC_WORDS {
+        let pc = u64_at(regs, THREAD_STATE_PC).ok_or(bad)?;
+        set_entry(image, EntryKind::Thread, pc)?;
     }
     Ok(())
 }
@@ -551,6 +851,8 @@ fn check_entry(image: &Image) -> Result<(), ImageError> {
 pub(crate) mod tests {
     extern crate std;
 
+    use std::string::ToString;
+    use std::vec;
     use std::vec::Vec;
 
     use super::*;
@@ -626,8 +928,8 @@ pub(crate) mod tests {
         f
     }
 
-    /// A small image shaped like the pinned one: 3 segments, a thread
-    /// entry at 0, 7 commands.
+    /// A small structurally valid image (not the pinned shape): 3 segments,
+    /// a thread entry at 0, 7 commands.
     pub(crate) fn shaped(len: usize) -> Vec<u8> {
         build(
             &[
@@ -659,6 +961,116 @@ pub(crate) mod tests {
         )
     }
 
+    /// `LC_SYMTAB`.
+    const LC_SYMTAB: u32 = 0x2;
+    /// `LC_UUID`.
+    const LC_UUID: u32 = 0x1b;
+
+    /// The shape of a synthetic image for [`build_shape`]: header fields,
+    /// segments with their section counts, other commands (as `(cmd,
+    /// cmdsize)`, zero filled) and the thread state.
+    pub(crate) struct Shape {
+        pub len: usize,
+        pub filetype: u32,
+        pub flags: u32,
+        pub segs: Vec<(Seg, u32)>,
+        pub others: Vec<(u32, u32)>,
+        /// (ARM_THREAD_STATE64 words, pc, zero bytes after the state).
+        pub thread: Option<(u32, u64, usize)>,
+    }
+
+    /// The pinned T6021 image's shape: MH_PRELOAD, flags 0x1, `__TEXT` and
+    /// `__DATA` at the pinned geometry, `LC_SYMTAB`, `LC_UUID` and a
+    /// 68-word thread state with pc 0, five commands in 0x960 bytes. The
+    /// 24 sections are split 8/16 here; the real split is not recorded and
+    /// nothing checks it.
+    pub(crate) fn real_shape() -> Shape {
+        let seg = |s: &Segment, name: &'static [u8], nsects| {
+            (
+                Seg {
+                    name,
+                    vmaddr: s.vmaddr,
+                    vmsize: s.vmsize,
+                    fileoff: s.fileoff,
+                    filesize: s.filesize,
+                },
+                nsects,
+            )
+        };
+        Shape {
+            len: T6021_PIN.size,
+            filetype: MH_PRELOAD,
+            flags: 1,
+            segs: vec![
+                seg(&T6021_SEGMENTS[0], b"__TEXT", 8),
+                seg(&T6021_SEGMENTS[1], b"__DATA", 16),
+            ],
+            others: vec![(LC_SYMTAB, 24), (LC_UUID, 24)],
+            thread: Some((68, 0, 0)),
+        }
+    }
+
+    /// Builds the image a [`Shape`] describes; `ncmds` and `sizeofcmds`
+    /// follow from the commands.
+    pub(crate) fn build_shape(shape: &Shape) -> Vec<u8> {
+        let mut cmds = Vec::new();
+        for (s, nsects) in &shape.segs {
+            push32(&mut cmds, LC_SEGMENT_64);
+            push32(&mut cmds, 72 + 80 * nsects);
+            let name = segment_name(s.name);
+            cmds.extend_from_slice(&name);
+            for x in [s.vmaddr, s.vmsize, s.fileoff, s.filesize] {
+                push64(&mut cmds, x);
+            }
+            for x in [5, 5, *nsects, 0] {
+                push32(&mut cmds, x);
+            }
+            cmds.resize(cmds.len() + 80 * *nsects as usize, 0);
+        }
+        for &(cmd, size) in &shape.others {
+            push32(&mut cmds, cmd);
+            push32(&mut cmds, size);
+            cmds.resize(cmds.len() + size as usize - 8, 0);
+        }
+        if let Some((words, pc, pad)) = shape.thread {
+            let state = 4 * words as usize;
+            push32(&mut cmds, LC_UNIXTHREAD);
+            push32(&mut cmds, (16 + state + pad) as u32);
+            push32(&mut cmds, ARM_THREAD_STATE64);
+            push32(&mut cmds, words);
+            let at = cmds.len();
+            cmds.resize(at + state + pad, 0);
+            if state >= THREAD_STATE_PC + 8 {
+                cmds[at + THREAD_STATE_PC..at + THREAD_STATE_PC + 8]
+                    .copy_from_slice(&pc.to_le_bytes());
+            }
+        }
+        let ncmds =
+            (shape.segs.len() + shape.others.len()) as u32 + u32::from(shape.thread.is_some());
+        let mut f = Vec::with_capacity(shape.len);
+        for x in [
+            MH_MAGIC_64,
+            CPU_TYPE_ARM64,
+            0,
+            shape.filetype,
+            ncmds,
+            cmds.len() as u32,
+            shape.flags,
+            0,
+        ] {
+            push32(&mut f, x);
+        }
+        f.extend_from_slice(&cmds);
+        assert!(f.len() <= shape.len, "image too small for its commands");
+        f.resize(shape.len, 0);
+        f
+    }
+
+    /// An image with exactly the pinned shape (not its bytes).
+    pub(crate) fn pinned_shape() -> Vec<u8> {
+        build_shape(&real_shape())
+    }
+
     #[test]
     fn accepts_a_well_formed_image() {
         let f = shaped(0x2000);
@@ -667,6 +1079,7 @@ pub(crate) mod tests {
         assert_eq!(img.segments().len(), 3);
         assert_eq!(img.segments()[1].name(), b"__DATA");
         assert_eq!(img.segments()[1].vmaddr, 0x4000);
+        assert_eq!(img.thread_words, Some(68));
         assert_eq!(
             img.entry,
             Some(Entry {
@@ -674,69 +1087,240 @@ pub(crate) mod tests {
                 value: 0
             })
         );
+    }
+
+    #[test]
+    fn the_synthetic_image_has_the_pinned_shape() {
+        let f = pinned_shape();
+        let img = parse(&f).unwrap();
+        assert_eq!(img.len, 0x4c_5b28);
+        assert_eq!(img.filetype, MH_PRELOAD);
+        assert_eq!(img.load_commands, 5);
+        assert_eq!(img.sizeofcmds, 0x960);
+        assert_eq!(img.flags, 1);
+        assert_eq!(img.segments(), &T6021_SEGMENTS);
+        assert_eq!(img.thread_words, Some(68));
+        assert_eq!(img.entry_value(), 0);
+        assert_eq!(T6021_PIN.check_summary(&img), Ok(()));
+        // Only the digest tells it from Apple's file.
+        assert!(matches!(
+            T6021_PIN.check(&f),
+            Err(FirmwareError::Pin(PinError::Digest { .. }))
+        ));
         let pin = Pin {
-            size: 0x2000,
             sha256: sha256::digest(&f),
             ..T6021_PIN
         };
         assert_eq!(pin.check(&f), Ok(img));
+        // A state of 66 words (pc and nothing after it) is enough.
+        let mut s = real_shape();
+        s.thread = Some((66, 0, 8));
+        let img = parse(&build_shape(&s)).unwrap();
+        assert_eq!(img.thread_words, Some(66));
+        assert_eq!(T6021_PIN.check_summary(&img), Ok(()));
+    }
+
+    /// The pin's verdict on an image shaped like the pinned one after `f`.
+    fn deviate(f: impl FnOnce(&mut Shape)) -> Result<(), PinError> {
+        let mut s = real_shape();
+        f(&mut s);
+        let image = build_shape(&s);
+        T6021_PIN.check_summary(&parse(&image).expect("structurally valid"))
     }
 
     #[test]
-    fn pin_checks_are_separate() {
-        let f = shaped(0x2000);
-        let img = parse(&f).unwrap();
+    fn the_pin_refuses_each_single_deviation() {
+        assert_eq!(deviate(|_| {}), Ok(()));
         assert_eq!(
-            T6021_PIN.check(&f),
-            Err(FirmwareError::Pin(PinError::Size {
-                found: 0x2000,
-                expected: 0x4C_5B28
-            }))
-        );
-        let pin = Pin {
-            size: 0x2000,
-            ..T6021_PIN
-        };
-        assert_eq!(pin.check_summary(&img), Ok(()));
-        assert!(matches!(pin.check_digest(&f), Err(PinError::Digest { .. })));
-        let pin4 = Pin { segments: 4, ..pin };
-        assert_eq!(
-            pin4.check_summary(&img),
-            Err(PinError::Segments {
-                found: 3,
-                expected: 4
+            deviate(|s| s.len += 0x4000),
+            Err(PinError::Size {
+                found: 0x4c_9b28,
+                expected: 0x4c_5b28
             })
         );
-        let pin8 = Pin {
-            load_commands: 8,
-            ..pin
-        };
         assert_eq!(
-            pin8.check_summary(&img),
+            deviate(|s| s.filetype = 2),
+            Err(PinError::FileType {
+                found: 2,
+                expected: MH_PRELOAD
+            })
+        );
+        // Seven commands in the same 0x960 bytes (the old W13 count).
+        assert_eq!(
+            deviate(|s| {
+                s.segs[1].1 -= 1;
+                s.others.extend([(LC_UUID, 40), (LC_UUID, 40)]);
+            }),
             Err(PinError::LoadCommands {
                 found: 7,
-                expected: 8
+                expected: 5
             })
         );
-        let moved = Image {
-            entry: Some(Entry {
-                kind: EntryKind::Thread,
-                value: 4,
-            }),
-            ..img
-        };
+        // One more section: 80 bytes more commands.
         assert_eq!(
-            pin.check_summary(&moved),
+            deviate(|s| s.segs[0].1 += 1),
+            Err(PinError::CommandsSize {
+                found: 0x9b0,
+                expected: 0x960
+            })
+        );
+        assert_eq!(
+            deviate(|s| s.flags = 0x20_0001),
+            Err(PinError::Flags {
+                found: 0x20_0001,
+                expected: 1
+            })
+        );
+        // Three segments in five commands and 0x960 bytes: a __LINKEDIT
+        // instead of LC_UUID and one section, LC_SYMTAB padded to match.
+        assert_eq!(
+            deviate(|s| {
+                s.segs[1].1 -= 1;
+                s.segs.push((
+                    Seg {
+                        name: b"__LINKEDIT",
+                        vmaddr: 0x4f_c000,
+                        vmsize: 0x4000,
+                        fileoff: 0x4b_0000,
+                        filesize: 0x4000,
+                    },
+                    0,
+                ));
+                s.others = vec![(LC_SYMTAB, 56)];
+            }),
+            Err(PinError::Segments {
+                found: 3,
+                expected: 2
+            })
+        );
+        // Geometry: each field of each segment, and the name. Most of
+        // these single changes would also break the structure (TEXT and
+        // DATA touch in memory), so they are made on the summary.
+        let good = parse(&pinned_shape()).unwrap();
+        for seg in 0..2 {
+            for field in 0..5 {
+                let mut img = good;
+                let g = &mut img.segment_table[seg];
+                match field {
+                    0 => g.vmaddr += 0x4000,
+                    1 => g.vmsize += 0x4000,
+                    2 => g.fileoff += 0x4000,
+                    3 => g.filesize -= 0x4000,
+                    _ => g.name = segment_name(b"__DATA_CONST"),
+                }
+                let found = *g;
+                assert_eq!(
+                    T6021_PIN.check_summary(&img),
+                    Err(PinError::Segment { index: seg, found }),
+                    "segment {seg} field {field}"
+                );
+            }
+        }
+        // Built for real: DATA 16 KiB shorter in memory.
+        assert!(matches!(
+            deviate(|s| s.segs[1].0.vmsize -= 0x4000),
+            Err(PinError::Segment { index: 1, .. })
+        ));
+        // Both segments, DATA first: accepted (any order).
+        assert_eq!(deviate(|s| s.segs.reverse()), Ok(()));
+        assert_eq!(
+            deviate(|s| s.thread = Some((68, 0x100, 0))),
             Err(PinError::Entry {
-                found: 4,
+                found: 0x100,
                 expected: 0
             })
         );
-        let none = Image { entry: None, ..img };
+        // 64 words end before pc (the command keeps its size).
         assert_eq!(
-            pin.check_summary(&none),
-            Ok(()),
-            "no entry command reads as 0"
+            deviate(|s| s.thread = Some((64, 0, 16))),
+            Err(PinError::ThreadState {
+                found: Some(64),
+                min: 66
+            })
+        );
+        assert_eq!(
+            deviate(|s| {
+                s.thread = None;
+                s.others.push((LC_UUID, 288));
+            }),
+            Err(PinError::ThreadState {
+                found: None,
+                min: 66
+            })
+        );
+    }
+
+    #[test]
+    fn pin_errors_name_what_differs() {
+        let e = deviate(|s| s.flags = 0x20_0001).unwrap_err();
+        assert_eq!(e.to_string(), "header flags 0x200001, pinned 0x1");
+        let e = deviate(|s| s.segs[1].0.vmsize = 0x434000).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "segment 1 __DATA (vmaddr 0xc4000, vmsize 0x434000, fileoff 0xc8000, \
+             filesize 0x3e8000) is not in the pinned layout"
+        );
+        let e = FirmwareError::from(deviate(|s| s.thread = Some((64, 0, 16))).unwrap_err());
+        assert_eq!(
+            e.to_string(),
+            "pin: ARM_THREAD_STATE64 of 64 words, at least 66 needed for pc"
+        );
+        let e = FirmwareError::from(ImageError::BadMagic { found: 0xfeed_face });
+        assert_eq!(
+            e.to_string(),
+            "structure: magic 0xfeedface: not a 64-bit Mach-O"
+        );
+    }
+
+    #[test]
+    fn a_segment_counts_once() {
+        // Two copies of an empty pinned segment do not overlap, so the pin
+        // itself must refuse the second.
+        static EMPTY: [Segment; 2] = [
+            Segment {
+                name: segment_name(b"A"),
+                vmaddr: 0,
+                vmsize: 0,
+                fileoff: 0,
+                filesize: 0,
+            },
+            Segment {
+                name: segment_name(b"B"),
+                vmaddr: 0,
+                vmsize: 0,
+                fileoff: 0,
+                filesize: 0,
+            },
+        ];
+        let seg = |name| Seg {
+            name,
+            vmaddr: 0,
+            vmsize: 0,
+            fileoff: 0,
+            filesize: 0,
+        };
+        let img = parse(&build(&[seg(b"A"), seg(b"A")], None, 0, 0x1000)).unwrap();
+        let pin = Pin {
+            size: 0x1000,
+            filetype: 0xc,
+            load_commands: 2,
+            sizeofcmds: 144,
+            flags: 0,
+            segments: &EMPTY,
+            ..T6021_PIN
+        };
+        assert!(matches!(
+            pin.check_summary(&img),
+            Err(PinError::Segment { index: 1, .. })
+        ));
+        let img = parse(&build(&[seg(b"B"), seg(b"A")], None, 0, 0x1000)).unwrap();
+        assert_eq!(
+            pin.check_summary(&img),
+            Err(PinError::ThreadState {
+                found: None,
+                min: 66
+            }),
+            "any order passes the segment check"
         );
     }
 
@@ -747,8 +1331,28 @@ pub(crate) mod tests {
         assert_eq!(T6021_PIN.sha256[31], 0xbc);
         assert_eq!(T6021_PIN.name, "apple/ane/t602x_ane0_fw_selene_rc4x.macho");
         assert_eq!(
-            (T6021_PIN.load_commands, T6021_PIN.segments, T6021_PIN.entry),
-            (7, 3, 0)
+            (
+                T6021_PIN.filetype,
+                T6021_PIN.load_commands,
+                T6021_PIN.sizeofcmds,
+                T6021_PIN.flags,
+                T6021_PIN.segments.len(),
+                T6021_PIN.thread_words,
+                T6021_PIN.entry
+            ),
+            (5, 5, 0x960, 1, 2, 66, 0)
+        );
+        let end = T6021_SEGMENTS[1].vmaddr + T6021_SEGMENTS[1].vmsize;
+        assert_eq!(
+            T6021_SEGMENTS[0].vmaddr + T6021_SEGMENTS[0].vmsize,
+            0xc_4000
+        );
+        assert_eq!(end, 0x4f_c000);
+        assert!(end <= STAGED_SIZE as u64);
+        assert_eq!(STAGED_SIZE, 0x50_0000);
+        assert_eq!(
+            T6021_SEGMENTS[1].fileoff + T6021_SEGMENTS[1].filesize,
+            0x4b_0000
         );
     }
 

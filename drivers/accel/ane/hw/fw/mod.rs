@@ -12,6 +12,8 @@
 //!
 //! - [`sha256`]: SHA-256, for the firmware pin and the program digest;
 //! - [`image`]: structural checks of the firmware Mach-O and its pin;
+//! - [`patch`]: the runtime patches iBoot applies to the image it preloads,
+//!   replayed on the driver's own staged copy;
 //! - [`regs`]: register offsets, bitfields and magic values;
 //! - [`boot`]: the release contract (S1..S7 and the legacy ack) over small
 //!   traits the kernel implements;
@@ -32,6 +34,7 @@ pub mod image;
 #[cfg(any(not(ane_kernel), ane_test))]
 pub mod model;
 pub mod msg;
+pub mod patch;
 pub mod regs;
 pub mod sha256;
 

@@ -13,15 +13,25 @@
 //!   request in SCRATCH3 set from [`ModelConfig`]);
 //! - after the wake value it reads the init struct from the address in
 //!   SCRATCH1:0 through [`Mem`], checks it, writes the channel table into
-//!   the 'IPC ' surface, frees every target→host slot, and posts DONE;
+//!   the 'IPC ' surface (rings as absolute addresses, 'IPC ' + offset, as
+//!   OA's `ane_t6021_chman_check` expects), frees every target→host slot,
+//!   and posts DONE;
 //! - after the legacy ack it checks that no host→target slot is still
 //!   zeroed (the real firmware's DebugTask consumed zeroed slots as commands
-//!   and faulted; the model crashes instead) and asks for one SHAREDMALLOC buffer, in which it
-//!   keeps its program table, so the host's service path always runs;
+//!   and faulted; the model crashes instead) and asks for one SHAREDMALLOC
+//!   buffer ([`SM_REQUEST`], in the record's layout: word0 0, size at +0x08,
+//!   tag at +0x10), so the host's service path always runs. It keeps its
+//!   program table there and publishes its IO_T2H events there: each event
+//!   is written into the buffer and the slot carries its address and
+//!   length, as the real firmware places payloads in memory the host gave
+//!   it. The reply's word2 (the host's allocation count) is recorded, never
+//!   used as an index;
 //! - then it serves the IO channel whenever its doorbell rings: CONFIG_GET,
 //!   PROGRAM_LOAD (256 programs; the 257th is refused with
 //!   [`status::TABLE_FULL`]), PROC_CREATE, PROCEDURE_CALL and
-//!   CH_PROPERTY_WRITE. A call is executed by the caller's [`Executor`]
+//!   CH_PROPERTY_WRITE (never PROGRAM_UNLOAD, which the firmware does not
+//!   serve for the driver: it answers [`status::UNKNOWN_OPCODE`]). A call
+//!   is executed by the caller's [`Executor`]
 //!   before the reply; the model then posts a dispatch event and, after
 //!   [`ModelConfig::finish_delay`] ticks, a finish event with the call's
 //!   cookie on IO_T2H.
@@ -39,10 +49,11 @@
 //! needs a thread, an allocation or floating point. [`Faults`] injects the
 //! failures the driver must survive.
 
-use super::boot::{InitError, InitStruct, ALIGN, INIT_LEN};
+use super::boot::{InitError, InitStruct, ALIGN, HEAP_FLOOR, INIT_LEN};
 use super::bytes::{put_u16, put_u32, u32_at, u64_at};
 use super::chman::{self, ChannelSpec, Event, EventState, SmRequest, LAYOUT, SLOT_LEN};
 use super::msg::{self, IoRef, SectionRef, MAX_IO, MAX_SECTIONS};
+use super::patch;
 use super::regs::{self, SCRATCH_COUNT};
 
 pub use super::super::engine::{Dma as Mem, Fault as MemFault};
@@ -69,8 +80,15 @@ impl Faults {
     /// Report `ane_cpu` as powered off in PMGR (any engine access is then a
     /// violation).
     pub const ISLAND_OFF: Faults = Faults(1 << 6);
+    /// Once its program table is granted, keep asking for 2 MiB
+    /// SHAREDMALLOC buffers (and serve no command meanwhile) until the host
+    /// refuses one.
+    pub const SHAREDMALLOC_HOG: Faults = Faults(1 << 7);
+    /// Publish IO_T2H events with a payload address in the firmware's own
+    /// memory, which the host never gave it.
+    pub const BAD_EVENT_POINTER: Faults = Faults(1 << 8);
     /// Every fault.
-    pub const ALL: Faults = Faults(0x7f);
+    pub const ALL: Faults = Faults(0x1ff);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -119,17 +137,28 @@ pub const BAD_DONE_VALUE: u32 = 0x0804_2007;
 pub const CRASH_VALUE: u32 = 0xdead_0001;
 /// SCRATCH1:0 after DONE: a firmware-side address.
 pub const FW_ADDRESS: u64 = regs::FW_IOVA + 0x40_0000;
-/// Programs the firmware table holds.
-pub const PROGRAM_SLOTS: u32 = 256;
+/// Programs the firmware table holds (the 257th LOAD is refused).
+pub const PROGRAM_SLOTS: u32 = msg::FW_PROGRAM_TABLE;
 /// Bytes of one program entry in the SHAREDMALLOC buffer: `u32` section
 /// mask, `u32` process id, then `{u64 iova, u64 size}` per section id.
 const ENTRY_LEN: u64 = 0xa0;
 /// Bytes of the program table.
 const PROGRAM_TABLE_LEN: u64 = PROGRAM_SLOTS as u64 * ENTRY_LEN;
-/// The SHAREDMALLOC request the model makes.
+/// Offset of the event payloads in the SHAREDMALLOC buffer: one
+/// [`EVENT_STRIDE`]-byte payload per IO_T2H slot.
+pub const EVENT_AREA: u64 = 0xc000;
+/// Bytes between event payloads.
+pub const EVENT_STRIDE: u64 = 0x40;
+/// The SHAREDMALLOC request the model makes: the program table and the
+/// event payloads (16 KiB aligned, at most 2 MiB).
 pub const SM_REQUEST: SmRequest = SmRequest {
     tag: u32::from_le_bytes(*b"PTBL"),
     size: 0x1_0000,
+};
+/// The requests of [`Faults::SHAREDMALLOC_HOG`].
+pub const SM_HOG_REQUEST: SmRequest = SmRequest {
+    tag: u32::from_le_bytes(*b"HOG!"),
+    size: chman::SM_MAX_BUFFER,
 };
 /// Calls in flight (awaiting their finish event).
 const IN_FLIGHT: usize = 8;
@@ -169,7 +198,10 @@ impl ModelConfig {
         done_delay: 3,
         finish_delay: 2,
         scratch0: 4,
-        scratch1: 0,
+        // The smallest SCRATCH1 with which the record's host-side check
+        // (an 'IPC ' surface of at least the table's 0x10440 bytes) passes:
+        // the value on hardware is not recorded.
+        scratch1: 0x1_043f,
         heap_request: 0x1_0000,
         config_word: 0x14,
         rvbar: regs::RVBAR_LATCHED,
@@ -218,6 +250,19 @@ pub enum Crash {
     },
     /// The 'IPC ' surface could not be written or read.
     Ipc(MemFault),
+    /// The PMU page is not mapped at IOVA == PA: the real firmware's power
+    /// service faults there ("NO PMD FOR IOVA 0x28e084008") and halts.
+    PmuUnmapped(MemFault),
+    /// The image is not where the init struct (+0x00) or the latched RVBAR
+    /// entry says.
+    ImageUnmapped(MemFault),
+    /// The image at the entry lacks iBoot's runtime patches (the DATA base
+    /// word or `RTK_soc`): the record's unpatched copies ran with a zero
+    /// DATA base and never came up. The model never posts READY then.
+    Unpatched {
+        /// The vm address of the site.
+        vm: usize,
+    },
     /// A host→target slot was still zeroed at the ack.
     Owner {
         /// Channel index.
@@ -236,6 +281,10 @@ pub struct Violations {
     pub forbidden: u32,
     /// Engine accesses while an island is off.
     pub while_off: u32,
+    /// A release (RUN) before the record's twelve grant writes, in order.
+    pub ungranted_release: u32,
+    /// A grant write out of the record's order or with another value.
+    pub grant_mismatch: u32,
 }
 
 /// Counters.
@@ -368,12 +417,22 @@ pub struct FwModel {
     events: [Option<Event>; EVENT_QUEUE],
     /// Calls awaiting their finish.
     finishes: [Option<Finish>; IN_FLIGHT],
+    /// Word 2 of the host's last SHAREDMALLOC reply.
+    sm_count: Option<u64>,
+    /// A [`Faults::SHAREDMALLOC_HOG`] request is outstanding.
+    hog_pending: bool,
+    /// Buffers granted to [`Faults::SHAREDMALLOC_HOG`] requests.
+    hog_grants: u32,
     /// The last property write.
-    property: Option<(u32, u32, u64)>,
+    property: Option<(u32, u32, u32)>,
     /// Counters.
     stats: ModelStats,
     /// Host misbehaviour.
     violations: Violations,
+    /// Grant writes seen in the record's order.
+    granted: usize,
+    /// The init struct the host published.
+    init: Option<InitStruct>,
 }
 
 /// `base + off`, or a fault at `base`.
@@ -406,6 +465,9 @@ impl FwModel {
             seq: 0,
             events: [None; EVENT_QUEUE],
             finishes: [None; IN_FLIGHT],
+            sm_count: None,
+            hog_pending: false,
+            hog_grants: 0,
             property: None,
             stats: ModelStats {
                 ticks: 0,
@@ -419,8 +481,37 @@ impl FwModel {
                 rvbar_rewrites: 0,
                 forbidden: 0,
                 while_off: 0,
+                ungranted_release: 0,
+                grant_mismatch: 0,
             },
+            granted: 0,
+            init: None,
         }
+    }
+
+    /// The init struct the host published, once the model read it.
+    pub fn init(&self) -> Option<InitStruct> {
+        self.init
+    }
+
+    /// Whether the record's twelve grant writes were seen, in order.
+    pub fn granted(&self) -> bool {
+        self.granted == regs::GRANT_WRITES.len()
+    }
+
+    /// Follows the grant writes: each must be the next of the record's, with
+    /// its value, and come before the release.
+    fn grant_write(&mut self, off: usize, val: u32) -> bool {
+        if !regs::GRANT_WRITES.iter().any(|(o, _)| *o == off) {
+            return false;
+        }
+        if self.phase == Phase::Stopped && regs::GRANT_WRITES.get(self.granted) == Some(&(off, val))
+        {
+            self.granted += 1;
+        } else {
+            self.violations.grant_mismatch = self.violations.grant_mismatch.wrapping_add(1);
+        }
+        true
     }
 
     /// The phase.
@@ -449,7 +540,7 @@ impl FwModel {
     }
 
     /// The last CH_PROPERTY_WRITE (channel, property, value).
-    pub fn last_property(&self) -> Option<(u32, u32, u64)> {
+    pub fn last_property(&self) -> Option<(u32, u32, u32)> {
         self.property
     }
 
@@ -459,6 +550,17 @@ impl FwModel {
             Sm::Granted(dva) => Some(dva),
             _ => None,
         }
+    }
+
+    /// Word 2 of the host's last SHAREDMALLOC reply (OA: the 1-based count
+    /// of buffers granted so far).
+    pub fn shared_count(&self) -> Option<u64> {
+        self.sm_count
+    }
+
+    /// Buffers granted to [`Faults::SHAREDMALLOC_HOG`] requests.
+    pub fn hog_grants(&self) -> u32 {
+        self.hog_grants
     }
 
     /// The injected faults.
@@ -514,10 +616,17 @@ impl FwModel {
             self.write_scratch(i, val);
             return;
         }
+        if self.grant_write(off, val) {
+            return;
+        }
         match off {
             regs::CPU_CONTROL => {
                 self.cpu_control = val;
                 if val & regs::CPU_CONTROL_RUN != 0 && self.phase == Phase::Stopped {
+                    if !self.granted() {
+                        self.violations.ungranted_release =
+                            self.violations.ungranted_release.wrapping_add(1);
+                    }
                     self.cpu_status = regs::CPU_STATUS_RELEASED;
                     self.phase = Phase::Starting(self.cfg.ready_delay);
                 }
@@ -578,7 +687,13 @@ impl FwModel {
     pub fn tick<M: Mem + ?Sized, E: Executor>(&mut self, mem: &mut M, exec: &mut E) {
         self.stats.ticks = self.stats.ticks.wrapping_add(1);
         match self.phase {
-            Phase::Starting(0) => self.post_ready(),
+            Phase::Starting(0) => match self.check_patches(mem) {
+                Ok(()) => self.post_ready(),
+                Err(c) => {
+                    self.crash = Some(c);
+                    self.phase = Phase::Parked;
+                }
+            },
             Phase::Starting(n) => self.phase = Phase::Starting(n - 1),
             Phase::Initialising(0) => {
                 if let Err(c) = self.initialise(mem) {
@@ -616,6 +731,38 @@ impl FwModel {
         }
     }
 
+    /// The entry the core starts at.
+    fn entry(&self) -> Option<u64> {
+        (self.rvbar & regs::RVBAR_VALID != 0).then_some(self.rvbar & regs::RVBAR_FOLD_MASK)
+    }
+
+    /// Checks two of iBoot's patches on the image at the entry: the DATA
+    /// base word and `RTK_soc` (an unlatched RVBAR's fold points at the
+    /// staged copy itself).
+    fn check_patches<M: Mem + ?Sized>(&mut self, mem: &mut M) -> Result<(), Crash> {
+        let entry = self.entry().unwrap_or(self.rvbar & regs::RVBAR_FOLD_MASK);
+        let mut w = [0u8; 8];
+        let at = |vm: usize| entry.checked_add(vm as u64).ok_or(MemFault { iova: entry });
+        mem.read(
+            at(patch::DATA_BASE_VM).map_err(Crash::ImageUnmapped)?,
+            &mut w,
+        )
+        .map_err(Crash::ImageUnmapped)?;
+        if u64::from_le_bytes(w) != entry.wrapping_add(patch::DATA_VMADDR) {
+            return Err(Crash::Unpatched {
+                vm: patch::DATA_BASE_VM,
+            });
+        }
+        let soc = patch::RTK_RECORDS[1].vm + patch::RTK_HEADER;
+        let mut d = [0u8; 4];
+        mem.read(at(soc).map_err(Crash::ImageUnmapped)?, &mut d)
+            .map_err(Crash::ImageUnmapped)?;
+        if u32::from_le_bytes(d) != patch::T6021_SOC {
+            return Err(Crash::Unpatched { vm: soc });
+        }
+        Ok(())
+    }
+
     /// S4 from the firmware's side.
     fn post_ready(&mut self) {
         if self.fault(Faults::NO_READY) {
@@ -637,8 +784,26 @@ impl FwModel {
         mem.read(dva, &mut b).map_err(Crash::InitRead)?;
         let init = InitStruct::decode(&b).map_err(Crash::Init)?;
         init.check().map_err(Crash::Init)?;
-        let heap = u64::from(self.cfg.heap_request).next_multiple_of(ALIGN);
-        if init.ordinal != u64::from(self.cfg.scratch1) + 1 {
+        // The firmware runs from the latched entry (or the image address an
+        // unlatched RVBAR was folded from) and reads its image through
+        // +0x00; its power service writes the PMU page at IOVA == PA.
+        let mut word = [0u8; 8];
+        let entry = if self.rvbar & regs::RVBAR_VALID != 0 {
+            self.rvbar & regs::RVBAR_FOLD_MASK
+        } else {
+            init.fwim
+        };
+        for at in [entry, init.fwim] {
+            mem.read(at, &mut word).map_err(Crash::ImageUnmapped)?;
+        }
+        mem.read(regs::PMU_PA + 8, &mut word)
+            .map_err(Crash::PmuUnmapped)?;
+        let heap = match self.cfg.heap_request {
+            0 => 0,
+            r => u64::from(r.max(HEAP_FLOOR)),
+        };
+        self.init = Some(init);
+        if init.ordinal != u64::from(self.cfg.scratch1.wrapping_add(1)) {
             return Err(Crash::InitMismatch { offset: 0x50 });
         }
         if init.pool != dva {
@@ -670,7 +835,7 @@ impl FwModel {
             } else {
                 *spec
             };
-            let _ = chman::encode_entry(&spec, &mut entry);
+            let _ = chman::encode_entry(&spec, self.ipc, &mut entry);
             mem.write(at(self.ipc, (i * chman::ENTRY_LEN) as u64)?, &entry)?;
             if spec.kind == chman::KIND_T2H {
                 for slot in 0..spec.slots {
@@ -682,16 +847,26 @@ impl FwModel {
     }
 
     /// Device address of slot `slot` of channel `index`.
+    /// The SHAREDMALLOC slot at the model's cursor.
+    fn sm_slot(&self) -> Result<u64, MemFault> {
+        let cursor = self
+            .t2h_cursor
+            .get(chman::SHAREDMALLOC)
+            .copied()
+            .unwrap_or(0);
+        self.slot_addr(chman::SHAREDMALLOC, cursor)
+    }
+
     fn slot_addr(&self, index: usize, slot: u64) -> Result<u64, MemFault> {
-        let ch = LAYOUT.get(index).map(|s| chman::Channel {
-            kind: s.kind,
-            bit: s.bit,
-            slots: s.slots,
-            ring: s.ring,
-        });
-        let off = ch
-            .and_then(|c| c.slot(slot))
-            .ok_or(MemFault { iova: self.ipc })?;
+        let fault = MemFault { iova: self.ipc };
+        let spec = LAYOUT.get(index).ok_or(fault)?;
+        let ch = chman::Channel {
+            kind: spec.kind,
+            bit: spec.bit,
+            slots: spec.slots,
+            ring: at(self.ipc, spec.ring)?,
+        };
+        let off = ch.slot(slot, self.ipc).ok_or(fault)?;
         at(self.ipc, off as u64)
     }
 
@@ -716,16 +891,23 @@ impl FwModel {
             }
         }
         self.phase = Phase::Running;
-        let mut slot = [0u8; SLOT_LEN];
-        let _ = chman::encode_sm_request(&SM_REQUEST, &mut slot);
-        let addr = self.slot_addr(chman::SHAREDMALLOC, 0).map_err(Crash::Ipc)?;
-        mem.write(
-            at(addr, 8).map_err(Crash::Ipc)?,
-            slot.get(8..).unwrap_or(&[]),
-        )
-        .map_err(Crash::Ipc)?;
-        mem.write(addr, &0u64.to_le_bytes()).map_err(Crash::Ipc)?;
+        self.request_sm(mem, &SM_REQUEST).map_err(Crash::Ipc)?;
         self.sm = Sm::Requested;
+        Ok(())
+    }
+
+    /// Publishes a SHAREDMALLOC request at the ring's cursor: the size and
+    /// tag first, then word0 = 0.
+    fn request_sm<M: Mem + ?Sized>(
+        &mut self,
+        mem: &mut M,
+        req: &SmRequest,
+    ) -> Result<(), MemFault> {
+        let mut slot = [0u8; SLOT_LEN];
+        let _ = chman::encode_sm_request(req, &mut slot);
+        let addr = self.sm_slot()?;
+        mem.write(at(addr, 8)?, slot.get(8..).unwrap_or(&[]))?;
+        mem.write(addr, &0u64.to_le_bytes())?;
         self.ring_host(chman::SHAREDMALLOC);
         Ok(())
     }
@@ -753,8 +935,15 @@ impl FwModel {
         mem: &mut M,
         exec: &mut E,
     ) -> Result<(), MemFault> {
-        if self.sm == Sm::Requested {
+        if self.sm == Sm::Requested || self.hog_pending {
             self.check_sm_answer(mem)?;
+        }
+        if self.fault(Faults::SHAREDMALLOC_HOG)
+            && matches!(self.sm, Sm::Granted(_))
+            && !self.hog_pending
+        {
+            self.request_sm(mem, &SM_HOG_REQUEST)?;
+            self.hog_pending = true;
         }
         let io_bit = LAYOUT
             .get(chman::IO)
@@ -764,21 +953,36 @@ impl FwModel {
         }
         self.doorbell = 0;
         self.advance_finishes();
-        if self.io_kick && !self.fault(Faults::STALLED_RING) && self.sm != Sm::Requested {
+        if self.io_kick
+            && !self.fault(Faults::STALLED_RING)
+            && self.sm != Sm::Requested
+            && !self.hog_pending
+        {
             self.serve_io(mem, exec)?;
         }
         self.flush_events(mem)
     }
 
-    /// Takes the host's SHAREDMALLOC answer, if there is one.
+    /// Takes the host's SHAREDMALLOC answer, if there is one: word0 =
+    /// address | 1, word1 = 0; word2 (the host's count) is only recorded.
     fn check_sm_answer<M: Mem + ?Sized>(&mut self, mem: &mut M) -> Result<(), MemFault> {
-        let addr = self.slot_addr(chman::SHAREDMALLOC, 0)?;
-        let [word0, word1, _] = Self::slot_words(mem, addr)?;
+        let addr = self.sm_slot()?;
+        let [word0, word1, word2] = Self::slot_words(mem, addr)?;
         if word0 & chman::OWNER == 0 {
             return Ok(());
         }
+        if let Some(c) = self.t2h_cursor.get_mut(chman::SHAREDMALLOC) {
+            *c = c.wrapping_add(1);
+        }
+        self.sm_count = Some(word2);
         let dva = word0 & !chman::OWNER;
-        if dva == 0 || dva % ALIGN != 0 || word1 != 0 {
+        let good = dva != 0 && dva % ALIGN == 0 && word1 == 0;
+        if self.hog_pending {
+            self.hog_pending = false;
+            self.hog_grants = self.hog_grants.wrapping_add(u32::from(good));
+            return Ok(());
+        }
+        if !good {
             self.sm = Sm::Refused;
             return Ok(());
         }
@@ -789,9 +993,6 @@ impl FwModel {
             off += zero.len() as u64;
         }
         self.sm = Sm::Granted(dva);
-        if let Some(c) = self.t2h_cursor.get_mut(chman::SHAREDMALLOC) {
-            *c = c.wrapping_add(1);
-        }
         Ok(())
     }
 
@@ -1096,10 +1297,26 @@ impl FwModel {
                 // The host has not consumed this slot yet: the ring is full.
                 return Ok(());
             }
+            // The payload goes into the SHAREDMALLOC buffer, one stride per
+            // IO_T2H slot (a slot is reused only after the host consumed
+            // it, so its payload is free too); the slot carries its
+            // address and length.
+            let Sm::Granted(buf) = self.sm else {
+                return Ok(());
+            };
+            let slots = LAYOUT.get(chman::IO_T2H).map_or(1, |s| s.slots.max(1));
+            let payload_dva = if self.fault(Faults::BAD_EVENT_POINTER) {
+                FW_ADDRESS
+            } else {
+                at(buf, EVENT_AREA + (cursor % slots) * EVENT_STRIDE)?
+            };
             let mut payload = [0u8; chman::EVENT_LEN];
             let _ = chman::encode_event(&e, &mut payload);
-            mem.write(at(addr, chman::PAYLOAD as u64)?, &payload)?;
-            mem.write(addr, &0u64.to_le_bytes())?;
+            if !self.fault(Faults::BAD_EVENT_POINTER) {
+                mem.write(payload_dva, &payload)?;
+            }
+            mem.write(at(addr, 8)?, &(chman::EVENT_LEN as u64).to_le_bytes())?;
+            mem.write(addr, &payload_dva.to_le_bytes())?;
             if let Some(c) = self.t2h_cursor.get_mut(chman::IO_T2H) {
                 *c = c.wrapping_add(1);
             }

@@ -3,32 +3,57 @@
 //! Firmware commands on the IO channel: encoders, decoders and the program
 //! digest.
 //!
-//! Facts (`seed-repos.md` §2 "ABI 2 semantics", §3.3 step 12, §3.5): every
-//! command starts with the CSNE header `u32 0; u16 opcode @+4; u8 flags;
-//! u8 rsvd`; the firmware answers in the same buffer, with the opcode echoed
-//! at +4 and a `u16` status at +6 (0 = success). The layouts:
+//! The authority is the hardware record: joshuaswarren/omarchy-ane ("OA"),
+//! whose T6021 driver ran inference on the 13.5 firmware. Citations name
+//! OA files; `RT` is `ane/t6021/ane_t6021_rtclient_main.c` in its newest
+//! stored version (104,569 bytes; the index shows no commit for it, the
+//! nearest commit-addressable version is `23f4501bc0beeec01dd6744df9fed385b5bcedd9`),
+//! `AH` is `ane/t6021/ane_t6021.h` at `c2b7408b621c7e5a19ea39efaf513170bfebaaba`
+//! (opcodes also at `006f99f94e7b8ade510c982b6143a4ac7c132747`).
 //!
-//! | opcode | command | bytes | fields |
-//! |---|---|---|---|
-//! | 0x03 | CONFIG_GET | 0x10 | reply: word +0x08 nonzero |
-//! | 0x200 | PROGRAM_LOAD | 0x1C0 | section record `id` at `+0x08 + (id−1)·0x30`: `+0 u32 1`, `+4 id`, `+0x18 u64 iova`, `+0x20 u64 size`; ProgramId `0xFFFFFFFF` at +0x1B8, replaced by the reply |
-//! | 0x202 | PROC_CREATE | 0x10 | program +0x08, `0xFFFFFFFF` at +0x0C, replaced by the process id |
-//! | 0x204 | PROCEDURE_CALL | 0x60 + n·0x30 | program +0x08, process +0x0C, `u64 0` +0x10, priority +0x18, cookie `u64` +0x20, count +0x28; record `i` at `+0x60 + i·0x30`: `+0 u32 1`, `+4 buffer id`, `+8 type` (0 in, 1 out), `+0x18 iova`, `+0x20 size` |
-//! | 0x1f | CH_PROPERTY_WRITE | see below | channel 0, property 0x10aa, value 1 (`fw_perf_mode`) |
+//! Facts: every command starts with the CSNE header `u32 0; u16 opcode
+//! @+4; u8 flags; u8 rsvd` (AH, the CSNE header struct); the firmware
+//! answers in the same buffer and the driver accepts the reply only when
+//! the opcode at +4 is echoed and the `u16` at +6 is 0 (RT,
+//! `ane_rtclient_legacy_exchange`). The layouts:
 //!
-//! Not found in the reference material, and chosen here:
+//! | opcode | command | bytes | fields | source |
+//! |---|---|---|---|---|
+//! | 0x03 | CONFIG_GET | 0x10 | zeroed; reply: `u32` +0x08 nonzero, else no device | RT probe |
+//! | 0x200 | PROGRAM_LOAD | 0x1C0 | section record `id` at `+0x08 + (id−1)·0x30`: `+0 u32 1`, `+4 id`, `+0x18 u64 iova`, `+0x20 u64 size`; absent records zero; ProgramId `0xFFFFFFFF` at +0x1B8, replaced by the reply | RT `ane_rtclient_load_program`; AH |
+//! | 0x202 | PROC_CREATE | 0x10 | program `u32` +0x08, `0xFFFFFFFF` at +0x0C, replaced by the process id | RT; AH |
+//! | 0x204 | PROCEDURE_CALL | 0x60 + n·0x30 | program `u32` +0x08, process `u32` +0x0C, `u64 0` +0x10, priority `u32` +0x18 (2..=7), cookie `u64` +0x20, count `u32` +0x28; record `i` at `+0x60 + i·0x30`: `+0 u32 1`, `+4 buffer id`, `+8 type` (0 in, 1 out), `+0x18 u64 iova`, `+0x20 u64 size` | RT; AH |
+//! | 0x1F | CH_PROPERTY_WRITE | 0x14 | `u32` channel 0 +0x08, `u32` property +0x0C, `u32` value +0x10 | RT `fw_perf_mode` |
 //!
-//! - the CH_PROPERTY_WRITE layout: `u32 channel @+0x08, u32 property
-//!   @+0x0C, u64 value @+0x10`, 0x18 bytes ([`PROPERTY_WRITE_LEN`]);
+//! - Property 0x10aa with value 1 is the only write OA ever sent, and the
+//!   only one known safe ([`PERF_MODE`]); nothing else is sent.
+//! - The CALL cookie comes back in the call's IO_T2H events (RT, comment of
+//!   its cookie constant). OA always sends 0xADD0; the driver sends a
+//!   fresh cookie per call and matches the finish event by it. That the
+//!   firmware echoes values other than 0xADD0 follows from the echo, but
+//!   was never measured on hardware (open).
+//! - Program unload: OA has no unload path and states that the firmware
+//!   never frees programs or processes; its table holds 256 programs and
+//!   the 257th LOAD answered a protocol error and quarantined the device
+//!   (RT, the program cache's comment; receipt
+//!   `receipts/2026-09-29-t6021-installed-path/README.md`). OA caps the
+//!   driver at 250 ([`MAX_PROGRAMS`]). 0x201 is only named
+//!   ([`OP_PROGRAM_UNLOAD`]) so that nothing sends it by mistake.
+//!
+//! Still not settled by the record:
+//!
 //! - the widths of PROCEDURE_CALL's priority and count: written as `u32`
 //!   in 8-byte slots (the neighbours are `u64`), read back as `u64`, so both
-//!   readings give the same bytes;
-//! - the CONFIG_GET reply word: read as `u32`;
-//! - the byte order of the digest's `{u64 id, u64 size}`: little-endian, the
-//!   order of the seed's in-memory struct on arm64.
+//!   readings give the same bytes; the firmware's own range for the
+//!   priority (AH's comments disagree, 2..=7 vs 8..=15; OA uses 2);
+//! - the meaning of the header's flags byte (+6 in a command; OA marks it
+//!   an inference) — the driver treats +6 as a `u16` status in replies;
+//! - the byte order of the digest's `{u64 id, u64 size}`: little-endian,
+//!   the order of OA's in-memory header on arm64.
 //!
 //! The program digest keys the driver's program cache: SHA-256 over, for
-//! each section in the order given, its `{u64 id, u64 size}` then its bytes.
+//! each section in the order given, its `{u64 id, u64 size}` then its bytes
+//! (RT, the LOAD's digest loop).
 
 use super::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use super::sha256::{Sha256, DIGEST_LEN};
@@ -47,8 +72,10 @@ pub const OP_CH_PROPERTY_WRITE: u16 = 0x1f;
 /// sends it to the firmware that ran inference on T6021. 0x201 is
 /// [`OP_PROGRAM_UNLOAD`].
 pub const OP_PROGRAM_LOAD: u16 = 0x200;
-/// `CSNE_CMD_UNLOAD_PROGRAM` in the firmware's command table: never sent
-/// with a program image (the driver sent its LOAD as 0x201 before).
+/// `CSNE_CMD_UNLOAD_PROGRAM` in the firmware's command table. Never sent:
+/// OA has no unload path and the firmware never frees a program (see the
+/// module documentation); named only so that no caller sends it by
+/// mistake (the driver once sent its LOAD as 0x201).
 pub const OP_PROGRAM_UNLOAD: u16 = 0x201;
 /// PROC_CREATE.
 pub const OP_PROC_CREATE: u16 = 0x202;
@@ -65,8 +92,8 @@ pub const PROC_CREATE_LEN: usize = 0x10;
 pub const CALL_HEADER_LEN: usize = 0x60;
 /// Bytes of one PROCEDURE_CALL record.
 pub const CALL_RECORD_LEN: usize = 0x30;
-/// Bytes of CH_PROPERTY_WRITE (chosen layout).
-pub const PROPERTY_WRITE_LEN: usize = 0x18;
+/// Bytes of CH_PROPERTY_WRITE.
+pub const PROPERTY_WRITE_LEN: usize = 0x14;
 
 /// Section ids run from 1 to this.
 pub const MAX_SECTIONS: usize = 9;
@@ -87,8 +114,14 @@ pub const MIN_PRIORITY: u32 = 2;
 /// The highest PROCEDURE_CALL priority.
 pub const MAX_PRIORITY: u32 = 7;
 
-/// Channel, property and value of the `fw_perf_mode` property write.
-pub const PERF_MODE: (u32, u32, u64) = (0, 0x10aa, 1);
+/// Channel, property and value of the `fw_perf_mode` property write, the
+/// only one known safe.
+pub const PERF_MODE: (u32, u32, u32) = (0, 0x10aa, 1);
+
+/// Programs the firmware's table holds; a LOAD beyond them fails.
+pub const FW_PROGRAM_TABLE: u32 = 256;
+/// Programs the driver keeps loaded (OA's cap, below the table).
+pub const MAX_PROGRAMS: usize = 250;
 
 /// Why a message could not be built or was not acceptable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -366,18 +399,18 @@ pub fn encode_procedure_call(
     Ok(len)
 }
 
-/// Encodes CH_PROPERTY_WRITE (chosen layout); returns its length.
+/// Encodes CH_PROPERTY_WRITE; returns its length.
 pub fn encode_property_write(
     out: &mut [u8],
     channel: u32,
     property: u32,
-    value: u64,
+    value: u32,
 ) -> Result<usize, MsgError> {
     let len = PROPERTY_WRITE_LEN;
     let msg = start(out, len, OP_CH_PROPERTY_WRITE)?;
     field(put_u32(msg, 0x08, channel), len)?;
     field(put_u32(msg, 0x0c, property), len)?;
-    field(put_u64(msg, 0x10, value), len)?;
+    field(put_u32(msg, 0x10, value), len)?;
     Ok(len)
 }
 
@@ -397,9 +430,18 @@ pub fn header(buf: &[u8]) -> Result<Header, MsgError> {
     })
 }
 
-/// Checks a reply: header word zero, the expected opcode, status 0.
+/// Checks a reply as the record does: the expected opcode at +4 and
+/// status 0 at +6. Its first word is not judged (the record never looks at
+/// it, so a value it did not see must not fail a command).
 pub fn check_reply(buf: &[u8], opcode: u16) -> Result<(), MsgError> {
-    let h = header(buf)?;
+    let short = MsgError::Buffer {
+        need: HEADER_LEN,
+        have: buf.len(),
+    };
+    let h = Header {
+        opcode: u16_at(buf, 4).ok_or(short)?,
+        status: u16_at(buf, 6).ok_or(short)?,
+    };
     if h.opcode != opcode {
         return Err(MsgError::Opcode {
             found: h.opcode,
@@ -584,13 +626,13 @@ pub fn decode_io_record(rec: &[u8], index: usize) -> Result<IoRef, MsgError> {
 }
 
 /// Decodes a CH_PROPERTY_WRITE command: channel, property, value.
-pub fn decode_property_write(buf: &[u8]) -> Result<(u32, u32, u64), MsgError> {
+pub fn decode_property_write(buf: &[u8]) -> Result<(u32, u32, u32), MsgError> {
     let len = PROPERTY_WRITE_LEN;
     command(buf, OP_CH_PROPERTY_WRITE, len)?;
     Ok((
         word(buf, 8, len)?,
         word(buf, 0x0c, len)?,
-        dword(buf, 0x10, len)?,
+        word(buf, 0x10, len)?,
     ))
 }
 
@@ -800,11 +842,11 @@ mod tests {
                 expected: 0x202
             })
         );
+        // The record never judges a reply's first word.
         b[0] = 1;
-        assert_eq!(
-            proc_create_reply(&b),
-            Err(MsgError::HeaderWord { found: 1 })
-        );
+        assert_eq!(proc_create_reply(&b), Ok(9));
+        // The model still wants the host's commands to start with zero.
+        assert_eq!(header(&b), Err(MsgError::HeaderWord { found: 1 }));
     }
 
     #[test]
@@ -882,9 +924,9 @@ mod tests {
 
     #[test]
     fn property_write() {
-        let mut b = [0u8; 0x18];
+        let mut b = [0u8; 0x14];
         let (c, p, v) = PERF_MODE;
-        assert_eq!(encode_property_write(&mut b, c, p, v), Ok(0x18));
+        assert_eq!(encode_property_write(&mut b, c, p, v), Ok(0x14));
         assert_eq!(u16_at(&b, 4), Some(0x1f));
         assert_eq!(decode_property_write(&b), Ok(PERF_MODE));
     }
@@ -936,5 +978,153 @@ mod tests {
         );
         s.update(&[0]).unwrap();
         assert!(s.finish().is_ok());
+    }
+
+    /// An expected image of `len` bytes: zero but for the little-endian
+    /// fields `(offset, width, value)`, written out independently of the
+    /// encoders.
+    fn image(len: usize, fields: &[(usize, usize, u64)]) -> std::vec::Vec<u8> {
+        let mut v = std::vec![0u8; len];
+        for &(off, width, value) in fields {
+            v[off..off + width].copy_from_slice(&value.to_le_bytes()[..width]);
+        }
+        v
+    }
+
+    extern crate std;
+
+    // Golden images: each pins a message byte for byte to the record
+    // (omarchy-ane "OA"; RT = ane/t6021/ane_t6021_rtclient_main.c, newest
+    // stored version, index id 70070193265, no commit exposed, nearest
+    // 23f4501bc0beeec01dd6744df9fed385b5bcedd9; AH = ane/t6021/ane_t6021.h
+    // at c2b7408b621c7e5a19ea39efaf513170bfebaaba).
+
+    /// CONFIG_GET: opcode 3, 16 zeroed bytes; the reply's `u32` at +8 must
+    /// be nonzero (RT probe, the CONFIG_GET exchange; AH opcode enum).
+    #[test]
+    fn golden_config_get() {
+        let mut b = [0xeeu8; 0x10];
+        assert_eq!(encode_config_get(&mut b), Ok(0x10));
+        assert_eq!(&b[..], &image(0x10, &[(4, 2, 0x03)])[..]);
+        let reply = image(0x10, &[(4, 2, 0x03), (8, 4, 0x016e_3600)]);
+        assert_eq!(config_get_reply(&reply), Ok(0x016e_3600));
+        let zero = image(0x10, &[(4, 2, 0x03)]);
+        assert_eq!(config_get_reply(&zero), Err(MsgError::NoConfig));
+    }
+
+    /// PROGRAM_LOAD: opcode 0x200, 0x1c0 bytes, record of section `id` at
+    /// 0x08 + (id − 1)·0x30 = {u32 1, u32 id, u64 iova @0x18, u64 size
+    /// @0x20}, ProgramId placeholder 0xffffffff at 0x1b8 (RT
+    /// `ane_rtclient_load_program`, "slot = id − 1"; AH LOAD_PROGRAM struct
+    /// and `CSNE_CMD_LOAD_PROGRAM = 0x0200`, also at
+    /// 006f99f94e7b8ade510c982b6143a4ac7c132747).
+    #[test]
+    fn golden_program_load() {
+        // The proven add-path shape: ids 1..=5 and 7, slot 5 empty.
+        let ids = [1u32, 2, 3, 4, 5, 7];
+        let secs: std::vec::Vec<SectionRef> = ids
+            .iter()
+            .map(|&id| SectionRef {
+                id,
+                iova: 0x4000_0000 + u64::from(id) * 0x10_0000,
+                size: 0x4000 * u64::from(id),
+            })
+            .collect();
+        let mut b = [0xeeu8; 0x1c0];
+        assert_eq!(encode_program_load(&mut b, &secs), Ok(0x1c0));
+        let mut fields = std::vec![(4, 2, 0x200), (0x1b8, 4, 0xffff_ffff)];
+        for s in &secs {
+            let r = 0x08 + (s.id as usize - 1) * 0x30;
+            fields.extend([
+                (r, 4, 1),
+                (r + 4, 4, u64::from(s.id)),
+                (r + 0x18, 8, s.iova),
+                (r + 0x20, 8, s.size),
+            ]);
+        }
+        assert_eq!(&b[..], &image(0x1c0, &fields)[..]);
+        assert!(b[0x08 + 5 * 0x30..0x08 + 6 * 0x30].iter().all(|&x| x == 0));
+        assert_eq!(u16_at(&b, 4), Some(OP_PROGRAM_LOAD));
+        assert_ne!(OP_PROGRAM_LOAD, OP_PROGRAM_UNLOAD);
+    }
+
+    /// PROC_CREATE: opcode 0x202, 0x10 bytes, program at 8, placeholder
+    /// 0xffffffff at 0xc, replaced by the process id (RT, the CREATE_PROCESS
+    /// exchange; AH opcode enum).
+    #[test]
+    fn golden_proc_create() {
+        let mut b = [0xeeu8; 0x10];
+        assert_eq!(encode_proc_create(&mut b, 20), Ok(0x10));
+        let want = image(0x10, &[(4, 2, 0x202), (8, 4, 20), (0xc, 4, 0xffff_ffff)]);
+        assert_eq!(&b[..], &want[..]);
+    }
+
+    /// PROCEDURE_CALL: opcode 0x204, 0x60 + n·0x30 bytes: program @8,
+    /// process @0xc, u64 0 @0x10, priority u32 @0x18 (2..=7), cookie u64
+    /// @0x20, count u32 @0x28; record i at 0x60 + i·0x30 = {u32 1, buffer id
+    /// @4, type @8, u64 iova @0x18, u64 size @0x20} (RT, the CALL builder;
+    /// AH PROCEDURE_CALL struct).
+    #[test]
+    fn golden_procedure_call() {
+        let args = CallArgs {
+            program: 20,
+            process: 21,
+            priority: 2,
+            cookie: 0xadd0,
+        };
+        let io = [
+            IoRef {
+                buffer_id: 0,
+                kind: IoKind::Input,
+                iova: 0x1234_4000,
+                size: 0x8000,
+            },
+            IoRef {
+                buffer_id: 3,
+                kind: IoKind::Output,
+                iova: 0x2000_0000,
+                size: 0x4000,
+            },
+        ];
+        let mut b = [0xeeu8; 0xc0];
+        assert_eq!(
+            encode_procedure_call(&mut b, &args, &io),
+            Ok(0x60 + 2 * 0x30)
+        );
+        let mut fields = std::vec![
+            (4, 2, 0x204),
+            (8, 4, 20),
+            (0xc, 4, 21),
+            (0x18, 4, 2),
+            (0x20, 8, 0xadd0),
+            (0x28, 4, 2),
+        ];
+        for (i, r) in io.iter().enumerate() {
+            let o = 0x60 + i * 0x30;
+            fields.extend([
+                (o, 4, 1),
+                (o + 4, 4, u64::from(r.buffer_id)),
+                (o + 8, 4, r.kind as u64),
+                (o + 0x18, 8, r.iova),
+                (o + 0x20, 8, r.size),
+            ]);
+        }
+        assert_eq!(&b[..], &image(0xc0, &fields)[..]);
+    }
+
+    /// CH_PROPERTY_WRITE: opcode 0x1f, 0x14 bytes, u32 channel 0 @8, u32
+    /// property 0x10aa @0xc, u32 value 1 @0x10 (RT `fw_perf_mode`, the
+    /// property exchange).
+    #[test]
+    fn golden_property_write() {
+        let mut b = [0xeeu8; 0x18];
+        let (c, p, v) = PERF_MODE;
+        assert_eq!(encode_property_write(&mut b, c, p, v), Ok(0x14));
+        let want = image(
+            0x14,
+            &[(4, 2, 0x1f), (8, 4, 0), (0xc, 4, 0x10aa), (0x10, 4, 1)],
+        );
+        assert_eq!(&b[..0x14], &want[..]);
+        assert_eq!(&b[0x14..], &[0xee; 4], "nothing past 0x14");
     }
 }

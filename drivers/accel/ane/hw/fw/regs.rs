@@ -118,6 +118,28 @@ pub const PRE_CPU_TABLE: [usize; 3] = [0xb38, 0xb98, 0xbf8];
 /// The value of the pre-CPU table.
 pub const PRE_CPU_TABLE_VALUE: u32 = 0x01ff_01ff;
 
+/// The "grant" writes the record's release performs before S1, in order:
+/// twelve 32-bit `(offset, value)` pairs (joshuaswarren/omarchy-ane
+/// `ane/t6021/ane_t6021_boot.h`, step P-1 of `ane_t6021_boot_run`, default
+/// path; it ran inference on T6021). The same file's findings say macOS 13.5
+/// writes only +0x000 and +0x400 (with other values) and that skipping the
+/// other ten changed nothing; the driver keeps all twelve because this exact
+/// sequence is the one that booted (`docs/hardware-record.md`, Open).
+pub const GRANT_WRITES: [(usize, u32); 12] = [
+    (0x000, 0x0000_0010),
+    (0x038, 0x0005_0020),
+    (0x03c, 0x000a_0030),
+    (0x400, 0x4001_0001),
+    (0x600, 0x01ff_ffff),
+    (0x738, 0x0020_0020),
+    (0x798, 0x0010_0030),
+    (0x7f8, 0x0100_000a),
+    (0x900, 0x0000_0101),
+    (0x410, 0x0000_1100),
+    (0x420, 0x0000_1100),
+    (0x430, 0x0000_1100),
+];
+
 /// Whether the driver may access `[off, off + width)` of the engine window:
 /// inside the window, outside the fabric-fatal hole and outside CoreSight.
 /// A [`super::boot::Regs`] implementation may use it as a last guard.
@@ -279,11 +301,28 @@ pub const FW_SEGMENTS: [FwSegment; 2] = [
     },
 ];
 
-/// Bytes of the firmware's own memory (the init struct's +0x10 field; the
-/// seed stages the segments in one 5 MiB allocation plus extra RAM).
+/// Bytes of the firmware's own memory, the staged "FWIM" surface (the init
+/// struct's +0x10 field): it covers the pinned image's segments (to
+/// 0x4FC000) and is a fixed size, not derived from the file. Source:
+/// joshuaswarren/omarchy-ane `ane/t6021/ane_fw_validate.h` at
+/// `c2b7408b621c7e5a19ea39efaf513170bfebaaba`; its loader allocates this
+/// plus [`FW_EXTRA_RAM`] as one coherent buffer (`ane_t6021_fwload.c`,
+/// the own-memory version that ran on T6021 on 2026-09-29).
 pub const FW_MEMORY: u64 = 0x50_0000;
-/// Default extra RAM after the firmware (`fw_extra_ram`).
+/// Default extra RAM after the firmware (`fw_extra_ram`): the only grant
+/// that ran on hardware (same sources as [`FW_MEMORY`]; 0x700000 bytes in
+/// all, 448 DART pages).
 pub const FW_EXTRA_RAM: u64 = 0x20_0000;
+/// The most extra RAM the record allows (16 MiB; larger grants never ran).
+pub const FW_EXTRA_RAM_MAX: u64 = 0x100_0000;
+/// Extra RAM comes in DART pages (16 KiB).
+pub const FW_EXTRA_RAM_ALIGN: u64 = 0x4000;
+
+/// Whether `extra` bytes of extra RAM are inside the record's envelope:
+/// a multiple of [`FW_EXTRA_RAM_ALIGN`] and at most [`FW_EXTRA_RAM_MAX`].
+pub const fn fw_extra_ram_ok(extra: u64) -> bool {
+    extra <= FW_EXTRA_RAM_MAX && extra % FW_EXTRA_RAM_ALIGN == 0
+}
 
 #[cfg(test)]
 mod tests {
@@ -306,6 +345,13 @@ mod tests {
         );
         assert!(seg_end - FW_IOVA <= FW_MEMORY);
         assert!(ISLANDS.iter().all(|i| i.offset + 4 <= PMGR_WINDOW));
+        assert!(GRANT_WRITES.iter().all(|(off, _)| access_allowed(*off, 4)));
+        assert!(fw_extra_ram_ok(FW_EXTRA_RAM));
+        assert!(fw_extra_ram_ok(0));
+        assert!(fw_extra_ram_ok(FW_EXTRA_RAM_MAX));
+        assert!(!fw_extra_ram_ok(FW_EXTRA_RAM_MAX + FW_EXTRA_RAM_ALIGN));
+        assert!(!fw_extra_ram_ok(FW_EXTRA_RAM + 0x1000), "not a DART page");
+        assert_eq!((FW_MEMORY + FW_EXTRA_RAM) / FW_EXTRA_RAM_ALIGN, 448);
     }
 
     #[test]

@@ -123,9 +123,10 @@ pub struct Overflow {
     pub count: u32,
 }
 
-/// Pops every pending event of both lines, handing each to `seen`, then
-/// acknowledges once (record: "Completion"). Returns how many were popped.
-pub fn drain(r: &impl Regs, mut seen: impl FnMut(usize, Event)) -> Result<u32, Overflow> {
+/// Pops every pending event of both lines, handing each to `seen`; no
+/// acknowledgement (the callers ack with their own bits). Returns how many
+/// were popped.
+fn pop_all(r: &impl Regs, mut seen: impl FnMut(usize, Event)) -> Result<u32, Overflow> {
     let mut popped = 0;
     for line in 0..mgr::EVT_LINES {
         let count = r.read32(evt_reg(line, mgr::EVT_COUNT));
@@ -137,6 +138,13 @@ pub fn drain(r: &impl Regs, mut seen: impl FnMut(usize, Event)) -> Result<u32, O
             popped += 1;
         }
     }
+    Ok(popped)
+}
+
+/// Pops every pending event of both lines, handing each to `seen`, then
+/// acknowledges once (record: "Completion"). Returns how many were popped.
+pub fn drain(r: &impl Regs, seen: impl FnMut(usize, Event)) -> Result<u32, Overflow> {
+    let popped = pop_all(r, seen)?;
     ack(r, mgr::IRQ_ACK_EVENTS);
     Ok(popped)
 }
@@ -271,15 +279,7 @@ pub fn retire(r: &impl Regs, q: usize, nid: u8) -> bool {
 pub fn retention_drain(r: &impl Regs) -> Result<(), Overflow> {
     let en = r.read32(tm_reg(mgr::TQ_EN));
     r.write32(tm_reg(mgr::TQ_EN), en & !mgr::TQ_EN_STOP);
-    for line in 0..mgr::EVT_LINES {
-        let count = r.read32(evt_reg(line, mgr::EVT_COUNT));
-        if count > EVT_COUNT_MAX {
-            return Err(Overflow { line, count });
-        }
-        for _ in 0..count {
-            let _ = pop(r, line);
-        }
-    }
+    pop_all(r, |_, _| {})?;
     ack(r, mgr::IRQ_ACK_DRAIN);
     for off in mgr::ERROR {
         let v = r.read32(tm_reg(off));
