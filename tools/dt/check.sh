@@ -2,13 +2,14 @@
 # SPDX-License-Identifier: GPL-2.0-only OR MIT
 #
 # Device-tree checks of the ANE overlays (dts/*.dts) and binding
-# (dts/bindings/apple,ane.yaml), against the upstream 7.3 board trees.
+# (dts/bindings/apple,t8103-ane.yaml), against the upstream 7.3 board trees.
 #
 #   tools/dt/check.sh            (from the repository root, on the host)
 #
 # Runs itself inside the build chroot. For each SoC it builds upstream board
 # DTBs from the kernel source (in the cached arm64 build tree), merges the
-# overlay with tools/dt/merge.sh (fdtoverlay), and proves:
+# overlay with tools/dt/merge.sh (plain fdtoverlay, as ane-dt and
+# omarchy-mac-boot apply it), and proves:
 #   - the overlay compiles without warnings beyond the ones inherent to
 #     overlays (dtc cannot know a target's #address-cells);
 #   - the merged tree survives a dtc round trip (dtb -> dts -> dtb -> dts
@@ -18,6 +19,10 @@
 #   - dt-schema: the merged tree has no finding the stock tree lacks and
 #     every added node matches a schema (ours for the ANE, upstream ones for
 #     the DARTs, PMGR power states, mailbox and reserved memory);
+# the same for the live device tree of a real M2 Max (ANE_SHARED's
+# targets/fdt-live-t6021-j414c.dts) with the T6021 overlay, plus
+# tools/dt/regcheck.py: no reg range or interrupt of an added node collides
+# with a node the tree already has (one listed, deliberate exception);
 # plus the binding itself (yamllint with the kernel's rules, dt-doc-validate
 # against the meta-schema, its examples validated) and negative cases that
 # show the checks do fail (a broken merge, a wrong board, a bad node).
@@ -66,10 +71,10 @@ setup_venv || { echo "dt-schema venv setup failed" >&2; exit 1; }
 export PATH=$venv/bin:$PATH
 dtschema_ver=$(dt-validate -V)
 
-# Our binding, staged where its $id says it lives (npu/apple,ane.yaml).
+# Our binding, staged where its $id says it lives (npu/apple,t8103-ane.yaml).
 mkdir -p "$work/bindings/npu"
-cp dts/bindings/apple,ane.yaml "$work/bindings/npu/"
-schema_key=$( { echo "dtschema $dtschema_ver"; echo "$ksrc"; cat dts/bindings/apple,ane.yaml; } | sha256sum | cut -c1-16)
+cp dts/bindings/apple,t8103-ane.yaml "$work/bindings/npu/"
+schema_key=$( { echo "dtschema $dtschema_ver"; echo "$ksrc"; cat dts/bindings/apple,t8103-ane.yaml; } | sha256sum | cut -c1-16)
 schema=/cache/dt-processed-schema/$schema_key.json
 make_schema() {
 	[ -s "$schema" ] && return 0
@@ -87,8 +92,8 @@ make_schema() {
 }
 
 # --- the binding ------------------------------------------------------------------
-step "binding: yamllint (kernel rules)" yamllint -s -c "$bindings/.yamllint" dts/bindings/apple,ane.yaml
-step "binding: dt-doc-validate against the meta-schema" dt-doc-validate -u "$bindings" "$work/bindings/npu/apple,ane.yaml"
+step "binding: yamllint (kernel rules)" yamllint -s -c "$bindings/.yamllint" dts/bindings/apple,t8103-ane.yaml
+step "binding: dt-doc-validate against the meta-schema" dt-doc-validate -u "$bindings" "$work/bindings/npu/apple,t8103-ane.yaml"
 step "dt-schema: processed schema of the 7.3 bindings + ours ($dtschema_ver)" make_schema
 [ -s "$schema" ] || { summary "dt summary"; exit 1; }
 
@@ -100,7 +105,7 @@ cpp_dtc() {
 		-x assembler-with-cpp "$1" -o "$2.pre" && dtc -q -I dts -O dtb -o "$2" "$2.pre"
 }
 binding_examples() {
-	dt-extract-example dts/bindings/apple,ane.yaml >"$work/example.dts"
+	dt-extract-example dts/bindings/apple,t8103-ane.yaml >"$work/example.dts"
 	cpp_dtc "$work/example.dts" "$work/example.dtb" || return 1
 	out=$(validate "$work/example.dtb")
 	[ -z "$out" ] || { echo "$out"; return 1; }
@@ -109,12 +114,12 @@ binding_examples() {
 step "binding: examples compile and validate" binding_examples
 
 # The compatibles the overlays use are the driver's (drivers/accel/ane/hw/soc.rs).
-compat_of() { sed -n 's/.*compatible = "\(apple,t[0-9]*-ane\)";.*/\1/p' "dts/$1-ane.dts"; }
+compat_of() { sed -n 's/^[[:space:]]*compatible = "\(apple,t[0-9]*-ane\)";.*/\1/p' "dts/$1-ane.dts"; }
 compatibles_known() {
 	local soc c ok=0
 	for soc in t8103 t6001 t6021; do
 		c=$(compat_of "$soc")
-		if grep -q "c\"$c\"" drivers/accel/ane/hw/soc.rs && grep -q -- "- $c\$" dts/bindings/apple,ane.yaml; then
+		if grep -q "c\"$c\"" drivers/accel/ane/hw/soc.rs && grep -q -- "- $c\$" dts/bindings/apple,t8103-ane.yaml; then
 			echo "$soc-ane.dts: $c (in soc.rs and the binding)"
 		else
 			echo "$soc-ane.dts: compatible '$c' missing from soc.rs or the binding" >&2
@@ -145,15 +150,27 @@ build_boards() {
 step "board DTBs built from the 7.3 source ($(echo $all_boards | wc -w) boards)" build_boards
 
 # --- overlays -------------------------------------------------------------------
-# Only the warnings every overlay gets (the target's #address-cells and
-# #size-cells are unknown to dtc when compiling a fragment) are silenced.
+# Compiled as the packages compile them (no -@: nothing needs the overlay's
+# own symbols, and fdtoverlay would copy them into the result). Only the
+# warnings every such overlay gets are silenced: dtc cannot know a target's
+# #address-cells and #size-cells, and an existing node reached through an
+# empty labelled fragment shows dtc none of its #power-domain-cells,
+# #reset-cells or interrupt-controller (dtcheck.py checks every reference
+# against the real provider after the merge). No __fixups__: every
+# reference must resolve inside the overlay, as plain fdtoverlay needs.
 compile_overlay() {
 	local soc=$1 log
-	log=$(dtc -@ -I dts -O dtb -o "$work/$soc-ane.dtbo" \
+	log=$(dtc -I dts -O dtb -o "$work/$soc-ane.dtbo" \
 		-Wno-reg_format -Wno-avoid_default_addr_size -Wno-unit_address_vs_reg \
+		-Wno-power_domains_property -Wno-resets_property -Wno-interrupts_property \
 		"dts/$soc-ane.dts" 2>&1) || { echo "$log"; return 1; }
 	[ -z "$log" ] || { echo "$log"; return 1; }
-	echo "$soc-ane.dtbo: $(stat -c %s "$work/$soc-ane.dtbo") bytes, fixups: $(fdtget -p "$work/$soc-ane.dtbo" /__fixups__ | paste -sd' ')"
+	if fdtget -p "$work/$soc-ane.dtbo" /__fixups__ >/dev/null 2>&1; then
+		echo "unresolved references: $(fdtget -p "$work/$soc-ane.dtbo" /__fixups__ | paste -sd' ')"
+		return 1
+	fi
+	echo "$soc-ane.dtbo: $(stat -c %s "$work/$soc-ane.dtbo") bytes, no __fixups__, targets: $(for f in $(fdtget -l "$work/$soc-ane.dtbo" /); do fdtget -t s "$work/$soc-ane.dtbo" "/$f" target-path 2>/dev/null; done | sort -u | paste -sd' ')"
+	echo "omarchy,skip-if-compatible: $(fdtget -t s "$work/$soc-ane.dtbo" / omarchy,skip-if-compatible)"
 }
 
 merge() { tools/dt/merge.sh "$work/$1.dtb" "$work/$2-ane.dtbo" "$work/$1-ane.dtb"; }
@@ -202,10 +219,10 @@ dtcheck() { python3 tools/dt/dtcheck.py "$work/$1.dtb" "$work/$2-ane.dtbo" "$wor
 
 for soc in t8103 t6001 t6021; do
 	compat=$(compat_of "$soc")
-	step "$soc: overlay compiles (dtc -@), no warnings" compile_overlay "$soc"
+	step "$soc: overlay compiles, no warnings, no __fixups__" compile_overlay "$soc"
 	boards=boards_$soc
 	for b in ${!boards}; do
-		step "$b + $soc-ane: fdtoverlay merge (symbols by path)" merge "$b" "$soc"
+		step "$b + $soc-ane: fdtoverlay merge (targets by path)" merge "$b" "$soc"
 		[ -f "$work/$b-ane.dtb" ] || continue
 		step "$b + $soc-ane: dtc round trip, no new dtc warnings" round_trip "$b"
 		step "$b + $soc-ane: stock nodes kept, phandles resolve ($compat)" dtcheck "$b" "$soc" "$compat"
@@ -219,6 +236,35 @@ for soc in t8103 t6001 t6021; do
 		step "$b + $soc-ane: dt-schema (ours + upstream bindings)" schema_check "$b"
 	done
 done
+
+# --- the live tree of a real M2 Max ---------------------------------------------
+# ../shared/targets (ANE_SHARED; /shared in the chroot): the device tree a
+# j414c booted under the 7.1 Asahi kernel, decompiled (no __symbols__, and
+# the ANE power states mostly without phandles). The T6021 overlay must
+# apply to exactly this tree, as ane-dt and omarchy-mac-boot apply it.
+live_src=/shared/targets/fdt-live-t6021-j414c.dts
+live=t6021-live-j414c
+live_dtb() {
+	[ -f "$live_src" ] || { echo "$live_src missing (set ANE_SHARED to the shared directory)"; return 1; }
+	dtc -q -I dts -O dtb -o "$work/$live.dtb" "$live_src" || return 1
+	echo "$live: $(fdtget -t s "$work/$live.dtb" / model) ($(fdtget -t s "$work/$live.dtb" / compatible))"
+}
+step "live tree: $live_src compiles" live_dtb
+if [ -f "$work/$live.dtb" ]; then
+	step "$live + t6021-ane: fdtoverlay merge (targets by path)" merge "$live" t6021
+fi
+if [ -f "$work/$live-ane.dtb" ]; then
+	step "$live + t6021-ane: dtc round trip, no new dtc warnings" round_trip "$live"
+	step "$live + t6021-ane: stock nodes kept, ANE node present, phandles resolve" dtcheck "$live" t6021 apple,t6021-ane
+	# The one deliberate overlap: the read-only "pmgr" window lies inside
+	# the PMGR syscon, which maps without claiming.
+	regcheck() {
+		python3 tools/dt/regcheck.py "$work/$live.dtb" "$work/$live-ane.dtb" \
+			--allow /soc/npu@284000000:pmgr=/soc/power-management@28e080000
+	}
+	step "$live + t6021-ane: no reg or interrupt overlap with the nodes it has" regcheck
+	step "$live + t6021-ane: dt-schema (ours + upstream bindings)" schema_check "$live"
+fi
 
 # --- the checks can fail ----------------------------------------------------------
 expect_fail() {
@@ -247,8 +293,8 @@ negatives() {
 	fdtput -t s "$work/n5.dtb" /soc/npu@26bc04000 reg-names ctl
 	fdtput -d "$work/n5.dtb" /soc/npu@26bc04000 interrupts
 	out=$(validate "$work/n5.dtb")
-	if grep -q "apple,ane.yaml" <<<"$out"; then
-		echo "detected: a node that violates the binding ($(grep -c 'apple,ane.yaml' <<<"$out") findings)"
+	if grep -q "apple,t8103-ane.yaml" <<<"$out"; then
+		echo "detected: a node that violates the binding ($(grep -c 'apple,t8103-ane.yaml' <<<"$out") findings)"
 	else
 		echo "NOT detected: a node that violates the binding" >&2
 		rc=1
@@ -256,5 +302,11 @@ negatives() {
 	return $rc
 }
 step "negative cases are caught (broken merge, wrong board, bad node)" negatives
+live_neg() {
+	[ -f "$work/$live-ane.dtb" ] || { echo "no merged live tree"; return 1; }
+	expect_fail "an overlap the allow list does not name" \
+		python3 tools/dt/regcheck.py "$work/$live.dtb" "$work/$live-ane.dtb"
+}
+step "live tree: the overlap check can fail" live_neg
 
 summary "dt summary"

@@ -66,6 +66,18 @@ cat >>"$tmp/virt.dts" <<'DTS'
 		power-domains = <&t6020_mpm>, <&t6020_td>, <&t6020_base>, <&t6020_set1>, <&t6020_set2>, <&t6020_set3>, <&t6020_set4>, <&t6020_cpu>; };
 	ane-t6021 { compatible = "apple,t6021-ane"; reg = <0x0 0x22000000 0x0 0x2000000>, <0x0 0x24010000 0x0 0x4034>; reg-names = "engine", "pmgr";
 		power-domains = <&t6021_mpm>, <&t6021_td>, <&t6021_base>, <&t6021_set1>, <&t6021_set2>, <&t6021_set3>, <&t6021_set4>, <&t6021_cpu>; };
+	/* Without reg-names (AsahiLinux PR #584's shape): on H13 the first reg
+	 * is taken as the engine window when it is where the record's engine
+	 * is (bound), and refused elsewhere; PR #584's T602x node (no
+	 * reg-names, one domain, the H13-style window that external-aborts on
+	 * T6021) is refused before anything is mapped. Mapping touches no
+	 * register, so the real addresses are safe here. */
+	ane-u8103 { compatible = "apple,t8103-ane"; reg = <0x2 0x6bc04000 0x0 0x24000>;
+		power-domains = <&t8103_set1>, <&t8103_set2>, <&t8103_set3>, <&t8103_set4>, <&t8103_set5>; };
+	ane-uwrong { compatible = "apple,t8103-ane"; reg = <0x2 0x6a000000 0x0 0x24000>;
+		power-domains = <&t8103_set1>, <&t8103_set2>, <&t8103_set3>, <&t8103_set4>, <&t8103_set5>; };
+	ane-pr584 { compatible = "apple,t6020-ane"; reg = <0x2 0x85c04000 0x0 0x24000>;
+		power-domains = <&t6020_set4>; };
 	/* Wrong: two of T8103's five domains. The driver must refuse it. */
 	ane-bad { compatible = "apple,t8103-ane"; reg = <0x0 0x0c100000 0x0 0x24000>; reg-names = "engine";
 		power-domains = <&t8103_set1>, <&t8103_set2>; };

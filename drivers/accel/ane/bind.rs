@@ -21,7 +21,7 @@ use crate::h13::{CompletionIrq, Mmio, H13};
 use crate::h14;
 use crate::hw::{
     self,
-    soc::{BackendKind, SocId, SocInfo},
+    soc::{BackendKind, EngineReg, NodeRefusal, SocId, SocInfo},
     uapi,
 };
 #[cfg(ane_test)]
@@ -90,6 +90,9 @@ struct EngineMmio {
 fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result<EngineMmio> {
     #[cfg(ane_test)]
     if simulated {
+        let (reg, base, _) = sim_shape(soc);
+        soc.check_engine(reg, base)
+            .map_err(|r| refuse(pdev.device(), soc, r))?;
         let retention = soc.recovery == hw::soc::Recovery::Rebind;
         let sim = sim::SimEngine::new(retention)?;
         return Ok(EngineMmio {
@@ -98,8 +101,8 @@ fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result
             sim: Some(sim),
         });
     }
-    let _ = (simulated, soc);
-    let io = map_window(pdev, c"engine", hw::tm::ENGINE_WINDOW)?;
+    let _ = simulated;
+    let io = h13_engine_window(pdev, soc)?;
     Ok(EngineMmio {
         mmio: Mmio::Hw(io.clone()),
         window: Some(io),
@@ -107,14 +110,18 @@ fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result
     })
 }
 
-/// Maps the register window `name` of at least `len` bytes. Mapping
-/// touches no register.
-fn map_window(pdev: &PlatformDev<'_>, name: &'static CStr, len: usize) -> Result<Arc<IoWindow>> {
-    IoWindow::map(pdev, Some(name), len).inspect_err(|e| {
+/// Maps the register window `name` (the first, for `None`) of at least
+/// `len` bytes. Mapping touches no register.
+fn map_window(
+    pdev: &PlatformDev<'_>,
+    name: Option<&'static CStr>,
+    len: usize,
+) -> Result<Arc<IoWindow>> {
+    IoWindow::map(pdev, name, len).inspect_err(|e| {
         dev_err!(
             pdev.device(),
             "no usable '{}' register window of {:#x} bytes in the device tree ({:?})\n",
-            name.to_str().unwrap_or("?"),
+            name.and_then(|n| n.to_str().ok()).unwrap_or("first"),
             len,
             e
         )
@@ -135,24 +142,62 @@ fn probe_soc(pdev: &PlatformDev<'_>, compatible: Option<&CStr>) -> Option<(SocId
     None
 }
 
-/// Attaches every power domain of the node and checks there are as many
-/// as the SoC needs: with an island off, the first engine access would
-/// wedge the SoC's fabric.
+/// Refuses the node, saying why and what to do; nothing was touched.
+fn refuse(dev: &device::Device, soc: &SocInfo, r: NodeRefusal) -> Error {
+    dev_err!(
+        dev,
+        "refusing this {:?} node before touching it: {:x?}: {}\n",
+        soc.id,
+        r,
+        r.advice()
+    );
+    ENODEV
+}
+
+/// The node shape the simulated device stands for (`sim_node`): whether it
+/// has `reg-names`, its engine window's address and its power-domain count.
+#[cfg(ane_test)]
+fn sim_shape(soc: &SocInfo) -> (EngineReg, u64, usize) {
+    let shape: u32 = ext::param::get(module_parameters::sim_node.value());
+    if shape == 1 {
+        // AsahiLinux PR #584: no reg-names; five domains on H13, one on
+        // T602x, whose window is the H13-style engine offset.
+        return match soc.backend {
+            BackendKind::HostDriven => (EngineReg::First, soc.engine_base, 5),
+            BackendKind::Firmware => (EngineReg::First, hw::soc::PR584_T602X_ENGINE, 1),
+        };
+    }
+    (EngineReg::Named, soc.engine_base, soc.power_domains.len())
+}
+
+/// Attaches every power domain of the node and checks the list has a
+/// length a working node has: with an island off, the first engine access
+/// would wedge the SoC's fabric.
 fn attach_power_domains(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result {
     let dev = pdev.device();
     let n = ext::pm::attach_power_domains(dev)?;
-    if simulated || n == soc.power_domains.len() {
-        return Ok(());
-    }
-    dev_err!(
-        dev,
-        "the device tree lists {} power domains, {:?} needs {} ({:?}): refusing to bind\n",
-        n,
-        soc.id,
-        soc.power_domains.len(),
-        soc.power_domains
-    );
-    Err(EINVAL)
+    #[cfg(ane_test)]
+    let n = if simulated { sim_shape(soc).2 } else { n };
+    let _ = simulated;
+    soc.check_domains(n).map_err(|r| refuse(dev, soc, r))
+}
+
+/// Maps the H13 engine window: the `reg` entry named `engine`, or the first
+/// of a node without `reg-names`; it must be where the record's engine is.
+/// Mapping touches no register.
+fn h13_engine_window(pdev: &PlatformDev<'_>, soc: &SocInfo) -> Result<Arc<IoWindow>> {
+    let len = hw::tm::ENGINE_WINDOW;
+    let (io, reg) = match IoWindow::map(pdev, Some(c"engine"), len) {
+        Ok(io) => (io, EngineReg::Named),
+        Err(e) if e == ENODEV => (map_window(pdev, None, len)?, EngineReg::First),
+        Err(e) => {
+            dev_err!(pdev.device(), "the 'engine' register window: {:?}\n", e);
+            return Err(e);
+        }
+    };
+    soc.check_engine(reg, io.phys())
+        .map_err(|r| refuse(pdev.device(), soc, r))?;
+    Ok(io)
 }
 
 /// Requests the engine's completion interrupt (the node's first) when the
@@ -309,18 +354,38 @@ fn h14_resources(
     const FW_ALIGN: u64 = 0x4000;
     #[cfg(ane_test)]
     if simulated {
+        let (reg, base, _) = sim_shape(soc);
+        soc.check_engine(reg, base)
+            .map_err(|r| refuse(pdev.device(), soc, r))?;
         let pt = sim::SimPageTable::new()?;
         let sim = sim::SimFw::new(
             ext::param::get(module_parameters::sim_fw_faults.value()),
             &pt,
         )?;
-        let vm = Vm::with_align(soc.iova, AddressSpace::Sim(pt), FW_ALIGN)?;
+        let space = AddressSpace::Sim(pt);
+        space.attach_device()?;
+        let vm = Vm::with_align(soc.iova, space, FW_ALIGN)?;
         return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
     let dev = pdev.device();
-    let engine = map_window(pdev, c"engine", hw::fw::regs::ENGINE_WINDOW)?;
-    let pmgr = map_window(pdev, c"pmgr", hw::fw::regs::PMGR_WINDOW)?;
+    // The windows by name only: a node without reg-names (PR #584's shape)
+    // is refused without mapping anything.
+    // Neither window is claimed: the block holds the DARTs and the mailbox,
+    // whose drivers request their own ranges, and the pmgr words lie inside
+    // the PMGR node.
+    let engine = match IoWindow::map_unclaimed(pdev, Some(c"engine"), hw::fw::regs::ENGINE_WINDOW) {
+        Ok(io) => io,
+        Err(e) if e == ENODEV => return Err(refuse(dev, soc, NodeRefusal::Unnamed)),
+        Err(e) => {
+            dev_err!(dev, "the 'engine' register window: {:?}\n", e);
+            return Err(e);
+        }
+    };
+    soc.check_engine(EngineReg::Named, engine.phys())
+        .map_err(|r| refuse(dev, soc, r))?;
+    let pmgr = IoWindow::map_unclaimed(pdev, Some(c"pmgr"), hw::fw::regs::PMGR_WINDOW)
+        .inspect_err(|e| dev_err!(dev, "no usable 'pmgr' register window ({:?})\n", e))?;
     let mut windows = KVec::with_capacity(2, GFP_KERNEL)?;
     windows.push(engine.clone(), GFP_KERNEL)?;
     windows.push(pmgr.clone(), GFP_KERNEL)?;
@@ -330,8 +395,11 @@ fn h14_resources(
             "no IOMMU: the firmware's address space needs the ANE DARTs (iommus)\n"
         )
     })?;
-    space.attach()?;
-    let vm = Vm::with_align(soc.iova, AddressSpace::Iommu(space), FW_ALIGN)?;
+    let space = AddressSpace::Iommu(space);
+    // Detached again when the space drops, on every error path below and
+    // at unbind.
+    space.attach_device()?;
+    let vm = Vm::with_align(soc.iova, space, FW_ALIGN)?;
     Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 

@@ -21,13 +21,23 @@ module_loaded || fail "modalias did not load ane"
 # The H14 nodes are refused: their firmware needs an address space from the
 # ANE DARTs, and QEMU gives these nodes no IOMMU (the simulated T6021 covers
 # the firmware path on x86_64).
-expect_eq "bound devices" "$(bound_count)" 2
+expect_eq "bound devices" "$(bound_count)" 3
 [ ! -L "/sys/bus/platform/drivers/ane/$(devname bad)" ] || fail "the node with two of five domains was bound"
+# Nodes without reg-names: the T8103 one whose first reg is the record's
+# engine window binds; one elsewhere and PR #584's T602x node are refused
+# with what to do.
+[ -L "/sys/bus/platform/drivers/ane/$(devname u8103)" ] || fail "the T8103 node without reg-names was not bound"
+[ ! -L "/sys/bus/platform/drivers/ane/$(devname uwrong)" ] || fail "an unnamed window off the engine was bound"
+dmesg | grep -q "ane-uwrong: refusing this T8103 node before touching it: EngineAt { found: 26a000000 }" ||
+	fail "no refusal message for the unnamed window off the engine"
+dmesg | grep -q "ane-pr584: refusing this T6020 node before touching it: Domains { found: 1 }" ||
+	fail "no refusal message for PR #584's T602x node"
+dmesg | grep -q "ane-pr584: .*install this driver's overlay" || fail "the refusal does not say what to install"
 for node in t6020 t6021; do
 	dmesg | grep -q "ane-$node: no IOMMU: the firmware's address space needs the ANE DARTs" ||
 		fail "no IOMMU message for ane-$node"
 done
-dmesg | grep -q "ane-bad: the device tree lists 2 power domains, T8103 needs 5" ||
+dmesg | grep -q "ane-bad: refusing this T8103 node before touching it: Domains { found: 2 }" ||
 	fail "no refusal message for the node with the wrong domains"
 # Probe brought every domain up, parents first, the SET leaves in list order.
 expect_eq "T8103 power-up order" "$(pd_first_on t8103-)" \
@@ -60,9 +70,9 @@ ane-probe info
 # Unbind and rebind one device through sysfs.
 t6000=$(devname t6000)
 echo "$t6000" > /sys/bus/platform/drivers/ane/unbind
-expect_eq "bound after unbind" "$(bound_count)" 1
+expect_eq "bound after unbind" "$(bound_count)" 2
 echo "$t6000" > /sys/bus/platform/drivers/ane/bind
-expect_eq "bound after rebind" "$(bound_count)" 2
+expect_eq "bound after rebind" "$(bound_count)" 3
 modprobe -r ane
 ! module_loaded || fail "module still loaded"
 kmemleak_scan

@@ -19,6 +19,21 @@
 //! - `/var/lib/ane-dt/backup`: the configuration and stock DTB as they were
 //!   before the first install.
 //!
+//! On Omarchy, omarchy-mac-boot already owns `DTBS`: its configuration merges
+//! every package overlay in `/usr/lib/omarchy-mac-boot/dtb-overlays/PREFIX/`
+//! into the device trees whose file name is `PREFIX.dtb` or starts with
+//! `PREFIX-`, with plain `fdtoverlay`, and leaves an overlay out of a tree
+//! that already has an available node with one of the compatibles its root
+//! lists in `omarchy,skip-if-compatible`. There `ane-dt` puts the overlay
+//! into that directory (prefix: the board's DTB name), after proving that it
+//! merges into the stock tree, and touches nothing else: no
+//! `/etc/default/update-m1n1` block, no DTB set. It takes that path when
+//! omarchy-mac-boot's library or overlay directory is present (or
+//! `--delivery omarchy`), and says which path it took.
+//!
+//! `/var/lib/ane-dt/state` records what was installed and how; `remove`
+//! undoes exactly that.
+//!
 //! Every operation is idempotent, refuses boards without an overlay, and
 //! never runs update-m1n1 itself.
 
@@ -48,6 +63,37 @@ pub struct Env {
     /// The board's DTB name (`t8103-j274`); read from the running device
     /// tree when `None`.
     pub board: Option<String>,
+    /// How the overlay reaches the boot payload; detected when `None`.
+    pub delivery: Option<Delivery>,
+}
+
+/// How the overlay reaches the device trees update-m1n1 packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// A merged DTB set that `/etc/default/update-m1n1` points `DTBS` at
+    /// (Arch Linux ARM, Fedora).
+    M1n1,
+    /// omarchy-mac-boot's package-overlay directory (Omarchy).
+    Omarchy,
+}
+
+impl Delivery {
+    /// The name `--delivery` and the state file use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Delivery::M1n1 => "m1n1",
+            Delivery::Omarchy => "omarchy",
+        }
+    }
+
+    /// The inverse of `name`.
+    pub fn from_name(name: &str) -> Option<Delivery> {
+        match name {
+            "m1n1" => Some(Delivery::M1n1),
+            "omarchy" => Some(Delivery::Omarchy),
+            _ => None,
+        }
+    }
 }
 
 /// The directory ane-dt owns.
@@ -56,6 +102,15 @@ pub const STATE_DIR: &str = "/var/lib/ane-dt";
 pub const M1N1_CONF: &str = "/etc/default/update-m1n1";
 /// The installed overlays.
 pub const OVERLAYS: &str = "/usr/share/ane/dt";
+/// omarchy-mac-boot's package-overlay directory: `PREFIX/NAME.dtbo`.
+pub const OMARCHY_OVERLAYS: &str = "/usr/lib/omarchy-mac-boot/dtb-overlays";
+/// omarchy-mac-boot's overlay library, which its update-m1n1 configuration
+/// sources.
+pub const OMARCHY_LIB: &str = "/usr/lib/omarchy-mac/boot/dtb-overlays.sh";
+/// The file name ane-dt gives its overlay in the board's prefix directory.
+pub const OMARCHY_NAME: &str = "ane-dt.dtbo";
+/// The root property omarchy-mac-boot reads to leave an overlay out.
+pub const SKIP_IF_COMPATIBLE: &str = "omarchy,skip-if-compatible";
 const BEGIN: &str = "# BEGIN ane-dt: ANE device-tree overlay (undo with `ane-dt remove`)";
 const END: &str = "# END ane-dt";
 
@@ -66,6 +121,7 @@ impl Default for Env {
             overlays: OVERLAYS.to_string(),
             dtbs: None,
             board: None,
+            delivery: None,
         }
     }
 }
@@ -106,10 +162,11 @@ pub trait Merger {
     fn merge(&self, base: &Path, overlay: &Path, out: &Path) -> Result<(), Error>;
 }
 
-/// The merge recipe of `tools/dt/merge.sh`, with `fdtput` and `fdtoverlay`:
-/// map the overlay's `ane-base-symbols` into a temporary `/__symbols__`
-/// (giving a fresh phandle to a mapped node that has none), apply, and drop
-/// the temporary `/__symbols__` again.
+/// The merge recipe of `tools/dt/merge.sh`: plain `fdtoverlay`, as
+/// omarchy-mac-boot runs it. The overlay reaches existing nodes only by
+/// `target-path` (every reference is local: no `__fixups__`); each target
+/// must exist in the base. `verify` then checks that no phandle moved
+/// (fdtoverlay older than dtc 1.7.1 renumbers a labelled target).
 #[derive(Debug, Default)]
 pub struct DtcMerger;
 
@@ -138,70 +195,50 @@ fn read_fdt(path: &Path) -> Result<Fdt, Error> {
     Fdt::parse(&blob).map_err(|e| Error::Refused(format!("{}: {e}", path.display())))
 }
 
-/// The overlay's label → stock path table.
-pub fn base_symbols(overlay: &Fdt) -> Vec<(String, String)> {
+/// The overlay's fragment target paths, in order.
+pub fn target_paths(overlay: &Fdt) -> Vec<String> {
     overlay
         .nodes
-        .get("/ane-base-symbols")
-        .map(|props| {
-            props
-                .iter()
-                .map(|(k, v)| {
-                    let path = String::from_utf8_lossy(v)
-                        .trim_end_matches('\0')
-                        .to_string();
-                    (k.clone(), path)
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+        .keys()
+        .filter(|p| p.starts_with("/fragment@") && p.matches('/').count() == 1)
+        .filter_map(|p| overlay.strings(p, "target-path").into_iter().next())
+        .collect()
+}
+
+/// Checks that `overlay` can be applied to `base` by plain fdtoverlay.
+pub fn check_applicable(base: &Fdt, overlay: &Fdt, what: &str) -> Result<(), Error> {
+    if overlay.has_node("/__fixups__") {
+        return refuse(format!(
+            "{what} has unresolved references (__fixups__): it needs symbols no board tree has; install the overlay of this ane-tools version"
+        ));
+    }
+    let targets = target_paths(overlay);
+    if targets.is_empty() {
+        return refuse(format!("{what} has no fragment with a target-path"));
+    }
+    if let Some(t) = targets.iter().find(|t| !base.has_node(t)) {
+        return refuse(format!(
+            "the stock tree has no node {t}: {what} does not fit this tree"
+        ));
+    }
+    Ok(())
 }
 
 impl Merger for DtcMerger {
     fn merge(&self, base: &Path, overlay: &Path, out: &Path) -> Result<(), Error> {
         let b = read_fdt(base)?;
         let o = read_fdt(overlay)?;
-        let symbols = base_symbols(&o);
-        if symbols.is_empty() {
-            return refuse(format!(
-                "{} has no ane-base-symbols table",
-                overlay.display()
-            ));
-        }
-        let work = out.with_extension("work");
-        fs::copy(base, &work).map_err(io(format!("copying {}", base.display())))?;
-        let w = work.to_str().expect("UTF-8 path");
-        let mut next = b.max_phandle();
-        let had_symbols = b.has_node("/__symbols__");
-        if !had_symbols {
-            run("fdtput", &["-c", w, "/__symbols__"])?;
-        }
-        for (label, path) in &symbols {
-            if !b.has_node(path) {
-                let _ = fs::remove_file(&work);
-                return refuse(format!(
-                    "{} has no node {path} (label {label}): the overlay does not fit this tree",
-                    base.display()
-                ));
-            }
-            if b.phandle(path).is_none() {
-                next += 1;
-                run(
-                    "fdtput",
-                    &["-t", "u", w, path, "phandle", &next.to_string()],
-                )?;
-            }
-            run("fdtput", &["-t", "s", w, "/__symbols__", label, path])?;
-        }
-        let o_str = overlay.to_str().expect("UTF-8 path");
-        let out_str = out.to_str().expect("UTF-8 path");
-        let res = run("fdtoverlay", &["-i", w, "-o", out_str, o_str]);
-        let _ = fs::remove_file(&work);
-        res?;
-        if !had_symbols {
-            run("fdtput", &["-r", out_str, "/__symbols__"])?;
-        }
-        Ok(())
+        check_applicable(&b, &o, &overlay.display().to_string())?;
+        run(
+            "fdtoverlay",
+            &[
+                "-i",
+                base.to_str().expect("UTF-8 path"),
+                "-o",
+                out.to_str().expect("UTF-8 path"),
+                overlay.to_str().expect("UTF-8 path"),
+            ],
+        )
     }
 }
 
@@ -218,14 +255,31 @@ pub struct State {
     pub overlay_sha256: String,
     /// SHA-256 of the merged DTB.
     pub merged_sha256: String,
+    /// How it was delivered.
+    pub delivery: Delivery,
+    /// Omarchy: the overlay file ane-dt placed (absolute), and whether
+    /// ane-dt created its prefix directory.
+    pub placed: Option<String>,
+    /// Whether ane-dt created the placed file's directory.
+    pub placed_dir_created: bool,
 }
 
 impl State {
     fn to_text(&self) -> String {
-        format!(
-            "board={}\nstock={}\nstock_sha256={}\noverlay_sha256={}\nmerged_sha256={}\n",
-            self.board, self.stock, self.stock_sha256, self.overlay_sha256, self.merged_sha256
-        )
+        let mut t = format!(
+            "board={}\nstock={}\nstock_sha256={}\noverlay_sha256={}\nmerged_sha256={}\ndelivery={}\n",
+            self.board,
+            self.stock,
+            self.stock_sha256,
+            self.overlay_sha256,
+            self.merged_sha256,
+            self.delivery.name()
+        );
+        if let Some(p) = &self.placed {
+            let _ = writeln!(t, "placed={p}");
+            let _ = writeln!(t, "placed_dir_created={}", self.placed_dir_created);
+        }
+        t
     }
 
     fn parse(text: &str) -> Option<State> {
@@ -240,6 +294,10 @@ impl State {
             stock_sha256: get("stock_sha256")?,
             overlay_sha256: get("overlay_sha256")?,
             merged_sha256: get("merged_sha256")?,
+            // A state written before deliveries existed is update-m1n1's.
+            delivery: get("delivery").map_or(Some(Delivery::M1n1), |d| Delivery::from_name(&d))?,
+            placed: get("placed"),
+            placed_dir_created: get("placed_dir_created").as_deref() == Some("true"),
         })
     }
 }
@@ -327,6 +385,26 @@ impl Env {
 
     fn state(&self) -> Option<State> {
         State::parse(&fs::read_to_string(self.at(&format!("{STATE_DIR}/state"))).ok()?)
+    }
+
+    /// How to deliver, and why: `--delivery`, else omarchy-mac-boot's
+    /// package-overlay support when it is installed, else update-m1n1.
+    pub fn delivery(&self) -> (Delivery, String) {
+        if let Some(d) = self.delivery {
+            return (d, "chosen with --delivery".to_string());
+        }
+        for marker in [OMARCHY_LIB, OMARCHY_OVERLAYS] {
+            if self.at(marker).exists() {
+                return (
+                    Delivery::Omarchy,
+                    format!("omarchy-mac-boot found ({marker})"),
+                );
+            }
+        }
+        (
+            Delivery::M1n1,
+            "no omarchy-mac-boot: update-m1n1's DTBS (Arch Linux ARM, Fedora)".to_string(),
+        )
     }
 
     fn hook_present(&self) -> bool {
@@ -451,6 +529,19 @@ pub fn status(env: &Env) -> Result<String, Error> {
             let _ = writeln!(s, "stock dtb:  {e}");
         }
     }
+    let (delivery, why) = env.delivery();
+    let _ = writeln!(s, "delivery:   {} ({why})", delivery.name());
+    if let Some(p) = env.state().and_then(|st| st.placed) {
+        let _ = writeln!(
+            s,
+            "placed:     {p}{}",
+            if env.at(&p).is_file() {
+                ""
+            } else {
+                " (MISSING)"
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "update-m1n1: {}",
@@ -540,8 +631,136 @@ pub fn backup(env: &Env) -> Result<String, Error> {
     ))
 }
 
-/// Merges the overlay for this board and hooks update-m1n1 up to the result.
+/// Installs the overlay for this board the way this system takes it
+/// (`Env::delivery`), and says which way that was.
 pub fn install(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
+    let (delivery, why) = env.delivery();
+    let installed = env.state().map(|st| st.delivery);
+    if let Some(d) = installed.filter(|d| *d != delivery) {
+        return refuse(format!(
+            "the overlay is installed through {} already, not {}; run `ane-dt remove` first",
+            d.name(),
+            delivery.name()
+        ));
+    }
+    let head = format!("delivery: {} ({why})\n", delivery.name());
+    let body = match delivery {
+        Delivery::M1n1 => install_m1n1(env, merger)?,
+        Delivery::Omarchy => install_omarchy(env, merger)?,
+    };
+    Ok(head + &body)
+}
+
+/// Merges the overlay into `stock` as a trial (into the state directory,
+/// removed again) and checks the result: the overlay applies to this tree.
+fn trial_merge(
+    env: &Env,
+    merger: &dyn Merger,
+    base: &Fdt,
+    stock: &str,
+    ovl: &Path,
+    board: &Board,
+) -> Result<Vec<u8>, Error> {
+    let sdir = env.at(STATE_DIR);
+    fs::create_dir_all(&sdir).map_err(io(format!("creating {}", sdir.display())))?;
+    let out = sdir.join("trial.dtb");
+    let res = merger
+        .merge(&env.at(stock), ovl, &out)
+        .and_then(|()| fs::read(&out).map_err(io("reading the merged tree")))
+        .and_then(|blob| verify(base, &blob, board).map(|()| blob));
+    let _ = fs::remove_file(&out);
+    res
+}
+
+/// Omarchy: the overlay goes into omarchy-mac-boot's package-overlay
+/// directory under the board's prefix, once it is proven to merge into the
+/// stock tree. Nothing else is written but ane-dt's state.
+fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
+    let board = env.board()?;
+    if env.hook_present() {
+        return refuse(format!(
+            "{M1N1_CONF} holds an ane-dt block from an update-m1n1 install; run `ane-dt remove` first"
+        ));
+    }
+    let ovl = env.overlay_path(board);
+    if !ovl.is_file() {
+        return refuse(format!("{} is missing (install ane-tools)", ovl.display()));
+    }
+    let ovl_blob = fs::read(&ovl).map_err(io(format!("reading {}", ovl.display())))?;
+    let o = Fdt::parse(&ovl_blob).map_err(|e| Error::Refused(format!("{}: {e}", ovl.display())))?;
+    let skip = o.strings("/", SKIP_IF_COMPATIBLE);
+    if !skip.iter().any(|c| c == board.ane_compatible) {
+        return refuse(format!(
+            "{} lacks {SKIP_IF_COMPATIBLE} = \"{}\": omarchy-mac-boot would apply it over a kernel tree that has the node; install the overlay of this ane-tools version",
+            ovl.display(),
+            board.ane_compatible
+        ));
+    }
+    let dir = env.stock_dir(board)?;
+    let stock = format!("{dir}/{}.dtb", board.dtb);
+    let stock_blob = fs::read(env.at(&stock)).map_err(io(format!("reading {stock}")))?;
+    let base = Fdt::parse(&stock_blob).map_err(|e| Error::Refused(format!("{stock}: {e}")))?;
+    if base.strings("/", "compatible").first().map(String::as_str) != Some(board.compatible) {
+        return refuse(format!(
+            "{stock} is not the tree of {} ({})",
+            board.dtb, board.compatible
+        ));
+    }
+    let prefix_dir = format!("{OMARCHY_OVERLAYS}/{}", board.dtb);
+    let placed = format!("{prefix_dir}/{OMARCHY_NAME}");
+    let ovl_sha = sha256::hex(&ovl_blob);
+    let stock_sha = sha256::hex(&stock_blob);
+    if let Some(st) = env.state() {
+        let same = fs::read(env.at(&placed))
+            .map(|b| sha256::hex(&b) == ovl_sha)
+            .unwrap_or(false);
+        if same && st.placed.as_deref() == Some(placed.as_str()) {
+            return Ok(format!("already installed as {placed}; nothing to do\n"));
+        }
+    }
+    let existing: Vec<String> = base
+        .find_ane_nodes()
+        .into_iter()
+        .filter(|p| base.enabled(p))
+        .collect();
+    let mut report = String::new();
+    if !existing.is_empty() {
+        let _ = writeln!(
+            report,
+            "{stock} already describes the ANE ({}); omarchy-mac-boot will leave the overlay out while it does",
+            existing.join(", ")
+        );
+    }
+    let merged = trial_merge(env, merger, &base, &stock, &ovl, board)?;
+    let pdir = env.at(&prefix_dir);
+    let created = !pdir.is_dir();
+    fs::create_dir_all(&pdir).map_err(io(format!("creating {prefix_dir}")))?;
+    write_atomic(&env.at(&placed), &ovl_blob)?;
+    let st = State {
+        board: board.dtb.to_string(),
+        stock: stock.clone(),
+        stock_sha256: stock_sha,
+        overlay_sha256: ovl_sha,
+        merged_sha256: sha256::hex(&merged),
+        delivery: Delivery::Omarchy,
+        placed: Some(placed.clone()),
+        placed_dir_created: created,
+    };
+    fs::write(env.at(STATE_DIR).join("state"), st.to_text()).map_err(io("writing the state"))?;
+    let _ = writeln!(
+        report,
+        "placed {}-ane as {placed} (it merges into {stock}); {M1N1_CONF} untouched",
+        board.overlay
+    );
+    let _ = writeln!(
+        report,
+        "omarchy-mac-boot merges it at every update-m1n1 run. Next: `sudo update-m1n1`, reboot, then `ane-probe info`."
+    );
+    Ok(report)
+}
+
+/// Merges the overlay for this board and hooks update-m1n1 up to the result.
+fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     let board = env.board()?;
     let ovl = env.overlay_path(board);
     if !ovl.is_file() {
@@ -632,6 +851,9 @@ pub fn install(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         stock_sha256: stock_sha.clone(),
         overlay_sha256: ovl_sha,
         merged_sha256: sha256::hex(&merged_blob),
+        delivery: Delivery::M1n1,
+        placed: None,
+        placed_dir_created: false,
     };
     fs::write(sdir.join("state"), st.to_text()).map_err(io("writing the state"))?;
     fs::write(sdir.join("update-m1n1.sh"), fragment(&stock, &stock_sha))
@@ -734,6 +956,34 @@ fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
 /// state. The backup is kept.
 pub fn remove(env: &Env) -> Result<String, Error> {
     let mut report = String::new();
+    if let Some(st) = env.state().filter(|st| st.delivery == Delivery::Omarchy) {
+        if let Some(placed) = &st.placed {
+            let path = env.at(placed);
+            match fs::read(&path) {
+                Ok(b) if sha256::hex(&b) != st.overlay_sha256 => {
+                    return refuse(format!(
+                        "{placed} changed since ane-dt placed it; left in place (remove it by hand, then `ane-dt remove`)"
+                    ));
+                }
+                Ok(_) => {
+                    fs::remove_file(&path).map_err(io(format!("removing {placed}")))?;
+                    let _ = writeln!(report, "removed {placed}");
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    let _ = writeln!(report, "{placed} was already gone");
+                }
+                Err(e) => return Err(Error::Io(format!("reading {placed}"), e)),
+            }
+            if st.placed_dir_created {
+                if let Some(dir) = path.parent() {
+                    // Only while empty: another package's overlay stays.
+                    if fs::remove_dir(dir).is_ok() {
+                        let _ = writeln!(report, "removed the directory ane-dt had created for it");
+                    }
+                }
+            }
+        }
+    }
     let path = env.at(M1N1_CONF);
     if env.hook_present() {
         let text = fs::read_to_string(&path).map_err(io(format!("reading {M1N1_CONF}")))?;
@@ -762,23 +1012,24 @@ pub fn remove(env: &Env) -> Result<String, Error> {
     }
     let sdir = env.at(STATE_DIR);
     let mut removed = false;
+    let mut removed_dtbs = false;
     for name in ["dtbs", "dtbs.new"] {
         if sdir.join(name).exists() {
             fs::remove_dir_all(sdir.join(name))
                 .map_err(io(format!("removing {STATE_DIR}/{name}")))?;
-            removed = true;
+            removed_dtbs = true;
         }
     }
-    for name in ["state", "update-m1n1.sh"] {
+    for name in ["state", "update-m1n1.sh", "trial.dtb"] {
         if sdir.join(name).exists() {
             fs::remove_file(sdir.join(name)).map_err(io(format!("removing {STATE_DIR}/{name}")))?;
             removed = true;
         }
     }
-    if report.is_empty() && !removed {
+    if report.is_empty() && !removed && !removed_dtbs {
         return Ok("nothing installed; nothing to remove\n".to_string());
     }
-    if removed {
+    if removed_dtbs {
         let _ = writeln!(report, "removed the merged device trees from {STATE_DIR}");
     }
     let _ = writeln!(

@@ -8,24 +8,29 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ane_dt::{backup, install, remove, status, DtcMerger, Env, Error};
+use ane_dt::{backup, install, remove, status, Delivery, DtcMerger, Env, Error};
 
 const USAGE: &str = "\
 usage: ane-dt [OPTIONS] status|install|backup|remove
 
   status    what the board, the stock and merged device trees and update-m1n1's
             configuration look like (read-only)
-  install   merge the ANE overlay into a copy of this board's stock DTB and
-            point update-m1n1 at it; then run `sudo update-m1n1` and reboot
+  install   Arch Linux ARM, Fedora: merge the ANE overlay into a copy of this
+            board's stock DTB and point update-m1n1 at it. Omarchy (omarchy-mac-boot
+            installed): place the overlay in its package-overlay directory
+            /usr/lib/omarchy-mac-boot/dtb-overlays/<board>/ instead. Says which.
+            Then run `sudo update-m1n1` and reboot
   backup    save update-m1n1's configuration and the stock DTB (install does
             this on its first run)
-  remove    undo install; then run `sudo update-m1n1` and reboot
+  remove    undo exactly what install did; then run `sudo update-m1n1` and
+            reboot
 
 options:
   --board NAME     the board's DTB name (t8103-j274, ...) instead of the
                    running device tree's
   --dtbs DIR       the stock DTB directory instead of the automatic choice
   --overlays DIR   the compiled overlays (default /usr/share/ane/dt)
+  --delivery WAY   m1n1 or omarchy instead of the automatic choice
   --root DIR       operate on a system tree below DIR (tests, chroots)
 
 Never use a GRUB `devicetree` line instead: it replaces the tree m1n1 fixes
@@ -41,6 +46,11 @@ fn main() -> ExitCode {
             "--board" => value("--board").map(|v| env.board = Some(v)),
             "--dtbs" => value("--dtbs").map(|v| env.dtbs = Some(v)),
             "--overlays" => value("--overlays").map(|v| env.overlays = v),
+            "--delivery" => value("--delivery").and_then(|v| {
+                Delivery::from_name(&v)
+                    .map(|d| env.delivery = Some(d))
+                    .ok_or_else(|| format!("--delivery takes m1n1 or omarchy, not '{v}'"))
+            }),
             "--root" => value("--root").map(|v| env.root = PathBuf::from(v)),
             "-h" | "--help" => {
                 println!("{USAGE}");

@@ -90,32 +90,41 @@ fn board_tree(compat: &[&str], extra: &str) -> Vec<u8> {
     b.finish()
 }
 
-/// A compiled overlay as `dtc -@` makes it: one fragment by path, one
-/// reference to a stock node through ane-base-symbols.
+/// A compiled overlay as dtc makes it from the project's sources: an empty
+/// fragment labelling the stock node by path (phandle 1 in the overlay),
+/// one fragment adding the engine with a local reference to it, and the
+/// root's omarchy,skip-if-compatible.
 fn overlay(ane_compat: &str) -> Vec<u8> {
     let mut b = Builder::new();
     b.begin("")
-        .begin("ane-base-symbols")
+        .prop_strs("omarchy,skip-if-compatible", &[ane_compat])
+        .begin("fragment@0")
         .prop_strs(
-            "ps_ane_sys",
+            "target-path",
             &["/soc/power-management@23b700000/power-controller@470"],
         )
+        .begin("__overlay__")
+        .prop_u32s("phandle", &[1])
         .end()
-        .begin("fragment@0")
+        .end()
+        .begin("fragment@1")
         .prop_strs("target-path", &["/soc"])
         .begin("__overlay__")
         .begin("npu@26bc04000")
         .prop_strs("compatible", &[ane_compat])
-        .prop_u32s("power-domains", &[0xffff_ffff])
+        .prop_u32s("power-domains", &[1])
         .prop_strs("status", &["okay"])
         .end()
         .end()
         .end()
-        .begin("__fixups__")
-        .prop_strs(
-            "ps_ane_sys",
-            &["/fragment@0/__overlay__/npu@26bc04000:power-domains:0"],
-        )
+        .begin("__local_fixups__")
+        .begin("fragment@1")
+        .begin("__overlay__")
+        .begin("npu@26bc04000")
+        .prop_u32s("power-domains", &[0])
+        .end()
+        .end()
+        .end()
         .end()
         .end();
     b.finish()
@@ -203,7 +212,7 @@ impl Merger for FakeMerger {
         let mut f = Fdt::parse(&fs::read(base).unwrap()).unwrap();
         let o = Fdt::parse(&fs::read(overlay).unwrap()).unwrap();
         let compat = o
-            .prop("/fragment@0/__overlay__/npu@26bc04000", "compatible")
+            .prop("/fragment@1/__overlay__/npu@26bc04000", "compatible")
             .unwrap()
             .to_vec();
         let mut props = BTreeMap::new();
@@ -486,10 +495,9 @@ fn fragment_switches_dtbs_only_while_the_stock_tree_is_unchanged() {
 /// chroot has them; tools/dt/check.sh runs it on the real board trees).
 #[test]
 fn dtc_merger_resolves_base_labels_by_path() {
-    let have = Command::new("fdtoverlay").arg("--help").output().is_ok()
-        && Command::new("fdtput").arg("--help").output().is_ok();
+    let have = Command::new("fdtoverlay").arg("--help").output().is_ok();
     if !have {
-        eprintln!("skipped: fdtoverlay/fdtput not installed");
+        eprintln!("skipped: fdtoverlay not installed");
         return;
     }
     let t = fake_system(&["apple,j274", "apple,t8103"]);
@@ -507,7 +515,8 @@ fn dtc_merger_resolves_base_labels_by_path() {
         5u32.to_be_bytes(),
         "resolved to the stock node's phandle"
     );
-    assert!(!m.has_node("/__symbols__") && !m.has_node("/ane-base-symbols"));
+    assert!(!m.has_node("/__symbols__") && !m.has_node("/__local_fixups__"));
+    assert!(m.prop("/", "omarchy,skip-if-compatible").is_none());
     let b = Fdt::parse(&fs::read(&base).unwrap()).unwrap();
     ane_dt::verify(
         &b,
@@ -524,8 +533,10 @@ fn dtc_merger_resolves_base_labels_by_path() {
     // An overlay that names a node the tree lacks is refused.
     let mut b = Builder::new();
     b.begin("")
-        .begin("ane-base-symbols")
-        .prop_strs("x", &["/soc/nothing@0"])
+        .begin("fragment@0")
+        .prop_strs("target-path", &["/soc/nothing@0"])
+        .begin("__overlay__")
+        .end()
         .end()
         .end();
     let bad = t.root.join("bad.dtbo");
@@ -533,4 +544,220 @@ fn dtc_merger_resolves_base_labels_by_path() {
     assert!(
         matches!(DtcMerger.merge(&base, &bad, &out), Err(Error::Refused(m)) if m.contains("has no node"))
     );
+    // One that needs the base's symbols (__fixups__) is refused as well.
+    let mut b = Builder::new();
+    b.begin("")
+        .begin("fragment@0")
+        .prop_strs("target-path", &["/soc"])
+        .begin("__overlay__")
+        .end()
+        .end()
+        .begin("__fixups__")
+        .prop_strs("aic", &["/fragment@0/__overlay__:interrupt-parent:0"])
+        .end()
+        .end();
+    fs::write(&bad, b.finish()).unwrap();
+    assert!(
+        matches!(DtcMerger.merge(&base, &bad, &out), Err(Error::Refused(m)) if m.contains("__fixups__"))
+    );
+}
+
+/// Every file below `root` with its contents (symlinks as their targets).
+fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in fs::read_dir(dir).unwrap().filter_map(|e| e.ok()) {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let ft = e.file_type().unwrap();
+            if ft.is_symlink() {
+                out.insert(rel, fs::read_link(&p).unwrap().display().to_string().into());
+            } else if ft.is_dir() {
+                out.insert(rel + "/", Vec::new());
+                walk(&p, root, out);
+            } else {
+                out.insert(rel, fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+const OMARCHY_LIB_TEXT: &[u8] = b"# dtb-overlays.sh (stand-in)\n";
+const PLACED: &str = "/usr/lib/omarchy-mac-boot/dtb-overlays/t8103-j274/ane-dt.dtbo";
+
+/// An Omarchy system: omarchy-mac-boot's library, its overlay directory with
+/// another package's overlay, and its own update-m1n1 configuration.
+fn omarchy_system() -> Tree {
+    let t = fake_system(&["apple,j274", "apple,t8103", "apple,arm-platform"]);
+    put(&t.root, ane_dt::OMARCHY_LIB, OMARCHY_LIB_TEXT);
+    put(
+        &t.root,
+        "/usr/lib/omarchy-mac-boot/dtb-overlays/t6001/other.dtbo",
+        b"another package's overlay",
+    );
+    fs::create_dir_all(t.root.join("var/lib")).unwrap();
+    t
+}
+
+#[test]
+fn omarchy_install_places_the_overlay_and_remove_takes_exactly_it_away() {
+    let t = omarchy_system();
+    let e = env(&t);
+    let before = snapshot(&t.root);
+    let m = FakeMerger::good();
+
+    let s = status(&e).unwrap();
+    assert!(
+        s.contains("delivery:   omarchy (omarchy-mac-boot found"),
+        "{s}"
+    );
+
+    let r = install(&e, &m).unwrap();
+    assert!(r.starts_with("delivery: omarchy (omarchy-mac-boot found (/usr/lib/omarchy-mac/boot/dtb-overlays.sh))"), "{r}");
+    assert!(r.contains(&format!("placed t8103-ane as {PLACED}")), "{r}");
+    assert!(r.contains("/etc/default/update-m1n1 untouched"), "{r}");
+    assert_eq!(m.calls.get(), 1, "the overlay was proven to merge first");
+
+    // The placed file is the packaged overlay, byte for byte, and carries
+    // the property omarchy-mac-boot skips it by.
+    let placed = read(&t.root, PLACED);
+    assert_eq!(placed, read(&t.root, "/usr/share/ane/dt/t8103-ane.dtbo"));
+    let o = Fdt::parse(&placed).unwrap();
+    assert_eq!(
+        o.strings("/", "omarchy,skip-if-compatible"),
+        vec!["apple,t8103-ane".to_string()]
+    );
+
+    // Nothing else changed but the new prefix directory, the overlay and
+    // ane-dt's own state: no update-m1n1 block, no DTB set, no backup.
+    let after = snapshot(&t.root);
+    let added: Vec<&String> = after.keys().filter(|k| !before.contains_key(*k)).collect();
+    assert_eq!(
+        added,
+        vec![
+            "usr/lib/omarchy-mac-boot/dtb-overlays/t8103-j274/",
+            "usr/lib/omarchy-mac-boot/dtb-overlays/t8103-j274/ane-dt.dtbo",
+            "var/lib/ane-dt/",
+            "var/lib/ane-dt/state",
+        ]
+    );
+    for (k, v) in &before {
+        assert_eq!(after.get(k), Some(v), "{k} changed");
+    }
+    let state = String::from_utf8(read(&t.root, "/var/lib/ane-dt/state")).unwrap();
+    assert!(state.contains("delivery=omarchy\n"), "{state}");
+    assert!(state.contains(&format!("placed={PLACED}\n")), "{state}");
+    assert!(state.contains("placed_dir_created=true\n"), "{state}");
+
+    let s = status(&e).unwrap();
+    assert!(s.contains(&format!("placed:     {PLACED}\n")), "{s}");
+    assert!(
+        s.contains("update-m1n1: /etc/default/update-m1n1 not hooked"),
+        "{s}"
+    );
+
+    // Idempotent.
+    let r = install(&e, &m).unwrap();
+    assert!(r.contains("already installed"), "{r}");
+    assert_eq!(snapshot(&t.root), after);
+
+    // The m1n1 way is refused while this one is installed.
+    let e_m1n1 = Env {
+        delivery: Some(ane_dt::Delivery::M1n1),
+        ..env(&t)
+    };
+    let r = install(&e_m1n1, &m);
+    assert!(
+        matches!(&r, Err(Error::Refused(m)) if m.contains("through omarchy already")),
+        "{r:?}"
+    );
+
+    // Removal restores the tree exactly (ane-dt's empty state directory
+    // aside) and leaves the other package's overlay alone.
+    let r = remove(&e).unwrap();
+    assert!(r.contains(&format!("removed {PLACED}")), "{r}");
+    assert!(
+        r.contains("removed the directory ane-dt had created"),
+        "{r}"
+    );
+    let mut now = snapshot(&t.root);
+    assert_eq!(now.remove("var/lib/ane-dt/"), Some(Vec::new()));
+    assert_eq!(now, before);
+    assert_eq!(
+        remove(&e).unwrap(),
+        "nothing installed; nothing to remove\n"
+    );
+}
+
+#[test]
+fn omarchy_remove_keeps_what_it_did_not_place() {
+    let t = omarchy_system();
+    let e = env(&t);
+    // The prefix directory exists already, with another overlay in it.
+    let other = "/usr/lib/omarchy-mac-boot/dtb-overlays/t8103-j274/zz-other.dtbo";
+    put(&t.root, other, b"other");
+    install(&e, &FakeMerger::good()).unwrap();
+    let state = String::from_utf8(read(&t.root, "/var/lib/ane-dt/state")).unwrap();
+    assert!(state.contains("placed_dir_created=false\n"), "{state}");
+
+    // A placed file someone changed is not removed.
+    put(&t.root, PLACED, b"edited");
+    let r = remove(&e);
+    assert!(
+        matches!(&r, Err(Error::Refused(m)) if m.contains("changed since ane-dt placed it")),
+        "{r:?}"
+    );
+    assert_eq!(read(&t.root, PLACED), b"edited");
+
+    put(
+        &t.root,
+        PLACED,
+        &read(&t.root, "/usr/share/ane/dt/t8103-ane.dtbo"),
+    );
+    remove(&e).unwrap();
+    assert!(!exists(&t.root, PLACED));
+    assert_eq!(read(&t.root, other), b"other");
+}
+
+#[test]
+fn omarchy_install_refuses_an_overlay_without_the_skip_property_or_a_bad_merge() {
+    let t = omarchy_system();
+    let e = env(&t);
+    let before = snapshot(&t.root);
+
+    let m = FakeMerger {
+        drop_stock_node: true,
+        calls: 0.into(),
+    };
+    assert!(matches!(install(&e, &m), Err(Error::Refused(_))));
+    let mut now = snapshot(&t.root);
+    now.remove("var/lib/ane-dt/");
+    assert_eq!(now, before, "a failed trial merge places nothing");
+
+    // An overlay from before the convention: no omarchy,skip-if-compatible.
+    let mut b = Builder::new();
+    b.begin("")
+        .begin("fragment@0")
+        .prop_strs("target-path", &["/soc"])
+        .end()
+        .end();
+    put(&t.root, "/usr/share/ane/dt/t8103-ane.dtbo", &b.finish());
+    let r = install(&e, &FakeMerger::good());
+    assert!(
+        matches!(&r, Err(Error::Refused(m)) if m.contains("omarchy,skip-if-compatible")),
+        "{r:?}"
+    );
+    assert!(!exists(&t.root, PLACED));
+}
+
+#[test]
+fn without_omarchy_the_m1n1_way_is_taken_and_said() {
+    let t = fake_system(&["apple,j274", "apple,t8103", "apple,arm-platform"]);
+    let r = install(&env(&t), &FakeMerger::good()).unwrap();
+    assert!(r.starts_with("delivery: m1n1 (no omarchy-mac-boot"), "{r}");
+    assert!(!exists(&t.root, "/usr/lib/omarchy-mac-boot"));
+    let state = String::from_utf8(read(&t.root, "/var/lib/ane-dt/state")).unwrap();
+    assert!(state.contains("delivery=m1n1\n"), "{state}");
 }

@@ -2,8 +2,12 @@
 
 //! The accel device: discovery, typed ioctl wrappers and buffer objects.
 //!
-//! [`Device::discover`] finds the `/dev/accel/accel*` node whose
-//! `DRM_IOCTL_VERSION` names the `ane` driver and checks the ABI version.
+//! [`Device::discover`] finds the `/dev/accel/accel*` node of this driver.
+//! Other ANE drivers (eiln/ane, omarchy-ane, Aurora's in-tree port) register
+//! the same DRM name `ane` with other ioctls, so a node is judged by its
+//! `DRM_IOCTL_VERSION` first ([`identify`]: name `ane` and our major) and
+//! only then asked `DRM_ANE_PARAM_IDENT`; a foreign `ane` node is refused
+//! with what it is, before any driver-private ioctl reaches it.
 //! [`Bo`] is a buffer object that closes its GEM handle and unmaps itself
 //! when dropped. The [`raw`] module passes UAPI structs to the kernel
 //! unchanged, for tests that must send malformed requests.
@@ -41,8 +45,20 @@ pub enum Error {
         /// The driver's name.
         name: String,
     },
+    /// The node belongs to another ANE driver of the same DRM name.
+    #[error("{path} is an 'ane' device with DRM major {major} ({what}; it calls itself \"{desc}\"), not this driver")]
+    Foreign {
+        /// The node.
+        path: PathBuf,
+        /// Its DRM major.
+        major: i32,
+        /// Which driver reports that major.
+        what: &'static str,
+        /// Its DRM description.
+        desc: String,
+    },
     /// The kernel speaks another ABI version.
-    #[error("{path}: kernel ABI version {got}, this library speaks {want}")]
+    #[error("{path} is an 'ane' device with DRM major {got}: neither this library's ABI {want} nor the majors 1 and 2 of eiln/ane and omarchy-ane (another version of this driver?)")]
     Abi {
         /// The node.
         path: PathBuf,
@@ -50,6 +66,16 @@ pub enum Error {
         got: i32,
         /// Ours.
         want: u32,
+    },
+    /// The name and major are ours but `DRM_ANE_PARAM_IDENT` is not.
+    #[error("{path} reports DRM name 'ane' and major {major}, but {found}: not this driver")]
+    Ident {
+        /// The node.
+        path: PathBuf,
+        /// Its DRM major.
+        major: i32,
+        /// What `DRM_ANE_PARAM_IDENT` gave.
+        found: String,
     },
     /// An ioctl failed.
     #[error("{ioctl} failed: {source}")]
@@ -217,6 +243,60 @@ pub fn version(fd: impl AsFd) -> std::result::Result<Version, Errno> {
     })
 }
 
+/// Who is behind an accel node, judged from its `DRM_IOCTL_VERSION` alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// Name `ane`, major [`uapi::ABI_VERSION`]: this driver, to be
+    /// confirmed by `DRM_ANE_PARAM_IDENT`.
+    Ours,
+    /// A driver of another name.
+    NotAne,
+    /// Name `ane` with a major the eiln/omarchy-ane family uses: what
+    /// reports it.
+    Foreign(&'static str),
+    /// Name `ane` with a major nobody is known to use.
+    UnknownAbi,
+}
+
+/// Judges a node by its DRM version. No driver-private ioctl may be sent
+/// before this says [`Identity::Ours`]: another `ane` driver gives our
+/// ioctl numbers other meanings.
+pub fn identify(v: &Version) -> Identity {
+    if v.name != "ane" {
+        return Identity::NotAne;
+    }
+    match v.major {
+        m if m == uapi::ABI_VERSION as i32 => Identity::Ours,
+        1 => Identity::Foreign(
+            "eiln/ane, omarchy-ane's ane.ko or an in-tree port of it such as Aurora's: their ABI 1, M1",
+        ),
+        2 => Identity::Foreign("omarchy-ane's ane_t6021.ko or an in-tree port of it: their ABI 2, M2"),
+        _ => Identity::UnknownAbi,
+    }
+}
+
+/// The rule by which eiln/omarchy-ane's libane (`is_ane_device()`) takes a
+/// node for one of its own: name `ane`, major 1 (ABI 1) or 2 (ABI 2). Kept
+/// here so tests can show that it refuses this driver's node.
+pub fn eiln_omarchy_accepts(v: &Version) -> bool {
+    v.name == "ane" && matches!(v.major, 1 | 2)
+}
+
+/// Opens `path` and reads its DRM version, nothing else.
+pub fn node_version(path: impl AsRef<Path>) -> Result<Version> {
+    let path = path.as_ref();
+    let fd = rustix::fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |source| Error::Open {
+            path: path.to_owned(),
+            source,
+        },
+    )?;
+    version(&fd).map_err(|source| Error::Ioctl {
+        ioctl: "DRM_IOCTL_VERSION",
+        source,
+    })
+}
+
 /// Everything `DRM_ANE_GET_PARAM` reports, decoded.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Query {
@@ -256,6 +336,49 @@ pub struct Device {
     version: Version,
 }
 
+/// Why [`open_first`] found no usable device.
+#[derive(Debug)]
+pub enum FirstError {
+    /// No accel node of this driver in the directory.
+    NoDevice {
+        /// The directory searched.
+        dir: PathBuf,
+    },
+    /// A node of this driver could not be used (the last such error).
+    Unusable {
+        /// The node.
+        path: PathBuf,
+        /// Why.
+        source: Error,
+    },
+}
+
+/// Opens the first accel node (`accel*`, in name order) of this driver in
+/// `dir`: nodes of other drivers are skipped; when every `ane` node fails,
+/// the last failure is returned.
+pub fn open_first(dir: &Path) -> std::result::Result<Device, FirstError> {
+    let mut nodes: Vec<PathBuf> = fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with("accel"))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    nodes.sort();
+    let mut last = None;
+    for n in nodes {
+        match Device::open(&n) {
+            Ok(d) => return Ok(d),
+            Err(Error::NotAne { .. }) => {}
+            Err(source) => last = Some(FirstError::Unusable { path: n, source }),
+        }
+    }
+    Err(last.unwrap_or_else(|| FirstError::NoDevice {
+        dir: dir.to_owned(),
+    }))
+}
+
 impl Device {
     /// Opens `path` and checks that it is an `ane` node of our ABI version.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -270,20 +393,45 @@ impl Device {
             ioctl: "DRM_IOCTL_VERSION",
             source,
         })?;
-        if version.name != "ane" {
-            return Err(Error::NotAne {
-                path,
-                name: version.name,
-            });
+        match identify(&version) {
+            Identity::Ours => {}
+            Identity::NotAne => {
+                return Err(Error::NotAne {
+                    path,
+                    name: version.name,
+                })
+            }
+            Identity::Foreign(what) => {
+                return Err(Error::Foreign {
+                    path,
+                    major: version.major,
+                    what,
+                    desc: version.desc,
+                })
+            }
+            Identity::UnknownAbi => {
+                return Err(Error::Abi {
+                    path,
+                    got: version.major,
+                    want: uapi::ABI_VERSION,
+                })
+            }
         }
-        if version.major != uapi::ABI_VERSION as i32 {
-            return Err(Error::Abi {
-                path,
-                got: version.major,
-                want: uapi::ABI_VERSION,
-            });
-        }
-        Ok(Self { fd, path, version })
+        let dev = Self { fd, path, version };
+        // Only now, with name and major ours, the first private ioctl.
+        let found = match dev.get_param(param::IDENT) {
+            Ok(uapi::IDENT_MAGIC) => return Ok(dev),
+            Ok(v) => format!(
+                "DRM_ANE_PARAM_IDENT is {v:#x}, not {:#x}",
+                uapi::IDENT_MAGIC
+            ),
+            Err(e) => e.to_string(),
+        };
+        Err(Error::Ident {
+            major: dev.version.major,
+            path: dev.path,
+            found,
+        })
     }
 
     /// Opens the first `/dev/accel/accel*` node of the `ane` driver.
@@ -302,7 +450,8 @@ impl Device {
             .unwrap_or_default();
         nodes.sort();
         // Other drivers' nodes are skipped; an `ane` node that fails (no
-        // permission, ABI mismatch) is the error reported.
+        // permission, another ANE driver, ABI mismatch) is the error
+        // reported when no node of this driver is found.
         let mut last = Error::NoDevice;
         for node in nodes {
             match Self::open(&node) {
@@ -791,5 +940,77 @@ pub fn tensor_binding(t: &crate::builder::TensorSlot, bo: &Bo<'_>) -> uapi::Bind
             Direction::Scratch => uapi::bind::IN | uapi::bind::OUT,
         },
         pad: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(name: &str, major: i32) -> Version {
+        Version {
+            major,
+            minor: 0,
+            patchlevel: 0,
+            name: name.into(),
+            desc: "Apple Neural Engine".into(),
+        }
+    }
+
+    /// What this driver reports (`ane_drv.rs`: name `ane`, major
+    /// `uapi::ABI_VERSION`).
+    fn ours() -> Version {
+        v("ane", uapi::ABI_VERSION as i32)
+    }
+
+    #[test]
+    fn their_rule_refuses_our_node() {
+        // eiln/omarchy-ane's libane must not take our node for theirs...
+        assert!(!eiln_omarchy_accepts(&ours()));
+        // ...while it does take theirs (the rule is emulated faithfully).
+        assert!(eiln_omarchy_accepts(&v("ane", 1)));
+        assert!(eiln_omarchy_accepts(&v("ane", 2)));
+        assert!(!eiln_omarchy_accepts(&v("ivpu", 1)));
+    }
+
+    #[test]
+    fn we_refuse_their_nodes() {
+        assert_eq!(identify(&ours()), Identity::Ours);
+        for major in [1, 2] {
+            assert!(
+                matches!(identify(&v("ane", major)), Identity::Foreign(_)),
+                "major {major}"
+            );
+        }
+        assert_eq!(identify(&v("ane", 0)), Identity::UnknownAbi);
+        assert_eq!(identify(&v("ane", 3)), Identity::UnknownAbi);
+        assert_eq!(identify(&v("ivpu", 100)), Identity::NotAne);
+        assert_eq!(identify(&v("ane-fw", 100)), Identity::NotAne);
+        // No version both rules accept: the two families never meet.
+        for major in -1..=300 {
+            let x = v("ane", major);
+            assert!(!(eiln_omarchy_accepts(&x) && identify(&x) == Identity::Ours));
+        }
+    }
+
+    #[test]
+    fn foreign_message_names_what_it_found() {
+        let Identity::Foreign(what) = identify(&v("ane", 1)) else {
+            panic!()
+        };
+        let e = Error::Foreign {
+            path: "/dev/accel/accel0".into(),
+            major: 1,
+            what,
+            desc: "Apple Neural Engine".into(),
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with(
+                "/dev/accel/accel0 is an 'ane' device with DRM major 1 (eiln/ane, omarchy-ane"
+            ),
+            "{m}"
+        );
+        assert!(m.ends_with("not this driver"), "{m}");
     }
 }

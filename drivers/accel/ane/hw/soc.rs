@@ -132,10 +132,18 @@ pub struct SocInfo {
     pub root_compatibles: &'static [&'static str],
     /// The power domains the device node lists in `power-domains`, in that
     /// order, which is the order they must come up in (the binding,
-    /// `dts/bindings/apple,ane.yaml`, fixes it). The driver refuses a node
+    /// `dts/bindings/apple,t8103-ane.yaml`, fixes it). The driver refuses a node
     /// whose list has another length: touching the engine with an island
     /// off wedges the SoC fabric (seed-repos.md §3.8, hazards).
     pub power_domains: &'static [&'static str],
+    /// The lengths of `power-domains` lists the driver binds: this
+    /// driver's binding ([`SocInfo::power_domains`]) and the other shapes
+    /// the record shows working (omarchy-ane's T6001 overlay lists five:
+    /// `ane_sys_cpu` and set1..4; AsahiLinux PR #584 lists five on H13).
+    pub domain_counts: &'static [usize],
+    /// Physical address of the engine register window (the `engine`
+    /// range, or the first `reg` of a node without `reg-names`).
+    pub engine_base: u64,
     /// What the driver can do after a job timed out or faulted.
     pub recovery: Recovery,
 }
@@ -197,6 +205,8 @@ pub static T8103: SocInfo = SocInfo {
     iova: H13_IOVA,
     root_compatibles: &["apple,t8103"],
     power_domains: &["ane_set1", "ane_set2", "ane_set3", "ane_set4", "ane_set5"],
+    domain_counts: &[5],
+    engine_base: 0x2_6bc0_4000,
     recovery: Recovery::PowerCycle,
 };
 
@@ -212,6 +222,8 @@ pub static T6000: SocInfo = SocInfo {
     // The four SET leaves of the seed's layout; their parents come up
     // through genpd (dts/README.md, decision 2).
     power_domains: &["ane_set1", "ane_set2", "ane_set3", "ane_set4"],
+    domain_counts: &[4, 5],
+    engine_base: 0x2_85c0_4000,
     recovery: Recovery::Rebind,
 };
 
@@ -234,6 +246,8 @@ pub static T6020: SocInfo = SocInfo {
         "ane_set4",
         "ane_cpu",
     ],
+    domain_counts: &[8],
+    engine_base: 0x2_8400_0000,
     recovery: Recovery::Firmware,
 };
 
@@ -256,8 +270,88 @@ pub static T6021: SocInfo = SocInfo {
         "ane_set4",
         "ane_cpu",
     ],
+    domain_counts: &[8],
+    engine_base: 0x2_8400_0000,
     recovery: Recovery::Firmware,
 };
+
+/// Why a device-tree node is refused before any register is touched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRefusal {
+    /// A `power-domains` list of a length no working shape has: with an
+    /// island off, the first engine access would wedge the SoC's fabric.
+    Domains {
+        /// Entries in the node's list.
+        found: usize,
+    },
+    /// H14 without `reg-names` (the shape of AsahiLinux PR #584's T602x
+    /// node): its one window starts at the H13-style engine offset, which
+    /// external-aborts on T6021, and it has no `pmgr` window for the
+    /// power checks the release needs.
+    Unnamed,
+    /// The engine window is not where the record's engine is.
+    EngineAt {
+        /// The window's physical address.
+        found: u64,
+    },
+}
+
+impl NodeRefusal {
+    /// What to tell the user.
+    pub const fn advice(&self) -> &'static str {
+        match self {
+            NodeRefusal::Domains { .. } | NodeRefusal::EngineAt { .. } => {
+                "this node does not describe the ANE as any working driver did; install this driver's overlay (`ane-dt install`, docs/install.md) or remove the node"
+            }
+            NodeRefusal::Unnamed => {
+                "this is the shape of AsahiLinux PR #584's M2 node, whose engine window external-aborts on T6021; install this driver's overlay (`ane-dt install`, docs/install.md) instead"
+            }
+        }
+    }
+}
+
+/// Where the engine window comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineReg {
+    /// The `reg` entry named `engine`.
+    Named,
+    /// The first `reg` entry of a node without `reg-names`.
+    First,
+}
+
+/// The engine window of the node of AsahiLinux PR #584 for T602x (the
+/// H13-style `+0x1c04000` engine offset; `docs/hardware-record.md`:
+/// omarchy-ane's findings record that touching it external-aborts on
+/// T6021). Listed so the refusal can be tested; never mapped.
+pub const PR584_T602X_ENGINE: u64 = 0x2_85c0_4000;
+
+impl SocInfo {
+    /// Checks the node's `power-domains` length (before anything else).
+    pub fn check_domains(&self, found: usize) -> Result<(), NodeRefusal> {
+        if self.domain_counts.contains(&found) {
+            Ok(())
+        } else {
+            Err(NodeRefusal::Domains { found })
+        }
+    }
+
+    /// Checks the engine window: `reg` is how it was found, `base` its
+    /// physical address (mapping it touched no register). A window named
+    /// `engine` is taken as named (this driver's binding; `make check`
+    /// holds the overlays to the record's addresses). Without `reg-names`,
+    /// H14 is refused (it needs its `engine` and `pmgr` windows by name),
+    /// and on H13 the first `reg` must be the record's engine window.
+    pub fn check_engine(&self, reg: EngineReg, base: u64) -> Result<(), NodeRefusal> {
+        match (self.backend, reg) {
+            (_, EngineReg::Named) => Ok(()),
+            (BackendKind::Firmware, EngineReg::First) => Err(NodeRefusal::Unnamed),
+            (BackendKind::HostDriven, EngineReg::First) if base != self.engine_base => {
+                Err(NodeRefusal::EngineAt { found: base })
+            }
+            (BackendKind::HostDriven, EngineReg::First) => Ok(()),
+        }
+    }
+}
 
 /// Every supported SoC, in the order of the driver's OF match table.
 pub static TABLE: [&SocInfo; 4] = [&T8103, &T6000, &T6020, &T6021];
@@ -265,6 +359,42 @@ pub static TABLE: [&SocInfo; 4] = [&T8103, &T6000, &T6020, &T6021];
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The node shapes that exist: this driver's overlays bind; a node
+    /// without `reg-names` binds on H13 when its first `reg` is the
+    /// engine; omarchy-ane's five-domain T6001 node binds; AsahiLinux PR
+    /// #584's T602x node (no `reg-names`, one domain, the H13-style engine
+    /// window) is refused before anything is touched.
+    #[test]
+    fn node_shapes() {
+        for soc in TABLE {
+            assert_eq!(soc.check_domains(soc.power_domains.len()), Ok(()));
+            assert_eq!(soc.check_engine(EngineReg::Named, soc.engine_base), Ok(()));
+        }
+        // Unnamed H13 windows must be the record's engine.
+        assert_eq!(
+            T8103.check_engine(EngineReg::First, 0x2_6a00_0000),
+            Err(NodeRefusal::EngineAt {
+                found: 0x2_6a00_0000
+            })
+        );
+        assert_eq!(T8103.check_domains(5), Ok(()));
+        assert_eq!(T8103.check_engine(EngineReg::First, 0x2_6bc0_4000), Ok(()));
+        assert_eq!(T6000.check_domains(5), Ok(()), "omarchy-ane's T6001 node");
+        assert_eq!(T6000.check_engine(EngineReg::First, 0x2_85c0_4000), Ok(()));
+        assert_eq!(
+            T6000.check_domains(3),
+            Err(NodeRefusal::Domains { found: 3 })
+        );
+        for soc in [&T6020, &T6021] {
+            assert_eq!(soc.check_domains(1), Err(NodeRefusal::Domains { found: 1 }));
+            assert_eq!(
+                soc.check_engine(EngineReg::First, PR584_T602X_ENGINE),
+                Err(NodeRefusal::Unnamed)
+            );
+        }
+        assert!(NodeRefusal::Unnamed.advice().contains("PR #584"));
+    }
 
     #[test]
     fn table_is_consistent() {
@@ -371,7 +501,14 @@ mod tests {
         ] {
             let text = std::fs::read_to_string(std::format!("{dts}/{file}")).unwrap();
             let compat = std::format!("compatible = \"{}\"", soc.compatible.to_str().unwrap());
-            let node = &text[text.find(&compat).unwrap()..];
+            // The node's own property, not the root's
+            // `omarchy,skip-if-compatible`.
+            let at = text
+                .match_indices(&compat)
+                .map(|(i, _)| i)
+                .find(|&i| text[..i].ends_with(['\t', ' ', '\n']) && !text[..i].ends_with("-"))
+                .unwrap();
+            let node = &text[at..];
             let node = &node[..node.find("};").unwrap()];
             let list = &node[node.find("power-domains =").unwrap()..];
             let list = &list[..list.find(';').unwrap()];
