@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `make demo`: set everything up from nothing and run the main job.
 #
-# Builds (or reuses) the chroot, the test kernel and the module, boots QEMU,
-# loads the driver, runs `ane-probe info`, unloads it, and prints the guest's
-# console from boot to power-off. ANE_DEMO_ARCH=arm64 runs the arm64 kernel
+# Builds (or reuses) the chroot, the test kernel and the module, boots QEMU
+# with the simulated T8103 and runs the real job through the real driver
+# (tools/qemu/tests/demo.sh: info, doctor, the parity cells, the MLP, a
+# compiled program), and prints the guest's console from boot to power-off. ANE_DEMO_ARCH=arm64 runs the arm64 kernel
 # with ANE device-tree nodes instead, so the driver binds one device per SoC.
 source "$(dirname "$0")/lib.sh"
 cd "$ANE_TOP"
@@ -12,7 +13,7 @@ arch=${ANE_DEMO_ARCH:-x86_64}
 kdir=$("$ANE_TOP/tools/kernel/build.sh" "$arch") || die "kernel build failed"
 g=$(guest_dir "$arch")
 in_chroot tools/qemu/build-guest.sh "$arch" "$kdir" "$g" >/dev/null
-dtb= tests=load_unload
+dtb= tests=demo
 if [ "$arch" = arm64 ]; then
 	in_chroot tools/qemu/mkdtb.sh "$g/ane-virt.dtb"
 	dtb=$g/ane-virt.dtb tests=bind

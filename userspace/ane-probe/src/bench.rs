@@ -19,7 +19,7 @@ use crate::exit::Error;
 use crate::program::ProgramFile;
 use crate::progress::{self, Progress};
 use crate::receipt::{self, Header, Receipt, Runs, TensorHash, Verdict};
-use crate::session::{open_device, Session};
+use crate::session::{open_device, ModelSession, Runner, Session};
 use crate::slots::{self, parse_slot_arg, SlotArg, TensorData};
 use crate::stats::{self, human_ns};
 
@@ -115,7 +115,12 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
     if let Some(r) = &args.receipt {
         check_writable("receipt".into(), r)?;
     }
-    let dev = open_device(&ctx.root, args.job.device.as_deref())?;
+    let dev = if args.job.model {
+        None
+    } else {
+        Some(open_device(&ctx.root, args.job.device.as_deref())?)
+    };
+    let executor = if dev.is_some() { "device" } else { "model" };
 
     let mut receipt = Receipt {
         header: Header::new(receipt::SCHEMA, receipt::SCHEMA_VERSION, &ctx.root),
@@ -152,9 +157,14 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
         progress::wanted(ctx.json),
     );
     let result = (|| -> Result<(), Error> {
-        let q = dev.query()?;
-        receipt.device = Some(receipt::device_info(&dev, &q));
-        let mut s = Session::new(&dev, &prog)?;
+        let mut s: Box<dyn Runner + '_> = match &dev {
+            Some(dev) => {
+                let q = dev.query()?;
+                receipt.device = Some(receipt::device_info(dev, &q));
+                Box::new(Session::new(dev, &prog)?)
+            }
+            None => Box::new(ModelSession::new(&prog)?),
+        };
         for d in &inputs {
             s.write_tensor(&prog, d.tensor, &d.dense)?;
         }
@@ -188,7 +198,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
                     receipt.outputs.push(TensorHash::new(
                         &prog.tensors[i],
                         &dense,
-                        "device",
+                        executor,
                         file.map(|f| f.as_path()),
                     ));
                 }

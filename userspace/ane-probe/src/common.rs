@@ -63,6 +63,10 @@ pub struct JobArgs {
     /// Accel node to use [default: the first node of the ane driver].
     #[arg(long, value_name = "NODE")]
     pub device: Option<PathBuf>,
+    /// Run on the host engine model instead of a device (works on any
+    /// machine; timings are the model's, not the engine's).
+    #[arg(long, conflicts_with = "device")]
+    pub model: bool,
     /// Scheduling priority of the jobs.
     #[arg(long, value_enum, default_value_t = Priority::Normal)]
     pub priority: Priority,

@@ -102,6 +102,9 @@ pub enum Error {
     /// A firmware container that cannot be unwrapped.
     #[error("firmware: {0}")]
     Firmware(String),
+    /// The host engine model cannot run the program (`--model`).
+    #[error("{0}")]
+    Model(String),
 }
 
 impl Error {
@@ -117,7 +120,8 @@ impl Error {
             | Error::Unusable { .. }
             | Error::UnknownCell { .. }
             | Error::Mlp(_)
-            | Error::Firmware(_) => USAGE,
+            | Error::Firmware(_)
+            | Error::Model(_) => USAGE,
             // A device that is there but cannot be used by us (no
             // permission, another driver, another ABI) is nothing to probe;
             // a failing ioctl on an open device is a device failure.
@@ -125,7 +129,9 @@ impl Error {
                 device::Error::NoDevice
                 | device::Error::Open { .. }
                 | device::Error::NotAne { .. }
-                | device::Error::Abi { .. } => USAGE,
+                | device::Error::Foreign { .. }
+                | device::Error::Abi { .. }
+                | device::Error::Ident { .. } => USAGE,
                 device::Error::Ioctl { .. }
                 | device::Error::Invalid { .. }
                 | device::Error::Mmap { .. } => FAILURE,

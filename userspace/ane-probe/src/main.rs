@@ -48,6 +48,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod common;
+mod doctor;
 mod exit;
 mod firmware;
 mod ipsw;
@@ -79,6 +80,10 @@ struct Cli {
 enum Command {
     /// Describe the machine, device tree, module and accel nodes (read-only).
     Info,
+    /// The first-contact ladder: kernel, module, device-tree node, accel
+    /// node, firmware (M2 Pro/Max), one tiny job, the parity cells; each
+    /// rung with its verdict and next step, and a JSON receipt.
+    Doctor(doctor::DoctorArgs),
     /// Run a compiled program (HWX or .anec) once on given inputs.
     Run(run::RunArgs),
     /// Time repeated runs of a compiled program and write a receipt.
@@ -234,6 +239,23 @@ fn print_info(info: &SystemInfo) {
             a.uid,
             a.gid
         );
+        if a.device.is_some() || a.module.is_some() {
+            println!(
+                "  owner:       device={} module={}{}",
+                a.device.as_deref().unwrap_or("?"),
+                a.module.as_deref().unwrap_or("?"),
+                a.module_origin
+                    .as_deref()
+                    .map(|o| format!(" ({o})"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(v) = &a.drm_version {
+            println!(
+                "  drm version: {v}: {}",
+                a.identity.as_deref().unwrap_or("?")
+            );
+        }
         if let Some(st) = &a.state {
             if st.opened {
                 println!(
@@ -244,6 +266,17 @@ fn print_info(info: &SystemInfo) {
                     st.completion.as_deref().unwrap_or("?"),
                     st.features.join(", ")
                 );
+                if let Some(step) = &st.fw_fail_step {
+                    println!("  firmware:    failed at release step {step}");
+                }
+                if let [sc @ .., status, control, rvbar_lo, rvbar_hi, ipi] = &st.fw_capture[..] {
+                    let sc: Vec<String> = sc.iter().map(|v| format!("{v:#x}")).collect();
+                    println!(
+                        "  firmware:    SCRATCH0..7=[{}] CPU_STATUS={status:#x} CPU_CONTROL={control:#x} RVBAR={:#x} IPI={ipi:#x}",
+                        sc.join(" "),
+                        rvbar_hi << 32 | rvbar_lo
+                    );
+                }
                 for e in &st.param_errors {
                     println!("  state:       cannot read {e}");
                 }
@@ -279,6 +312,7 @@ fn main() -> ExitCode {
     };
     let result = match &cli.command {
         Command::Info => info(&ctx),
+        Command::Doctor(args) => doctor::doctor(&ctx, args),
         Command::Run(args) => run::run(&ctx, args),
         Command::Bench(args) => bench::bench(&ctx, args),
         Command::Parity(args) => parity::parity(&ctx, args),

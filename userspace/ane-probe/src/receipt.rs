@@ -13,7 +13,6 @@ use ane::hw::soc::SocId;
 use ane::hw::uapi;
 use ane::system::{self, SysRoot};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::program::{ProgramFile, TensorSpec};
 use crate::stats::Latency;
@@ -23,11 +22,7 @@ pub const SCHEMA: &str = "ane-probe/bench-receipt";
 /// Its version.
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// SHA-256 of `bytes`, lowercase hex.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use ane::program::sha256_hex;
 
 /// This tool.
 #[derive(Clone, Debug, Serialize)]

@@ -18,7 +18,7 @@ use crate::common::{check_writable, Ctx, JobArgs};
 use crate::exit::{self, Error};
 use crate::program::ProgramFile;
 use crate::receipt::{self, DeviceInfo, ProgramInfo, TensorHash, Tool, Verdict};
-use crate::session::{open_device, Session};
+use crate::session::{open_device, ModelSession, Runner, Session};
 use crate::slots::{self, parse_slot_arg, Resolved, SlotArg, TensorData};
 use crate::stats::human_ns;
 
@@ -181,7 +181,12 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
     let program = ProgramFile::read(&args.job.program)?;
     let plan = plan(program, &args.inputs, &args.outputs, &args.expect)?;
     let prog = &plan.program;
-    let dev = open_device(&ctx.root, args.job.device.as_deref())?;
+    let dev = if args.job.model {
+        None
+    } else {
+        Some(open_device(&ctx.root, args.job.device.as_deref())?)
+    };
+    let executor = if dev.is_some() { "device" } else { "model" };
 
     let mut report = RunReport {
         tool: receipt::tool(),
@@ -201,9 +206,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
         error: None,
     };
     let result = (|| -> Result<(), Error> {
-        let q = dev.query()?;
-        report.device = Some(receipt::device_info(&dev, &q));
-        let mut s = Session::new(&dev, prog)?;
+        let mut s: Box<dyn Runner + '_> = match &dev {
+            Some(dev) => {
+                let q = dev.query()?;
+                report.device = Some(receipt::device_info(dev, &q));
+                Box::new(Session::new(dev, prog)?)
+            }
+            None => Box::new(ModelSession::new(prog)?),
+        };
         for d in &plan.inputs {
             s.write_tensor(prog, d.tensor, &d.dense)?;
         }
@@ -223,7 +233,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
             report.outputs.push(TensorHash::new(
                 &prog.tensors[i],
                 &dense,
-                "device",
+                executor,
                 file.map(|f| f.as_path()),
             ));
             for e in plan.expect.iter().filter(|e| e.tensor == i) {
@@ -288,8 +298,9 @@ fn print_text(r: &RunReport) {
         r.program.path, r.program.format, r.program.td_count
     );
     println!("sha256:   {}", r.program.sha256);
-    if let Some(d) = &r.device {
-        println!("device:   {d}");
+    match &r.device {
+        Some(d) => println!("device:   {d}"),
+        None => println!("device:   none (the host engine model, --model)"),
     }
     for (kind, list) in [("input ", &r.inputs), ("output", &r.outputs)] {
         for t in list {

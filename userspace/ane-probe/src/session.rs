@@ -3,11 +3,14 @@
 //! The device side of `run` and `bench`: finding the accel node, loading a
 //! program, binding one buffer per slot, and timed EXEC+WAIT.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ane::device::{Bo, Device, JobStatus, Program};
 use ane::hw::uapi;
+
+use ane::hw::engine;
+use ane::parity::HostMem;
 
 use crate::exit::Error;
 use crate::program::ProgramFile;
@@ -25,27 +28,9 @@ pub fn open_device(root: &Path, node: Option<&Path>) -> Result<Device, Error> {
     if let Some(node) = node {
         return Device::open(node).map_err(|e| unusable(node, e));
     }
-    let dir = root.join("dev/accel");
-    let mut nodes: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().starts_with("accel"))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    nodes.sort();
-    let mut last = None;
-    for n in nodes {
-        match Device::open(&n) {
-            Ok(d) => return Ok(d),
-            Err(ane::device::Error::NotAne { .. }) => {}
-            Err(e) => last = Some(unusable(&n, e)),
-        }
-    }
-    Err(match last {
-        Some(e) => e,
-        None => Error::NoDevice { dir },
+    ane::device::open_first(&root.join("dev/accel")).map_err(|e| match e {
+        ane::device::FirstError::NoDevice { dir } => Error::NoDevice { dir },
+        ane::device::FirstError::Unusable { path, source } => Error::Unusable { path, source },
     })
 }
 
@@ -157,5 +142,140 @@ impl<'d> Session<'d> {
             ),
         };
         Err(Error::Job { job, status })
+    }
+}
+
+/// What runs a loaded program: a [`Session`] on a device, or a
+/// [`ModelSession`] on the host engine model.
+pub trait Runner {
+    /// Fills tensor `i`'s buffer from the dense array (padding zeroed).
+    fn write_tensor(&mut self, prog: &ProgramFile, i: usize, dense: &[u8]) -> Result<(), Error>;
+    /// Fills tensor `i`'s buffer with 0xFF (fp16 NaN).
+    fn poison(&mut self, i: usize) -> Result<(), Error>;
+    /// The dense array of tensor `i`.
+    fn read_tensor(&mut self, prog: &ProgramFile, i: usize) -> Result<Vec<u8>, Error>;
+    /// One run; the time it took.
+    fn run_once(&mut self, priority: u32, timeout: Duration) -> Result<Duration, Error>;
+}
+
+impl Runner for Session<'_> {
+    fn write_tensor(&mut self, prog: &ProgramFile, i: usize, dense: &[u8]) -> Result<(), Error> {
+        Session::write_tensor(self, prog, i, dense)
+    }
+    fn poison(&mut self, i: usize) -> Result<(), Error> {
+        Session::poison(self, i)
+    }
+    fn read_tensor(&mut self, prog: &ProgramFile, i: usize) -> Result<Vec<u8>, Error> {
+        Session::read_tensor(self, prog, i)
+    }
+    fn run_once(&mut self, priority: u32, timeout: Duration) -> Result<Duration, Error> {
+        Session::run_once(self, priority, timeout)
+    }
+}
+
+/// Where [`ModelSession`] maps the program (as the driver does: the task
+/// stream at BAR 0, the weights at BAR 1 = BAR 0 + round_up(tsk_size, 16)).
+const MODEL_PROGRAM_IOVA: u64 = 0x1000_0000;
+/// Where it maps the first slot's buffer; each next one follows after an
+/// unmapped gap, so a stray access faults.
+const MODEL_SLOT_IOVA: u64 = 0x4000_0000;
+/// The gap.
+const MODEL_GAP: u64 = 0x10_0000;
+
+/// A program on the host engine model ([`ane::hw::engine`]): every slot
+/// the program binds gets a host buffer, as the device session binds a BO.
+pub struct ModelSession {
+    mem: HostMem,
+    bars: [u64; ane::hw::td::BAR_SLOTS],
+    td_size: u32,
+    td_count: u32,
+    /// For each tensor of the program, its buffer's device address.
+    tensor_iova: Vec<u64>,
+    options: engine::Options,
+}
+
+impl ModelSession {
+    /// Maps `prog` and a buffer for every slot it binds (scratch filled
+    /// with 0xA5).
+    pub fn new(prog: &ProgramFile) -> Result<ModelSession, Error> {
+        let mut mem = HostMem::default();
+        let mut bars = [0u64; ane::hw::td::BAR_SLOTS];
+        bars[0] = MODEL_PROGRAM_IOVA;
+        bars[1] = MODEL_PROGRAM_IOVA + prog.tsk_size.next_multiple_of(16);
+        mem.map(MODEL_PROGRAM_IOVA, prog.payload.clone());
+        let mut next = MODEL_SLOT_IOVA;
+        let mut slot_iova = Vec::new();
+        for b in &prog.bindings {
+            let size = usize::try_from(b.size).map_err(|_| {
+                Error::Model(format!(
+                    "slot {}: {} bytes do not fit in memory",
+                    b.slot, b.size
+                ))
+            })?;
+            mem.map(next, vec![0xA5; size]);
+            if let Some(bar) = bars.get_mut(b.slot as usize) {
+                *bar = next;
+            }
+            slot_iova.push(next);
+            next = next
+                .saturating_add(b.size)
+                .saturating_add(MODEL_GAP)
+                .div_ceil(MODEL_GAP)
+                .saturating_mul(MODEL_GAP);
+        }
+        let tensor_iova = (0..prog.tensors.len())
+            .map(|i| {
+                prog.bindings
+                    .iter()
+                    .position(|b| b.tensor == Some(i))
+                    .map(|p| slot_iova[p])
+                    .ok_or_else(|| Error::Model(format!("tensor {i} has no binding")))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(ModelSession {
+            mem,
+            bars,
+            td_size: prog.td_size,
+            td_count: prog.td_count,
+            tensor_iova,
+            options: engine::Options::default(),
+        })
+    }
+
+    fn buffer(&mut self, i: usize) -> Result<&mut Vec<u8>, Error> {
+        let iova = self.tensor_iova[i];
+        self.mem
+            .region_mut(iova)
+            .ok_or_else(|| Error::Model(format!("tensor {i}: no buffer")))
+    }
+}
+
+impl Runner for ModelSession {
+    fn write_tensor(&mut self, prog: &ProgramFile, i: usize, dense: &[u8]) -> Result<(), Error> {
+        let buf = self.buffer(i)?;
+        buf.fill(0);
+        prog.tensors[i].pack(dense, buf);
+        Ok(())
+    }
+    fn poison(&mut self, i: usize) -> Result<(), Error> {
+        self.buffer(i)?.fill(0xFF);
+        Ok(())
+    }
+    fn read_tensor(&mut self, prog: &ProgramFile, i: usize) -> Result<Vec<u8>, Error> {
+        let buf = self.buffer(i)?;
+        Ok(prog.tensors[i].unpack(buf))
+    }
+    fn run_once(&mut self, _priority: u32, _timeout: Duration) -> Result<Duration, Error> {
+        let t0 = Instant::now();
+        engine::execute(
+            &mut self.mem,
+            self.bars[0],
+            self.td_size,
+            self.td_count,
+            &self.bars,
+            &self.options,
+        )
+        .map_err(|e| Error::Model(format!("the engine model refused the program: {e:?}")))?;
+        Ok(t0.elapsed())
     }
 }

@@ -416,6 +416,74 @@ fn firmware_not_the_pinned_image_exits_1_and_writes_nothing() {
     assert!(!out.exists(), "an unpinned image must not be installed");
 }
 
+/// A file with the pinned image's exact shape (size 0x4c5b28, MH_PRELOAD,
+/// five commands in 0x960 bytes, flags 0x1, __TEXT and __DATA at their
+/// pinned geometry, a 68-word thread state with pc 0) but not its bytes.
+fn pinned_shape(filetype: u32) -> Vec<u8> {
+    fn put(v: &mut Vec<u8>, words: &[u64], wide: bool) {
+        for &w in words {
+            if wide {
+                v.extend_from_slice(&w.to_le_bytes());
+            } else {
+                v.extend_from_slice(&(w as u32).to_le_bytes());
+            }
+        }
+    }
+    let mut c = Vec::new();
+    for (name, geo, nsects) in [
+        (b"__TEXT", [0, 0xc_4000, 0x4000, 0xc_4000], 8u64),
+        (b"__DATA", [0xc_4000, 0x43_8000, 0xc_8000, 0x3e_8000], 16),
+    ] {
+        put(&mut c, &[0x19, 72 + 80 * nsects], false);
+        let mut n = [0u8; 16];
+        n[..6].copy_from_slice(name);
+        c.extend_from_slice(&n);
+        put(&mut c, &geo, true);
+        put(&mut c, &[5, 5, nsects, 0], false);
+        c.resize(c.len() + 80 * nsects as usize, 0);
+    }
+    put(&mut c, &[0x2, 24, 0, 0, 0, 0], false); // LC_SYMTAB
+    put(&mut c, &[0x1b, 24, 0, 0, 0, 0], false); // LC_UUID
+    put(&mut c, &[0x5, 16 + 4 * 68, 6, 68], false); // LC_UNIXTHREAD
+    c.resize(c.len() + 4 * 68, 0);
+    let mut f = Vec::new();
+    let cmds = c.len() as u64;
+    put(
+        &mut f,
+        &[0xfeed_facf, 0x0100_000c, 0, filetype.into(), 5, cmds, 1, 0],
+        false,
+    );
+    f.extend_from_slice(&c);
+    f.resize(0x4c_5b28, 0);
+    f
+}
+
+#[test]
+fn firmware_messages_name_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fw.macho");
+    let check = |bytes: &[u8]| {
+        std::fs::write(&file, bytes).unwrap();
+        let o = probe(&["firmware", file.to_str().unwrap()]);
+        assert_eq!(code(&o), 1, "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    // The right shape: only the digest is left to differ.
+    let out = check(&pinned_shape(5));
+    assert!(
+        out.contains("structure: arm64 Mach-O, 5 load commands, 2 segments"),
+        "{out}"
+    );
+    assert!(out.contains("is not the pinned payload's"), "{out}");
+    let out = check(&pinned_shape(2));
+    assert!(
+        out.contains("pin: filetype 2, pinned 5 (MH_PRELOAD)"),
+        "{out}"
+    );
+    let out = check(&pinned_shape(5)[..0x4000]);
+    assert!(out.contains("size 0x4000 bytes, pinned 0x4c5b28"), "{out}");
+}
+
 #[test]
 fn firmware_broken_container_exits_2_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
@@ -425,4 +493,138 @@ fn firmware_broken_container_exits_2_naming_the_field() {
     let o = probe(&["firmware", file.to_str().unwrap()]);
     assert_eq!(code(&o), 2);
     assert!(stderr(&o).contains("magic"), "{}", stderr(&o));
+}
+
+/// `doctor` on an empty root: the first rung fails (no kernel release),
+/// every later one is skipped, the receipt says so, and the exit code is 1.
+/// With a kernel release but no headers, the first rung names the fix.
+#[test]
+fn doctor_stops_at_the_first_failed_rung_and_writes_a_receipt() {
+    let s = Scene::new();
+    let receipt = s.file("doctor.json");
+    let o = probe(&["doctor", "--root", &s.root(), "--receipt", &receipt]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(v["schema"], "ane-probe/doctor");
+    assert_eq!(v["verdict"], "fail");
+    let rungs = v["rungs"].as_array().unwrap();
+    let names: Vec<&str> = rungs.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["kernel", "module", "device", "node", "firmware", "job", "parity"]
+    );
+    assert_eq!(rungs[0]["verdict"], "fail");
+    assert!(rungs[0]["next"].is_string());
+    assert!(
+        rungs[1..].iter().all(|r| r["verdict"] == "skip"),
+        "{rungs:?}"
+    );
+
+    // A kernel release, no headers, no module: rung 1 says what to install.
+    let proc_kernel = s.dir.path().join("proc/sys/kernel");
+    std::fs::create_dir_all(&proc_kernel).unwrap();
+    std::fs::write(proc_kernel.join("osrelease"), "7.1.13-3-1-ARCH\n").unwrap();
+    let o = probe(&["doctor", "--root", &s.root(), "--receipt", &receipt]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL kernel"), "{out}");
+    assert!(out.contains("7.1.13-3-1-ARCH: no kernel headers"), "{out}");
+    assert!(out.contains("next: install the headers"), "{out}");
+    // A receipt path in a missing directory is refused before anything runs.
+    let e = probe(&[
+        "doctor",
+        "--root",
+        &s.root(),
+        "--receipt",
+        "/nonexistent/dir/r.json",
+    ]);
+    assert_eq!(code(&e), 2, "{}", stderr(&e));
+}
+
+/// `run --model` and `bench --model`: tinygrad's compiled sum on the host
+/// engine model, on a machine without an ANE: 1.0 + 2.0 = 3.0 exactly, the
+/// output written and compared, a bench receipt with the model as executor.
+#[test]
+fn run_and_bench_on_the_model() {
+    let Some(program) = fixture("tinygrad_sum.hwx") else {
+        return;
+    };
+    let program = program.display().to_string();
+    let s = Scene::new();
+    let fill = |name: &str, v: f32| {
+        let b = half::f16::from_f32(v).to_le_bytes().repeat(64);
+        std::fs::write(s.file(name), b).unwrap();
+        s.file(name)
+    };
+    let (one, two, three) = (
+        fill("one.bin", 1.0),
+        fill("two.bin", 2.0),
+        fill("three.bin", 3.0),
+    );
+    let out = s.file("sum.bin");
+    let o = probe(&[
+        "run",
+        "--model",
+        "--program",
+        &program,
+        "--in",
+        &format!("5={one}"),
+        "--in",
+        &format!("6={two}"),
+        "--out",
+        &format!("4={out}"),
+        "--expect",
+        &format!("4={three}"),
+        "--root",
+        &s.root(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&three).unwrap());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("the host engine model"), "{text}");
+    // A wrong expectation: output differs, exit 1.
+    let o = probe(&[
+        "run",
+        "--model",
+        "--program",
+        &program,
+        "--in",
+        &format!("5={one}"),
+        "--in",
+        &format!("6={two}"),
+        "--expect",
+        &format!("4={two}"),
+        "--root",
+        &s.root(),
+    ]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let receipt = s.file("r.json");
+    let o = probe(&[
+        "bench",
+        "--model",
+        "--program",
+        &program,
+        "-n",
+        "3",
+        "--warmup",
+        "1",
+        "--receipt",
+        &receipt,
+        "--root",
+        &s.root(),
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(v["verdict"], "pass");
+    assert_eq!(v["runs"]["completed"], 3);
+    assert_eq!(v["outputs"][0]["source"], "model");
+    // --model and --device exclude each other.
+    usage_error(&[
+        "run",
+        "--model",
+        "--device",
+        "/dev/accel/accel0",
+        "--program",
+        &program,
+    ]);
 }

@@ -18,6 +18,8 @@
 //! - [`mlp`]: a two-layer perceptron as two chained programs sharing the
 //!   hidden buffer, run on the engine model or a device and checked
 //!   against the CPU reference.
+//! - [`program`]: a compiled program file (HWX or `.anec`) validated by
+//!   the kernel's TD validator, with the binding of every slot it uses.
 //! - [`parity`]: the parity cells as data, and their execution on the
 //!   engine model or the device against the CPU reference.
 //!
@@ -32,6 +34,7 @@ pub mod device;
 pub mod hwx;
 pub mod mlp;
 pub mod parity;
+pub mod program;
 pub mod reference;
 pub mod system;
 pub mod tensor;

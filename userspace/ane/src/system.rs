@@ -196,6 +196,22 @@ pub struct AccelNode {
     pub path: String,
     /// The kernel driver behind it (from sysfs), e.g. `ane`.
     pub driver: Option<String>,
+    /// The device the node belongs to (its parent in sysfs), e.g.
+    /// `26bc04000.npu`.
+    pub device: Option<String>,
+    /// The module that owns the driver (its `module` link in sysfs), e.g.
+    /// `ane` or `ane_t6021`.
+    pub module: Option<String>,
+    /// Where that module comes from, as far as sysfs tells: `built-in`,
+    /// `in-tree`, or `out-of-tree` (taint flag O: DKMS or hand-built),
+    /// with the DKMS file when one is installed for the running kernel.
+    pub module_origin: Option<String>,
+    /// `DRM_IOCTL_VERSION`: `name major.minor.patchlevel "desc"`, for nodes
+    /// that were opened.
+    pub drm_version: Option<String>,
+    /// Whose node it is by its DRM version: `this driver`, or the foreign
+    /// driver it names (see `device::identify`).
+    pub identity: Option<String>,
     /// Permission bits of the node, e.g. 0o660.
     pub mode: u32,
     /// Owner user id.
@@ -228,6 +244,40 @@ pub struct AccelState {
     pub completion: Option<String>,
     /// Parameters that could not be read, with the reason.
     pub param_errors: Vec<String>,
+    /// H14, firmware failed: the release step that failed, `N (name)`, or
+    /// `none` for a failure outside the release (the image, CONFIG_GET).
+    pub fw_fail_step: Option<String>,
+    /// H14, firmware failed after registers were readable: SCRATCH0..7,
+    /// CPU_STATUS, CPU_CONTROL, RVBAR low and high, IPI pending.
+    pub fw_capture: Vec<u64>,
+}
+
+/// The release steps as `DRM_ANE_PARAM_FW_FAIL_STEP` numbers them (1-based;
+/// the kernel's `hw::fw::boot::Step` + 1).
+pub const FW_STEPS: [&str; 12] = [
+    "preflight",
+    "grant writes",
+    "scratch init",
+    "RVBAR",
+    "CPU release",
+    "READY",
+    "prepare",
+    "publish",
+    "DONE",
+    "channel table",
+    "ring init",
+    "ack",
+];
+
+/// The name of a `DRM_ANE_PARAM_FW_FAIL_STEP` value.
+pub fn fw_step_name(v: u64) -> String {
+    match v {
+        0 => "none".into(),
+        n => match usize::try_from(n - 1).ok().and_then(|i| FW_STEPS.get(i)) {
+            Some(name) => format!("{n} ({name})"),
+            None => format!("{n} (unknown)"),
+        },
+    }
 }
 
 /// Everything `ane-probe info` reports.
@@ -690,6 +740,16 @@ pub fn accel_state(node: &Path) -> AccelState {
     let features = get("FEATURES", uapi::param::FEATURES);
     s.soc_id = soc.map(|v| format!("{v:#x}"));
     s.fw_state = fw.map(fw_state_name);
+    if fw == Some(uapi::fw_state::FAILED) {
+        s.fw_fail_step = get("FW_FAIL_STEP", uapi::param::FW_FAIL_STEP).map(fw_step_name);
+        // EINVAL past the captured registers, or with no capture at all.
+        for i in 0..uapi::param::FW_CAPTURE_COUNT {
+            match dev.get_param(uapi::param::FW_CAPTURE0 + i) {
+                Ok(v) => s.fw_capture.push(v),
+                Err(_) => break,
+            }
+        }
+    }
     s.engine_state = engine.map(engine_state_name);
     if let Some(f) = features {
         s.features = feature_names(f);
@@ -700,6 +760,49 @@ pub fn accel_state(node: &Path) -> AccelState {
         });
     }
     s
+}
+
+/// Where a loaded module comes from: `built-in` (no `initstate`),
+/// `out-of-tree` (taint flag O; DKMS or hand-built), else `in-tree`. A
+/// module file under `updates/dkms` of the running kernel is named.
+fn module_origin(root: &SysRoot, module: &str) -> Option<String> {
+    let dir = root.path(&format!("/sys/module/{module}"));
+    if !dir.is_dir() {
+        return None;
+    }
+    if !dir.join("initstate").exists() {
+        return Some("built-in".into());
+    }
+    let taint = read_text(&dir.join("taint"))
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    let mut origin = if taint.contains('O') {
+        "out-of-tree (DKMS or hand-built)".to_owned()
+    } else {
+        "in-tree".to_owned()
+    };
+    if let Ok(Some(release)) = read_text(&root.path("/proc/sys/kernel/osrelease")) {
+        let names = [module.to_owned(), module.replace('_', "-")];
+        'found: for n in &names {
+            for ext in ["ko", "ko.xz", "ko.zst", "ko.gz"] {
+                let f = format!("/lib/modules/{release}/updates/dkms/{n}.{ext}");
+                if root.path(&f).exists() {
+                    origin += &format!("; DKMS file {f}");
+                    break 'found;
+                }
+            }
+        }
+    }
+    Some(origin)
+}
+
+/// Whether a node of `driver` may be opened to read its DRM version: ANE
+/// drivers of any origin (ours: `ane`, `ane-fw`; others' names contain
+/// `ane` too) and nodes whose driver sysfs does not name. Other drivers'
+/// devices are not woken.
+fn may_open(driver: Option<&str>) -> bool {
+    driver.is_none_or(|d| d.to_ascii_lowercase().contains("ane"))
 }
 
 /// Lists `/dev/accel/accel*` with the driver behind each node.
@@ -722,18 +825,45 @@ pub fn accel_nodes(root: &SysRoot) -> Result<Vec<AccelNode>, Error> {
                 })
             }
         };
-        let link = root.path(&format!("/sys/class/accel/{name}/device/driver"));
-        let driver = fs::read_link(&link)
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-        let state = match driver.as_deref() {
-            Some("ane") | None => Some(accel_state(&e.path())),
-            Some(_) => None,
+        let link_name = |rel: &str| {
+            fs::read_link(root.path(&format!("/sys/class/accel/{name}/{rel}")))
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         };
+        let driver = link_name("device/driver");
+        let device = link_name("device");
+        let module = link_name("device/driver/module");
+        let module_origin = module.as_deref().and_then(|m| module_origin(root, m));
+        let (mut drm_version, mut identity, mut state) = (None, None, None);
+        if may_open(driver.as_deref()) {
+            if let Ok(v) = crate::device::node_version(e.path()) {
+                drm_version = Some(format!(
+                    "{} {}.{}.{} \"{}\"",
+                    v.name, v.major, v.minor, v.patchlevel, v.desc
+                ));
+                identity = Some(match crate::device::identify(&v) {
+                    crate::device::Identity::Ours => "this driver".to_owned(),
+                    crate::device::Identity::NotAne => format!("not an ANE driver ('{}')", v.name),
+                    crate::device::Identity::Foreign(what) => format!("foreign ANE driver: {what}"),
+                    crate::device::Identity::UnknownAbi => format!(
+                        "an 'ane' driver of unknown ABI {} (neither ours, {}, nor eiln/omarchy-ane's 1 or 2)",
+                        v.major,
+                        uapi::ABI_VERSION
+                    ),
+                });
+            }
+            // Says itself why a foreign node is refused.
+            state = Some(accel_state(&e.path()));
+        }
         out.push(AccelNode {
             path: format!("/dev/accel/{name}"),
             state,
             driver,
+            device,
+            module,
+            module_origin,
+            drm_version,
+            identity,
             mode: meta.mode() & 0o7777,
             uid: meta.uid(),
             gid: meta.gid(),
@@ -1012,6 +1142,67 @@ disp0                           on                              0
         assert!(st.fw_state.is_none() && st.features.is_empty());
     }
 
+    /// Which module owns which accel node: an omarchy-ane DKMS module on
+    /// one node, a built-in driver on another, read from sysfs alone (the
+    /// nodes are plain files, so nothing is opened successfully).
+    #[test]
+    fn accel_node_owner_module_and_origin() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        write(r, "proc/sys/kernel/osrelease", b"7.1.13-3-1-ARCH\n");
+        for (node, dev, drv, module, taint) in [
+            (
+                "accel0",
+                "284000000.npu",
+                "ane_t6021",
+                "ane_t6021",
+                Some("OE\n"),
+            ),
+            ("accel1", "26bc04000.npu", "ane", "ane", None),
+        ] {
+            write(r, &format!("dev/accel/{node}"), b"");
+            let d = r.join(format!("sys/devices/platform/soc/{dev}"));
+            let drvdir = r.join(format!("sys/bus/platform/drivers/{drv}"));
+            let moddir = r.join(format!("sys/module/{module}"));
+            fs::create_dir_all(&d).unwrap();
+            fs::create_dir_all(&drvdir).unwrap();
+            fs::create_dir_all(&moddir).unwrap();
+            symlink(&drvdir, d.join("driver")).unwrap();
+            symlink(&moddir, drvdir.join("module")).unwrap();
+            if let Some(taint) = taint {
+                write(r, &format!("sys/module/{module}/initstate"), b"live\n");
+                write(r, &format!("sys/module/{module}/taint"), taint.as_bytes());
+            }
+            let class = r.join(format!("sys/class/accel/{node}"));
+            fs::create_dir_all(&class).unwrap();
+            symlink(&d, class.join("device")).unwrap();
+        }
+        write(
+            r,
+            "lib/modules/7.1.13-3-1-ARCH/updates/dkms/ane_t6021.ko.zst",
+            b"",
+        );
+        let nodes = accel_nodes(&SysRoot::new(r)).unwrap();
+        let a = &nodes[0];
+        assert_eq!(a.device.as_deref(), Some("284000000.npu"));
+        assert_eq!(a.driver.as_deref(), Some("ane_t6021"));
+        assert_eq!(a.module.as_deref(), Some("ane_t6021"));
+        let o = a.module_origin.as_deref().unwrap();
+        assert!(o.starts_with("out-of-tree"), "{o}");
+        assert!(
+            o.ends_with("DKMS file /lib/modules/7.1.13-3-1-ARCH/updates/dkms/ane_t6021.ko.zst"),
+            "{o}"
+        );
+        // An ANE driver's node is opened (and fails here: a plain file).
+        assert!(a.state.as_ref().is_some_and(|s| !s.opened));
+        assert!(a.drm_version.is_none() && a.identity.is_none());
+        let b = &nodes[1];
+        assert_eq!(b.module.as_deref(), Some("ane"));
+        assert_eq!(b.module_origin.as_deref(), Some("built-in"));
+        assert!(may_open(Some("ane-fw")) && may_open(None));
+        assert!(!may_open(Some("ivpu")));
+    }
+
     #[test]
     fn genpd_summary_absent_or_unreadable() {
         let t = tempfile::tempdir().unwrap();
@@ -1033,6 +1224,11 @@ disp0                           on                              0
         assert_eq!(compatible_source(&["apple,t9999-ane".into()]), "unknown");
         assert_eq!(fw_state_name(uapi::fw_state::NONE), "none");
         assert_eq!(fw_state_name(9), "unknown (9)");
+        assert_eq!(fw_step_name(0), "none");
+        assert_eq!(fw_step_name(2), "2 (grant writes)");
+        assert_eq!(fw_step_name(6), "6 (READY)");
+        assert_eq!(fw_step_name(12), "12 (ack)");
+        assert_eq!(fw_step_name(13), "13 (unknown)");
         assert_eq!(
             engine_state_name(uapi::engine_state::WEDGED_REBIND),
             "wedged-rebind"

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The Python package (userspace/ane-py, distribution ane-rs, module ane_rs):
+# builds the abi3 wheel with maturin using the chroot's rustc 1.85 (proving
+# the minimum version), lints the extension crate with clippy, installs the
+# wheel into a scratch directory and runs the pytest suite against it on the
+# host engine model, with the fixtures of ../shared (read-only at /shared).
+#
+# The tools (tools/py/requirements.txt, pinned with hashes) live in a venv
+# under /cache keyed by that file and the Python version; the cargo build in
+# /cache/cargo-target/ane-py, reused between runs.
+set -euo pipefail
+
+if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
+	top=$(cd "$(dirname "$0")/../.." && pwd)
+	exec "$top/tools/env/run.sh" /usr/bin/env ANE_IN_CHROOT=1 tools/py/check.sh "$@"
+fi
+
+cd /src
+pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+venv_key=$( { echo "py $pyver"; cat tools/py/requirements.txt; } | sha256sum | cut -c1-16)
+venv=/cache/py-venv-$venv_key
+setup_venv() {
+	[ -f "$venv/.ane-ready" ] && return 0
+	exec {lockfd}>/cache/.lock-py-venv
+	flock "$lockfd"
+	[ -f "$venv/.ane-ready" ] && return 0
+	rm -rf "$venv"
+	python3 -m venv "$venv"
+	"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
+		-r tools/py/requirements.txt
+	touch "$venv/.ane-ready"
+}
+setup_venv || { echo "python venv setup failed" >&2; exit 1; }
+export PATH=$venv/bin:$PATH
+export CARGO_TARGET_DIR=/cache/cargo-target/ane-py
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+(cd userspace/ane-py && cargo clippy --locked -- -D warnings)
+(cd userspace/ane-py && maturin build --release --locked --interpreter "$venv/bin/python" -o "$out/dist")
+wheel=$(echo "$out"/dist/ane_rs-*-abi3-*.whl)
+[ -f "$wheel" ] || { echo "no abi3 wheel in $out/dist" >&2; exit 1; }
+echo "wheel: $(basename "$wheel")"
+# The installed wheel, not the source tree, is what the tests import.
+pip install -q --disable-pip-version-check --no-deps --target "$out/site" "$wheel"
+export PYTHONPATH=$out/site
+python3 -c 'import ane_rs, sys; print("ane_rs", ane_rs.__version__, "from", ane_rs.__file__)' |
+	tee /dev/stderr | grep -q "from $out/site/" || { echo "ane_rs not imported from the wheel" >&2; exit 1; }
+ANE_SHARED=${ANE_SHARED:-/shared} python3 -m pytest -q -rs -p no:cacheprovider userspace/ane-py/tests
+
+# The wheel Apple Silicon users install: aarch64, cross-built as the guest's
+# test binaries are (tools/qemu/build-guest.sh). Checked to hold an aarch64
+# extension; running it needs an arm64 interpreter (the QEMU guest).
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+(cd userspace/ane-py && maturin build --release --locked --target aarch64-unknown-linux-gnu -o "$out/dist-arm64")
+python3 - "$out"/dist-arm64/ane_rs-*-abi3-*aarch64.whl <<'PY'
+import sys, zipfile
+wheel = sys.argv[1]
+z = zipfile.ZipFile(wheel)
+so = [n for n in z.namelist() if n.startswith("ane_rs/_native") and n.endswith(".so")]
+assert len(so) == 1, f"{wheel}: extension modules {so}"
+head = z.read(so[0])[:20]
+machine = int.from_bytes(head[18:20], "little")
+assert head[:4] == b"\x7fELF" and machine == 183, f"{so[0]}: e_machine {machine}, not aarch64 (183)"
+print(f"wheel: {wheel.rsplit('/', 1)[-1]} ({so[0]}: aarch64 ELF)")
+PY

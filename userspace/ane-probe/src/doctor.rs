@@ -1,0 +1,402 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! `ane-probe doctor`: the first-contact ladder for a real Mac.
+//!
+//! Each rung runs only when every rung below it passed, and each ends with
+//! a verdict and, when it did not pass, the next step to take:
+//!
+//! 1. `kernel`: the running kernel, and whether its headers (with the Rust
+//!    metadata an out-of-tree Rust module needs) are installed, unless the
+//!    module is loaded already;
+//! 2. `module`: the `ane` module is loaded;
+//! 3. `device`: a device-tree node of the driver's, enabled and bound, with
+//!    its power domains (or, without a device tree, the simulated device);
+//! 4. `node`: its accel node opens as this driver's device;
+//! 5. `firmware` (M2 Pro/Max only): the coprocessor's firmware runs;
+//! 6. `job`: one tiny job (the smallest parity cell) with a short timeout;
+//! 7. `parity`: every parity cell against the CPU reference.
+//!
+//! It only reads sysfs, procfs and the device tree and submits jobs through
+//! the driver: nothing the hardware record marks as dangerous (no register
+//! access, no power-state write, no firmware release). The whole run is
+//! written to one JSON receipt (`--receipt`, default `ane-doctor.json`) a
+//! user can attach to a bug report. Exit code 0 when every rung passed, 1
+//! otherwise.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ane::parity::{self, DeviceExecutor, Verdict};
+use ane::system::{self, SysRoot, SystemInfo};
+use clap::Args;
+use serde::Serialize;
+
+use crate::common::Ctx;
+use crate::exit::{self, Error};
+use crate::receipt::Header;
+use crate::session;
+
+/// `doctor`'s arguments.
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Where to write the JSON receipt.
+    #[arg(long, value_name = "FILE", default_value = "ane-doctor.json")]
+    receipt: PathBuf,
+    /// How long the tiny job and each parity cell may take.
+    #[arg(long, value_name = "N", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    timeout_ms: u64,
+}
+
+/// The `schema` of the receipt.
+pub const SCHEMA: &str = "ane-probe/doctor";
+
+/// How a rung ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict3 {
+    /// It holds.
+    Pass,
+    /// It does not; see `next`.
+    Fail,
+    /// Not run: a rung below failed (or it does not apply here).
+    Skip,
+}
+
+/// One rung of the ladder.
+#[derive(Clone, Debug, Serialize)]
+pub struct Rung {
+    /// Its name.
+    pub name: &'static str,
+    /// How it ended.
+    pub verdict: Verdict3,
+    /// What was found.
+    pub detail: String,
+    /// What to do next, when it did not pass.
+    pub next: Option<String>,
+    /// How long it took, in milliseconds.
+    pub ms: f64,
+}
+
+/// The receipt.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// [`SCHEMA`], version 1, tool, host, module, board.
+    #[serde(flatten)]
+    pub header: Header,
+    /// Every rung, in ladder order.
+    pub rungs: Vec<Rung>,
+    /// `pass` when every rung that applies passed, else `fail`.
+    pub verdict: &'static str,
+}
+
+/// The outcome of one rung's check.
+type Outcome = Result<String, (String, String)>;
+
+/// The ladder so far: runs a rung only when none failed below it.
+struct Ladder {
+    rungs: Vec<Rung>,
+    failed: bool,
+}
+
+impl Ladder {
+    fn rung(&mut self, name: &'static str, check: impl FnOnce() -> Outcome) {
+        if self.failed {
+            self.rungs.push(Rung {
+                name,
+                verdict: Verdict3::Skip,
+                detail: "not run: a rung below failed".into(),
+                next: None,
+                ms: 0.0,
+            });
+            return;
+        }
+        let t = Instant::now();
+        let r = check();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        let (verdict, detail, next) = match r {
+            Ok(d) => (Verdict3::Pass, d, None),
+            Err((d, n)) => {
+                self.failed = true;
+                (Verdict3::Fail, d, Some(n))
+            }
+        };
+        self.rungs.push(Rung {
+            name,
+            verdict,
+            detail,
+            next,
+            ms,
+        });
+    }
+
+    fn skip(&mut self, name: &'static str, why: &str) {
+        self.rungs.push(Rung {
+            name,
+            verdict: Verdict3::Skip,
+            detail: why.into(),
+            next: None,
+            ms: 0.0,
+        });
+    }
+}
+
+/// Rung 1: the kernel, and its headers when the module is not loaded.
+fn kernel(root: &Path, info: &SystemInfo) -> Outcome {
+    let Some(release) = info.kernel.clone() else {
+        return Err((
+            "the kernel release cannot be read".into(),
+            "run on the machine itself (procfs mounted)".into(),
+        ));
+    };
+    if info.module.loaded {
+        return Ok(format!("{release}; the ane module is loaded"));
+    }
+    let build = root.join(format!("lib/modules/{release}/build"));
+    if !build.join("Makefile").is_file() {
+        return Err((
+            format!("{release}: no kernel headers at {}", build.display()),
+            "install the headers of the running kernel (linux-asahi-headers or kernel-16k-devel), then the ane DKMS package (docs/install.md)".into(),
+        ));
+    }
+    if !build.join("rust/kernel.rmeta").is_file() {
+        return Err((
+            format!("{release}: headers without the kernel's Rust metadata"),
+            "install ane-rust-meta, which rebuilds it for these headers (docs/install.md)".into(),
+        ));
+    }
+    Ok(format!("{release}; headers with Rust metadata"))
+}
+
+/// Rung 2: the module.
+fn module(info: &SystemInfo) -> Outcome {
+    if info.module.loaded {
+        Ok(format!(
+            "loaded ({})",
+            info.module.version.as_deref().unwrap_or("no version")
+        ))
+    } else {
+        Err((
+            "the ane module is not loaded".into(),
+            "sudo modprobe ane; if that fails, `dmesg | grep -i ane` says why (and `dkms status ane` whether it was built)".into(),
+        ))
+    }
+}
+
+/// Rung 3: the node, bound, with its power domains.
+fn device(info: &SystemInfo) -> Outcome {
+    let bound = &info.module.bound;
+    // A device bound without a device-tree node is the test flavour's
+    // simulated one (on a device-tree machine too, such as QEMU's virt).
+    if let Some(dev) = bound.iter().find(|d| d.of_node.is_none()) {
+        return Ok(format!(
+            "{} bound without a device-tree node (simulated)",
+            dev.name
+        ));
+    }
+    match &info.device_tree {
+        Some(dt) => {
+            let node = dt.ane_nodes.iter().find(|n| n.supported);
+            let Some(node) = node else {
+                return Err((
+                    match dt.soc.as_deref() {
+                        Some(soc) => format!("{soc}: no ANE node this driver supports in the device tree"),
+                        None => "this SoC is not supported by the driver".into(),
+                    },
+                    "install the overlay for this machine: sudo ane-dt install (docs/install.md), then reboot".into(),
+                ));
+            };
+            if node.status != "okay" {
+                return Err((
+                    format!("{} is {}", node.path, node.status),
+                    "the node is disabled: reinstall the overlay (sudo ane-dt install)".into(),
+                ));
+            }
+            let Some(dev) = bound.first() else {
+                return Err((
+                    format!("{} is not bound to the driver", node.path),
+                    "`dmesg | grep -i ane` gives the refusal and what to install".into(),
+                ));
+            };
+            Ok(format!(
+                "{} bound as {}, {} power domain link(s), runtime-pm {}",
+                node.path,
+                dev.name,
+                dev.power_domains.len(),
+                dev.runtime_status.as_deref().unwrap_or("n/a")
+            ))
+        }
+        None => match bound.first() {
+            Some(dev) => Ok(format!("no device tree; {} bound", dev.name)),
+            None => Err((
+                "no device tree and no bound device".into(),
+                "the ANE needs an Apple silicon Mac running Asahi Linux".into(),
+            )),
+        },
+    }
+}
+
+/// Rung 4: the accel node opens as this driver's device; its firmware
+/// state, for rung 5.
+fn node(info: &SystemInfo) -> Result<(String, Option<String>), (String, String)> {
+    let Some(a) = info.accel_nodes.iter().find(|a| a.state.is_some()) else {
+        return Err((
+            "no accel node of the ane driver".into(),
+            "`ls -l /dev/accel` and `dmesg | grep -i ane`: the device is bound but registered no node".into(),
+        ));
+    };
+    let st = a.state.as_ref().map_or_else(Default::default, Clone::clone);
+    if !st.opened {
+        return Err((
+            format!(
+                "{} cannot be opened: {}",
+                a.path,
+                st.error.as_deref().unwrap_or("?")
+            ),
+            "join the render group (or log in at the seat) so the udev rule grants access; see packaging/common/70-ane.rules".into(),
+        ));
+    }
+    Ok((
+        format!(
+            "{} soc={} engine={}",
+            a.path,
+            st.soc_id.as_deref().unwrap_or("?"),
+            st.engine_state.as_deref().unwrap_or("?")
+        ),
+        st.fw_state.map(|f| match st.fw_fail_step {
+            Some(step) if f == "failed" => format!("failed at release step {step}"),
+            _ => f,
+        }),
+    ))
+}
+
+/// Rung 5 (H14): the firmware runs.
+fn firmware(state: &str) -> Outcome {
+    if state == "running" {
+        return Ok("the coprocessor's firmware runs".into());
+    }
+    Err((
+        format!("firmware {state}"),
+        "check the firmware file: ane-probe firmware /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho; a coprocessor that was released needs a reboot before another start (docs/install.md)".into(),
+    ))
+}
+
+/// Rung 6: the smallest parity cell, as one tiny job.
+fn job(root: &Path, timeout: Duration) -> Outcome {
+    let dev = session::open_device(root, None).map_err(|e| {
+        (
+            format!("cannot open the device: {e}"),
+            "see rung `node`".into(),
+        )
+    })?;
+    let cells = parity::cells();
+    let Some(cell) = cells.iter().min_by_key(|c| c.name.len()) else {
+        return Err(("no parity cell".into(), "a build problem".into()));
+    };
+    let mut exec = DeviceExecutor::new(&dev);
+    exec.timeout = timeout;
+    let r = parity::run_cell(cell, &mut exec);
+    match (r.verdict, &r.error) {
+        (Verdict::Fail, Some(e)) => Err((
+            format!("{}: {e}", cell.name),
+            "`ane-probe info` shows the engine state; attach this receipt and `dmesg` to a bug report".into(),
+        )),
+        (Verdict::Fail, None) => Err((
+            format!("{}: the output differs from the CPU reference", cell.name),
+            "attach this receipt to a bug report".into(),
+        )),
+        _ => Ok(format!("{} ran and matched the CPU reference", cell.name)),
+    }
+}
+
+/// Rung 7: every parity cell.
+fn parity_all(root: &Path, timeout: Duration) -> Outcome {
+    let dev = session::open_device(root, None).map_err(|e| {
+        (
+            format!("cannot open the device: {e}"),
+            "see rung `node`".into(),
+        )
+    })?;
+    let mut exec = DeviceExecutor::new(&dev);
+    exec.timeout = timeout;
+    let cells = parity::cells();
+    let results: Vec<_> = cells
+        .iter()
+        .map(|c| parity::run_cell(c, &mut exec))
+        .collect();
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|r| r.verdict == Verdict::Fail)
+        .map(|r| r.cell)
+        .collect();
+    if failed.is_empty() {
+        Ok(format!("{} cells within their bounds", results.len()))
+    } else {
+        Err((
+            format!("cells failed: {}", failed.join(", ")),
+            "`ane-probe parity` prints the table; attach it and this receipt to a bug report"
+                .into(),
+        ))
+    }
+}
+
+/// `ane-probe doctor`.
+pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
+    crate::common::check_writable("receipt".into(), &args.receipt)?;
+    let timeout = Duration::from_millis(args.timeout_ms);
+    let info = system::system_info(&SysRoot::new(&ctx.root))?;
+    let mut l = Ladder {
+        rungs: Vec::new(),
+        failed: false,
+    };
+    l.rung("kernel", || kernel(&ctx.root, &info));
+    l.rung("module", || module(&info));
+    l.rung("device", || device(&info));
+    let mut fw = None;
+    l.rung("node", || {
+        node(&info).map(|(d, f)| {
+            fw = f;
+            d
+        })
+    });
+    match fw.as_deref() {
+        Some("none") | None if !l.failed => {
+            l.skip("firmware", "this SoC runs no firmware under Linux")
+        }
+        _ => {
+            let state = fw.clone().unwrap_or_else(|| "unknown".into());
+            l.rung("firmware", || firmware(&state));
+        }
+    }
+    l.rung("job", || job(&ctx.root, timeout));
+    l.rung("parity", || parity_all(&ctx.root, timeout));
+    let failed = l.failed;
+    let report = Report {
+        header: Header::new(SCHEMA, 1, &ctx.root),
+        rungs: l.rungs,
+        verdict: if failed { "fail" } else { "pass" },
+    };
+    let json = serde_json::to_string_pretty(&report)?;
+    std::fs::write(&args.receipt, format!("{json}\n")).map_err(|source| Error::Write {
+        what: "receipt".into(),
+        path: args.receipt.clone(),
+        source,
+    })?;
+    if ctx.json {
+        println!("{json}");
+    } else {
+        for r in &report.rungs {
+            let v = match r.verdict {
+                Verdict3::Pass => "ok  ",
+                Verdict3::Fail => "FAIL",
+                Verdict3::Skip => "skip",
+            };
+            println!("{v} {:<9} {} ({:.0} ms)", r.name, r.detail, r.ms);
+            if let Some(n) = &r.next {
+                println!("     next: {n}");
+            }
+        }
+        println!("receipt: {}", args.receipt.display());
+    }
+    Ok(if failed { exit::FAILURE } else { exit::OK })
+}

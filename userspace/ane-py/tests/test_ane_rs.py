@@ -1,0 +1,226 @@
+# SPDX-License-Identifier: GPL-2.0-only OR MIT
+"""ane_rs on the host engine model, against numpy."""
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import ane_rs
+
+
+def ints(shape, seed, lo=-8, hi=9):
+    """fp16 small integers: every sum and product below is exact in fp16,
+    so numpy's result is the bit-exact expectation."""
+    return np.random.default_rng(seed).integers(lo, hi, size=shape).astype(np.float16)
+
+
+def same(a, b):
+    assert a.dtype == np.float16 and a.shape == b.shape, (a.dtype, a.shape, b.shape)
+    assert np.array_equal(a.view(np.uint16), b.astype(np.float16).view(np.uint16)), (a, b)
+
+
+# --- predict on real compiled programs -------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sum.anec", "tinygrad_sum.hwx"])
+def test_add(dev, fixture, name):
+    m = dev.load(fixture(name))
+    assert [t.shape for t in m.inputs] == [(1, 64, 1, 1)] * 2
+    a, b = ints((1, 64, 1, 1), 1), ints((1, 64, 1, 1), 2)
+    (out,) = m.predict([a, b])
+    same(out, a + b)
+
+
+@pytest.mark.parametrize("name", ["mul_zin541_macos12.hwx", "mul_zin764_macos14.hwx"])
+def test_mul(dev, fixture, name):
+    m = dev.load(fixture(name))
+    a, b = ints((1, 64, 1, 1), 3), ints((1, 64, 1, 1), 4)
+    (out,) = m.predict([a, b])
+    same(out, a * b)
+
+
+@pytest.mark.parametrize("name", ["relu.anec", "tinygrad_relu.hwx"])
+def test_relu(dev, fixture, name):
+    m = dev.load(fixture(name))
+    x = ints((1, 1, 1, 77), 5)
+    (out,) = m.predict([x])
+    same(out, np.maximum(x, np.float16(0)))
+
+
+@pytest.mark.parametrize(
+    "name,weight", [("conv.anec", 2), ("tinygrad_conv.hwx", 2), ("tinygrad_conv3_w3.hwx", 3)]
+)
+def test_conv1x1_constant_weights(dev, fixture, name, weight):
+    m = dev.load(fixture(name))
+    x = ints((1, 3, 1, 1), 6)
+    (out,) = m.predict([x])
+    w = np.full((3, 3), weight, np.float32)
+    same(out, (w @ x.reshape(3).astype(np.float32)).reshape(1, 3, 1, 1))
+
+
+def test_concat(dev, fixture):
+    m = dev.load(fixture("tinygrad_concat.hwx"))
+    small, big = (ints(t.shape, 7 + i) for i, t in enumerate(m.inputs))
+    assert small.shape == (1, 16, 1, 1) and big.shape == (1, 16384, 1, 1)
+    (out,) = m.predict([small, big])
+    same(out, np.concatenate([big, small], axis=1))
+
+
+def test_sigmoid_lut(dev, fixture):
+    m = dev.load(fixture("tinygrad_sigmoid.hwx"))
+    x = np.linspace(-6, 6, 77, dtype=np.float16).reshape(1, 1, 1, 77)
+    (out,) = m.predict([x])
+    want = 1 / (1 + np.exp(-x.astype(np.float64)))
+    # A piecewise-linear lookup table, not an exact function.
+    np.testing.assert_allclose(out.astype(np.float64), want, atol=4e-3)
+
+
+def test_dict_inputs_and_metadata(dev, fixture):
+    path = fixture("tinygrad_sum.hwx")
+    m = ane_rs.model(path, device=dev)
+    assert m.format == "hwx" and len(m.sha256) == 64 and m.device.kind == "model"
+    names = [t.name for t in m.inputs]
+    a, b = ints((1, 64, 1, 1), 8), ints((1, 64, 1, 1), 9)
+    (out,) = m.predict({names[1]: b, names[0]: a})
+    same(out, a + b)
+    assert all(t.direction == "output" for t in m.outputs)
+    assert {n for (_, _, _, n) in m.bindings} >= set(names)
+
+
+def test_non_contiguous_input(dev, fixture):
+    m = dev.load(fixture("relu.anec"))
+    x = ints((1, 1, 77, 2), 10)[:, :, :, 0].reshape(1, 1, 1, 77)
+    y = np.asfortranarray(ints((1, 1, 1, 77), 11))
+    same(m.predict([x])[0], np.maximum(x, np.float16(0)))
+    same(m.predict([y])[0], np.maximum(y, np.float16(0)))
+
+
+# --- resident buffers and chained programs ----------------------------------
+
+
+def test_chain_two_programs_through_one_buffer(dev, fixture):
+    first = dev.load(fixture("sum.anec"))
+    second = dev.load(fixture("sum.anec"))
+    a, b, c = (ints((1, 64, 1, 1), s, -4, 5) for s in (12, 13, 14))
+    # first's output buffer is second's input0: no copy between the runs.
+    second.bind("input0", first.buffer("output0"))
+    first.write("input0", a)
+    first.write("input1", b)
+    second.write("input1", c)
+    assert first.run() >= 0 and second.run() >= 0
+    same(first.read("output0"), a + b)
+    same(second.read("output0"), a + b + c)
+    # Resident: run again with one input changed.
+    second.write("input1", a)
+    second.run()
+    same(second.read("output0"), a + b + a)
+
+
+def test_buffer_raw_access(dev):
+    buf = dev.buffer(64)
+    assert buf.size == 64 and buf.iova is None
+    buf.write(b"\x01\x02", offset=10)
+    assert buf.read()[10:12] == b"\x01\x02"
+    with pytest.raises(ane_rs.InputError, match="do not fit"):
+        buf.write(b"x" * 8, offset=60)
+
+
+def test_bind_checks_size(dev, fixture):
+    m = dev.load(fixture("sum.anec"))
+    with pytest.raises(ane_rs.InputError, match=r"bind\('input0'\): buffer size 16"):
+        m.bind("input0", dev.buffer(16))
+
+
+# --- the parity cells -------------------------------------------------------
+
+
+def test_parity_cells_all_exact(dev):
+    cells = ane_rs.parity(dev)
+    assert len(cells) >= 7
+    for c in cells:
+        assert c["error"] is None, c
+        assert c["verdict"] == "exact", c
+        assert c["elements"] > 0 and c["executor"] == "model"
+
+
+# --- bad inputs raise, naming the field --------------------------------------
+
+
+@pytest.fixture
+def summ(dev, fixture):
+    return dev.load(fixture("sum.anec"))
+
+
+def test_wrong_dtype(summ):
+    a = np.zeros((1, 64, 1, 1), np.float32)
+    with pytest.raises(ane_rs.InputError, match=r"inputs\[0\] \(slot 5 'input0'\): dtype float32"):
+        summ.predict([a, a.astype(np.float16)])
+
+
+def test_not_an_array(summ):
+    with pytest.raises(ane_rs.InputError, match=r"inputs\[1\].*type list"):
+        summ.predict([np.zeros((1, 64, 1, 1), np.float16), [0.0] * 64])
+
+
+def test_wrong_shape(summ):
+    good = np.zeros((1, 64, 1, 1), np.float16)
+    with pytest.raises(ane_rs.InputError, match=r"inputs\[1\] .*'input1'.*shape \[64\], expected \[1, 64, 1, 1\]"):
+        summ.predict([good, np.zeros(64, np.float16)])
+
+
+def test_wrong_count(summ):
+    good = np.zeros((1, 64, 1, 1), np.float16)
+    with pytest.raises(ane_rs.InputError, match="1 arrays given, the program takes 2"):
+        summ.predict([good])
+    with pytest.raises(ane_rs.InputError, match="expected a list of numpy arrays"):
+        summ.predict(good)
+
+
+def test_wrong_names(summ):
+    good = np.zeros((1, 64, 1, 1), np.float16)
+    with pytest.raises(ane_rs.InputError, match="no array for input 'input1'"):
+        summ.predict({"input0": good})
+    with pytest.raises(ane_rs.InputError, match="no tensor named 'x'"):
+        summ.predict({"x": good, "input0": good, "input1": good})
+    with pytest.raises(ane_rs.InputError, match="'output0' is an output"):
+        summ.predict({"output0": good})
+
+
+def test_bad_program_files(dev, tmp_path):
+    with pytest.raises(ane_rs.AneError, match="cannot read program"):
+        dev.load(tmp_path / "missing.anec")
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"not a program at all")
+    with pytest.raises(ane_rs.AneError, match="not an HWX file"):
+        dev.load(junk)
+    assert issubclass(ane_rs.InputError, ane_rs.AneError)
+
+
+# --- devices and discovery ---------------------------------------------------
+
+
+def has_ane_node():
+    return any(n.get("driver") == "ane" for n in ane_rs.accel_nodes())
+
+
+def test_discovery_on_an_empty_root(tmp_path):
+    assert ane_rs.accel_nodes(str(tmp_path)) == []
+    info = ane_rs.system_info(str(tmp_path))
+    assert isinstance(info, dict) and info["accel_nodes"] == []
+
+
+@pytest.mark.skipif(os.path.exists("/dev/accel"), reason="this machine has accel nodes")
+def test_no_device_falls_back_to_the_model(fixture):
+    with pytest.raises(ane_rs.NoDeviceError, match="no accel node of the ane driver"):
+        ane_rs.Device()
+    with pytest.warns(RuntimeWarning, match="host engine model"):
+        m = ane_rs.model(fixture("relu.anec"))
+    assert m.device.kind == "model"
+
+
+def test_model_device_has_no_node():
+    d = ane_rs.Device.model()
+    assert d.kind == "model" and d.path is None and d.query() is None
+    assert repr(d) == "Device.model()"
