@@ -9,6 +9,8 @@
 #                        load and unload the driver, show what happened
 #   make check           every test: host cargo tests, module builds, QEMU runs
 #   make bench           benchmarks (printed, not tests)
+#   make fuzz            ane-fuzz, 10^5 ioctls per simulated SoC table in QEMU
+#                        (make check runs a 10^4 pass)
 #
 # KDIR must be a configured kernel build tree with Rust support; see the check
 # below for exactly what it needs. ARCH, LLVM and CROSS_COMPILE are passed
@@ -21,7 +23,7 @@ LLVM ?= $(shell grep -qx 'CONFIG_CC_IS_CLANG=y' $(KDIR)/include/config/auto.conf
 KBUILD_ARGS := $(if $(LLVM),LLVM=$(LLVM)) $(if $(ARCH),ARCH=$(ARCH)) $(if $(CROSS_COMPILE),CROSS_COMPILE=$(CROSS_COMPILE)) \
 	$(if $(CLIPPY),CLIPPY=$(CLIPPY)) $(if $(ANE_TEST),ANE_TEST=$(ANE_TEST)) $(if $(ANE_WERROR),ANE_WERROR=$(ANE_WERROR)) $(if $(V),V=$(V))
 
-.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check bench
+.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check bench fuzz
 
 all: modules
 
@@ -87,3 +89,6 @@ check:
 
 bench:
 	tools/bench.sh
+
+fuzz:
+	tools/fuzz.sh

@@ -2,7 +2,8 @@
 # `make check`: every test of the project.
 #
 # 1. Host: cargo test (and clippy, rustfmt) of the userspace workspace, which
-#    includes the shared hardware crate the driver is built from.
+#    includes the shared hardware crate the driver is built from; the
+#    Python package's wheel and its pytest suite on the host engine model.
 # 2. The build chroot and the three test kernels (cached by their inputs):
 #    x86_64 7.3, arm64 7.3 (rustc 1.85) and arm64 7.2 (backports rustc),
 #    all GCC-built like the kernels Asahi users run.
@@ -29,6 +30,11 @@ step "chroot: rustfmt check (kernel toolchain)" in_chroot make fmt-check
 step "chroot: cargo test with rustc 1.85 (UAPI layout vs C header)" \
 	in_chroot -w /src/userspace /usr/bin/env ANE_REQUIRE_LAYOUT_TEST=1 \
 	CARGO_TARGET_DIR=/cache/cargo-target/host cargo test --locked
+# The Python package (ane-rs / ane_rs): abi3 wheel built by maturin with
+# the same rustc 1.85, clippy on the extension crate, pytest against the
+# installed wheel on the host engine model (tools/py/check.sh).
+step "chroot: Python wheel (maturin, rustc 1.85) + pytest on the host engine model" \
+	tools/py/check.sh
 
 # The test kernels, built like the target (GCC, 16K pages on arm64, 1000 Hz,
 # high-resolution timers, PREEMPT): x86_64 and arm64 7.3 with rustc 1.85,
@@ -36,6 +42,7 @@ step "chroot: cargo test with rustc 1.85 (UAPI layout vs C header)" \
 kdir_x86=$("$ANE_TOP/tools/kernel/build.sh" x86_64 7.3) || die "x86_64 7.3 kernel build failed"
 kdir_arm=$("$ANE_TOP/tools/kernel/build.sh" arm64 7.3) || die "arm64 7.3 kernel build failed"
 kdir_arm72=$("$ANE_TOP/tools/kernel/build.sh" arm64 7.2) || die "arm64 7.2 kernel build failed"
+kdir_san=$("$ANE_TOP/tools/kernel/build.sh" x86_64 7.3 san) || die "x86_64 7.3 sanitizer kernel build failed"
 
 # The production module, linted with clippy where the chroot has the
 # kernel's clippy (rustc 1.85), its modinfo, and its text size.
@@ -94,21 +101,22 @@ boot() {
 	g=$(guest_dir "$tag")
 	in_chroot tools/qemu/boot.sh "$arch" "$kdir" "$g/initramfs.cpio.gz" "$tests" "$g/$log.log" $dtb
 }
-# The canary test makes the kernel warn; the run must be judged FAILED with
-# the warning named, or the harness could not see problems at all.
+# The canary test makes the kernel warn (or, on the sanitizer kernel,
+# report a KASAN bug); the run must be judged FAILED with the report named,
+# or the harness could not see problems at all.
 canary() {
-	local arch=$1 kdir=$2 tag=$3 out
-	if out=$(boot "$arch" "$kdir" "$tag" warn_canary canary); then
+	local arch=$1 kdir=$2 tag=$3 test=${4:-warn_canary} what=${5:-WARNING:} out
+	if out=$(boot "$arch" "$kdir" "$tag" "$test" canary); then
 		echo "$out"
-		echo "canary: the deliberate WARNING was not detected" >&2
+		echo "canary: the deliberate $what was not detected" >&2
 		return 1
 	fi
 	echo "$out"
-	grep -q "WARNING:" <<<"$out" || {
-		echo "canary: the run failed, but not because of the WARNING" >&2
+	grep -q "$what" <<<"$out" || {
+		echo "canary: the run failed, but not because of the $what" >&2
 		return 1
 	}
-	echo "canary: deliberate WARNING detected, as it must be"
+	echo "canary: deliberate $what detected, as it must be"
 }
 arm_dtb() {
 	in_chroot tools/qemu/mkdtb.sh "$(guest_dir arm64)/ane-virt.dtb"
@@ -122,10 +130,26 @@ step "guest x86_64 7.3: test-flavour module + initramfs" guest x86_64 "$kdir_x86
 # recovery per SoC), unbind with the node held open, the T6021 firmware
 # start, calls and fault matrix, and ane-probe's commands; kmemleak scans
 # after each.
-suite=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,ioctl_t6021,suspend,unbind_open,fw_t6021,probe
+suite=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,ioctl_t6021,suspend,unbind_open,fw_t6021,node_shapes,probe
 step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103 polled and by interrupt, T6001, T6021), system sleep with jobs queued, unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" \
 	boot x86_64 "$kdir_x86" x86_64 "$suite" suite
+# ane-fuzz (issue 17): a fixed-seed pass of 10^4 ioctls per SoC table from
+# 4 processes, canaries and a known-good job after each, kmemleak after the
+# unload, and the regressions of what it found. Its own boot (about 4 min
+# under TCG) keeps the suite's boots inside their timeout; x86_64 only, the
+# arm64 boots run the same driver code slower. make fuzz runs 10^5.
+step "qemu x86_64 7.3: ane-fuzz, 10^4 ioctls per SoC table (T8103, T6001, T6021), fixed seed, canaries, known-good job, fuzz regressions" \
+	boot x86_64 "$kdir_x86" x86_64 fuzz fuzz
 step "qemu x86_64 7.3: warning canary caught" canary x86_64 "$kdir_x86" x86_64
+# The sanitizer kernel (KASAN, UBSAN, lockdep, kmemleak, atomic-sleep
+# checks, fault injection; clang-built, tools/kernel/sanitizers.config):
+# the ioctl suites of every SoC table, unbind while open, the firmware path
+# with its faults and the node shapes; the judge fails on any report.
+san_suite=ioctl,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,node_shapes
+step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" guest x86_64 "$kdir_san" x86_64-san
+step "qemu x86_64 7.3 sanitizers (KASAN, UBSAN, fault injection): ioctl suites (T8103, T6001, T6021), unbind while open, T6021 firmware and faults, node shapes" \
+	boot x86_64 "$kdir_san" x86_64-san "$san_suite" suite
+step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
 step "qemu arm64 7.3 (16K pages): the same suite" boot arm64 "$kdir_arm" arm64 "$suite" suite
 step "qemu arm64: dtb with ANE nodes" arm_dtb
@@ -145,6 +169,10 @@ step "dkms: real add/build against the 7.2 and 7.3 test kernels" tools/dkms/chec
 # to end on a headers tree made like linux-asahi-headers, booting the
 # original kernel with the modules built against the result.
 step "ane-rust-meta: Rust metadata for headers without rust/, end to end" tools/rustmeta/e2e.sh
+# The udev rule against attribute walks of an ane (M1) and an ane-fw (M2
+# Pro/Max) node and of devices it must leave alone (tools/udev/check.py).
+step "udev rule: ane and ane-fw nodes get render, 0660, uaccess; others nothing" \
+	in_chroot python3 tools/udev/check.py
 step "packaging: makepkg + rpmbuild, contents" tools/packaging/check.sh
 
 summary

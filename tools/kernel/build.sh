@@ -2,7 +2,11 @@
 # Build (or reuse) a test kernel. Prints the build directory as seen inside
 # the chroot (/cache/...), which is the KDIR for the module build.
 #
-#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3]     (default 7.3)
+#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3] [san]     (default 7.3)
+#
+# `san` is the sanitizer flavour (tools/kernel/sanitizers.config: KASAN,
+# UBSAN, fault injection), built with clang (LLVM=1) because KASAN with Rust
+# requires it; its build directory is named kbuild-ARCH-SERIES-san-KEY.
 #
 # Every kernel is built with GCC, like the kernels Asahi users run, from
 # Debian's linux-source-SERIES. The Rust toolchain is the series' own (see
@@ -19,12 +23,18 @@ source "$(dirname "$0")/../env/common.sh"
 
 arch=${1:-}
 series=${2:-7.3}
+flavour=${3:-}
 case "$arch" in
 x86_64) karch=x86_64 image=arch/x86/boot/bzImage cross= ;;
 arm64) karch=arm64 image=arch/arm64/boot/Image cross=aarch64-linux-gnu- ;;
 *) die "usage: build.sh x86_64|arm64 [7.2|7.3]" ;;
 esac
-rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3]"
+rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3] [san]"
+case "$flavour" in
+"") extra= llvm= ;;
+san) extra=tools/kernel/sanitizers.config llvm=1 ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san]" ;;
+esac
 
 root=$("$ANE_TOP/tools/env/mkchroot.sh")
 manifest=$root/.ane-manifest
@@ -39,10 +49,12 @@ gccver=$(pick gcc-14)
 [ "$arch" = arm64 ] && gccver=$(pick gcc-14-aarch64-linux-gnu)
 toolchain="$rustver bindgen=$(pick bindgen) libclang=$(pick libclang1-19) gcc=$gccver binutils=$(pick binutils)"
 frags=("$ANE_TOP/tools/kernel/common.config" "$ANE_TOP/tools/kernel/$arch.config")
+[ -z "$extra" ] || frags+=("$ANE_TOP/$extra")
+[ -z "$llvm" ] || toolchain="$toolchain clang=$(pick clang-19) lld=$(pick lld-19) llvm=1"
 key=$( { echo "recipe $ANE_KERNEL_RECIPE $srcver $toolchain"; cat "${frags[@]}"; } | sha256sum | cut -c1-16)
 
 src=linux-src-$srcver
-out=kbuild-$arch-$series-$key
+out=kbuild-$arch-$series${flavour:+-$flavour}-$key
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
 	echo "/cache/$out"
 	exit 0
@@ -58,6 +70,7 @@ start=$(date +%s)
 jobs=$(nproc)
 "$ANE_TOP/tools/env/run.sh" /bin/bash -euo pipefail -c '
 	src=/cache/$1 out=/cache/$2 karch=$3 image=$4 jobs=$5 arch=$6 series=$7 cross=$8 toolpath=$9
+	extra=${10} llvm=${11}
 	# One unpacked source per version, shared by the architectures (the
 	# lock is held only while unpacking).
 	(
@@ -75,10 +88,11 @@ jobs=$(nproc)
 	echo "$toolpath" >"$out/.ane-toolchain"
 	[ -z "$toolpath" ] || export PATH="$toolpath:$PATH"
 	# GCC (CROSS_COMPILE for arm64), as the kernels users run are built.
-	mk() { make -C "$src" O="$out" ARCH="$karch" ${cross:+CROSS_COMPILE=$cross} -j"$jobs" "$@"; }
+	# The sanitizer flavour alone is built with clang (see sanitizers.config).
+	mk() { make -C "$src" O="$out" ARCH="$karch" ${cross:+CROSS_COMPILE=$cross} ${llvm:+LLVM=1} -j"$jobs" "$@"; }
 	mk tinyconfig >/dev/null
 	KCONFIG_CONFIG="$out/.config" "$src/scripts/kconfig/merge_config.sh" -m -O "$out" \
-		"$out/.config" tools/kernel/common.config "tools/kernel/$arch.config" >/dev/null
+		"$out/.config" tools/kernel/common.config "tools/kernel/$arch.config" $extra >/dev/null
 	mk olddefconfig >/dev/null
 	# Every requested option must have survived dependency resolution.
 	missing=0
@@ -92,13 +106,13 @@ jobs=$(nproc)
 			echo "kernel config: requested \"$line\" but got: $(grep -E "(^|# )${line%%=*}[= ]" "$out/.config" || echo "(absent: unmet dependency)")" >&2
 			missing=1
 		fi
-	done < <(cat tools/kernel/common.config "tools/kernel/$arch.config")
+	done < <(cat tools/kernel/common.config "tools/kernel/$arch.config" $extra)
 	[ "$missing" = 0 ] || exit 1
 	mk
 	test -f "$out/$image"
 	test -f "$out/rust/libkernel.rmeta"
 	test -f "$out/Module.symvers"
-' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" "$series" "$cross" "$toolpath" >"$ANE_CACHE/$out.log" 2>&1 || {
+' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" "$series" "$cross" "$toolpath" "$extra" "$llvm" >"$ANE_CACHE/$out.log" 2>&1 || {
 	tail -n 40 "$ANE_CACHE/$out.log" >&2
 	die "kernel build failed; full log: $ANE_CACHE/$out.log"
 }

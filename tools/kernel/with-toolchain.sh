@@ -6,7 +6,8 @@
 # - the Rust toolchain tools/kernel/build.sh recorded in KDIR/.ane-toolchain
 #   comes first in PATH;
 # - an arm64 kernel built on another machine architecture gets its GCC
-#   cross compiler (CROSS_COMPILE=aarch64-linux-gnu-, unless already set).
+#   cross compiler (CROSS_COMPILE=aarch64-linux-gnu-, unless already set);
+# - a clang-built kernel gets LLVM=1.
 #
 #   with-toolchain.sh KDIR COMMAND...
 set -eu
@@ -16,6 +17,12 @@ toolpath=
 [ ! -f "$kdir/.ane-toolchain" ] || toolpath=$(cat "$kdir/.ane-toolchain")
 [ -z "$toolpath" ] || PATH="$toolpath:$PATH"
 export PATH
+# A clang-built kernel (the sanitizer flavour) builds its modules with
+# clang too.
+if grep -qx 'CONFIG_CC_IS_CLANG=y' "$kdir/include/config/auto.conf" 2>/dev/null; then
+	LLVM=1
+	export LLVM
+fi
 if [ -z "${CROSS_COMPILE:-}" ] && [ "$(uname -m)" != aarch64 ] &&
 	grep -qx 'CONFIG_ARM64=y' "$kdir/include/config/auto.conf" 2>/dev/null; then
 	CROSS_COMPILE=aarch64-linux-gnu-

@@ -228,13 +228,13 @@ makepkg_tools() {
 	bsdtar -tf "$pkg" | sed 's#/$##' | sort >"$work/arch-tools.list"
 	has "$work/arch-tools.list" usr/bin/ane-probe usr/bin/ane-dt \
 		usr/share/ane/dt/t8103-ane.dtbo usr/share/ane/dt/t6001-ane.dtbo usr/share/ane/dt/t6021-ane.dtbo \
-		usr/share/ane/dt/bindings/apple,ane.yaml usr/share/licenses/ane-tools/LICENSE || return 1
+		usr/share/ane/dt/bindings/apple,t8103-ane.yaml usr/share/licenses/ane-tools/LICENSE || return 1
 	mkdir -p "$work/arch-tools-root"
 	bsdtar -xf "$pkg" -C "$work/arch-tools-root"
 	"$work/arch-tools-root/usr/bin/ane-dt" --version
 	"$work/arch-tools-root/usr/bin/ane-probe" --version
 	# The packaged overlay is the one the DT check validates.
-	dtc -q -@ -I dts -O dtb -o "$work/t8103.dtbo" dts/t8103-ane.dts
+	dtc -q -I dts -O dtb -o "$work/t8103.dtbo" dts/t8103-ane.dts
 	cmp "$work/t8103.dtbo" "$work/arch-tools-root/usr/share/ane/dt/t8103-ane.dtbo"
 }
 step "makepkg: ane-tools built (cargo fetch + --frozen), binaries run" makepkg_tools

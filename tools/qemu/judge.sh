@@ -16,7 +16,7 @@ problems+='|detected stall|blocked for more than|scheduling while atomic'
 # The simulator's record of what would hang or corrupt real hardware
 # (drivers/accel/ane/sim.rs): an engine read after a DART fault, memory
 # unmapped under a running engine.
-problems+='|ane-sim: LOCKUP|ane-sim: UNMAPPED-BUSY'
+problems+='|ane-sim: LOCKUP|ane-sim: UNMAPPED-BUSY|ane-sim: FREED-ATTACHED'
 
 ok=1
 found=$(grep -E "$problems" "$log" || true)

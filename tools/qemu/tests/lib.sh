@@ -40,3 +40,19 @@ bound_count() {
 	done
 	echo $n
 }
+
+# Writes the inputs and the expected output of tinygrad's sum fixture:
+# /tmp/one.bin and /tmp/two.bin (64 fp16 1.0 and 2.0) and /tmp/three.bin
+# (64 fp16 3.0).
+sum_inputs() {
+	: > /tmp/one.bin
+	: > /tmp/two.bin
+	: > /tmp/three.bin
+	i=0
+	while [ $i -lt 64 ]; do
+		printf '\000\074' >> /tmp/one.bin   # 0x3C00 = 1.0
+		printf '\000\100' >> /tmp/two.bin   # 0x4000 = 2.0
+		printf '\000\102' >> /tmp/three.bin # 0x4200 = 3.0
+		i=$((i + 1))
+	done
+}

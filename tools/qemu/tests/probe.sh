@@ -12,13 +12,28 @@ cat /tmp/info.txt
 grep -q "bound device:  ane.0" /tmp/info.txt || fail "info: no bound device"
 grep -q "fw=none engine=ready completion=polling" /tmp/info.txt ||
 	fail "info: no GET_PARAM state line"
+# The node's owner and identity: DRM major 100, which eiln/omarchy-ane's
+# libane (majors 1 and 2) does not take for its own.
+grep -q '^  owner:       device=ane.0 module=ane (' /tmp/info.txt || fail "info: no owner line"
+grep -q '^  drm version: ane 100.0.0 "Apple Neural Engine": this driver$' /tmp/info.txt ||
+	fail "info: no DRM version line naming this driver"
 ane-probe --json info > /tmp/info.json
 for key in '"kernel"' '"module"' '"bound"' '"power_domains"' '"accel_nodes"' \
 	'"genpd"' '"state"' '"fw_state": "none"' '"engine_state": "ready"' \
-	'"completion": "polling"' '"simulated"'; do
+	'"completion": "polling"' '"simulated"' '"identity": "this driver"'; do
 	grep -q "$key" /tmp/info.json || fail "info --json: no $key"
 done
 head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"
+
+# doctor: every rung passes on the simulated T8103 (no device tree; the
+# firmware rung does not apply), and the receipt says so.
+ane-probe doctor --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
+cat /tmp/doctor.txt
+for rung in kernel module device node job parity; do
+	grep -q "^ok   $rung " /tmp/doctor.txt || fail "doctor: rung $rung did not pass"
+done
+grep -q "^skip firmware" /tmp/doctor.txt || fail "doctor: the firmware rung ran on H13"
+grep -q '"verdict": "pass"' /tmp/doctor.json || fail "doctor receipt: no pass"
 
 # parity on the device and on the model: every cell exact.
 for mode in "" "--model"; do
@@ -40,16 +55,7 @@ grep -q '"verdict": "pass"' /tmp/mlp.json || fail "mlp --json: no pass"
 
 # run: tinygrad's sum of two [1, 64, 1, 1] fp16 tensors (1.0 + 2.0 = 3.0).
 if [ -f /fixtures/tinygrad_sum.hwx ]; then
-	: > /tmp/one.bin
-	: > /tmp/two.bin
-	: > /tmp/three.bin
-	i=0
-	while [ $i -lt 64 ]; do
-		printf '\000\074' >> /tmp/one.bin   # 0x3C00 = 1.0
-		printf '\000\100' >> /tmp/two.bin   # 0x4000 = 2.0
-		printf '\000\102' >> /tmp/three.bin # 0x4200 = 3.0
-		i=$((i + 1))
-	done
+	sum_inputs
 	expect_eq "input size" "$(wc -c < /tmp/one.bin | tr -d ' ')" 128
 	ane-probe run --program /fixtures/tinygrad_sum.hwx \
 		--in 5=/tmp/one.bin --in 6=/tmp/two.bin \

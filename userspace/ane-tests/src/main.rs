@@ -10,6 +10,7 @@
 
 use std::process::ExitCode;
 
+mod fuzz;
 mod fwimage;
 
 use ane::device::{raw, Device};
@@ -42,6 +43,15 @@ fn version_reports_ane(d: &Device) -> TestResult {
     let v = d.version();
     check!(v.name == "ane", "name {}", v.name);
     check!(v.major == uapi::ABI_VERSION as i32, "major {}", v.major);
+    // eiln/omarchy-ane's libane (name "ane", major 1 or 2) must not take
+    // this node for one of its own.
+    check!(
+        !ane::device::eiln_omarchy_accepts(v),
+        "eiln/omarchy-ane's rule accepts major {}",
+        v.major
+    );
+    let ident = d.get_param(param::IDENT).map_err(|e| e.to_string())?;
+    check!(ident == uapi::IDENT_MAGIC, "IDENT {ident:#x}");
     Ok(())
 }
 
@@ -1728,6 +1738,21 @@ fn verdict(r: Result<String, String>, label: &str) -> ExitCode {
     }
 }
 
+/// A mode the suite runs in a child process, on the node at its path.
+type ChildMode = fn(&str) -> TestResult;
+
+/// Runs a child mode on the node at `path` (default accel0): exit 0 on
+/// success, 1 with the reason on stderr otherwise.
+fn run_child(child: ChildMode, path: Option<&str>) -> ExitCode {
+    match child(path.unwrap_or("/dev/accel/accel0")) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("child: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).map(String::as_str);
@@ -1747,6 +1772,15 @@ fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         };
+    }
+    if mode == Some("--fuzz") {
+        return fuzz::parent_main(&args[2..]);
+    }
+    if mode == Some("--fuzz-regress") {
+        return fuzz::regress_main(&args[2..]);
+    }
+    if mode == Some("--fuzz-child") {
+        return fuzz::child_main(&args[2..]);
     }
     if mode == Some("--write-fw-image") {
         let Some(path) = args.get(2) else {
@@ -1787,31 +1821,12 @@ fn main() -> ExitCode {
         let r = wedge_and_rebind(what).map(|()| format!("wedge ({what}) -> EIO, rebind recovers"));
         return verdict(r, &format!("wedge ({what})"));
     }
-    if mode == Some("--child-priority") {
-        let path = args
-            .get(2)
-            .map(String::as_str)
-            .unwrap_or("/dev/accel/accel0");
-        return match child_priority(path) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("child: {e}");
-                ExitCode::from(1)
-            }
-        };
-    }
-    if mode == Some("--child-bo-traffic") {
-        let path = args
-            .get(2)
-            .map(String::as_str)
-            .unwrap_or("/dev/accel/accel0");
-        return match child_bo_traffic(path) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("child: {e}");
-                ExitCode::from(1)
-            }
-        };
+    let children: [(&str, ChildMode); 2] = [
+        ("--child-priority", child_priority),
+        ("--child-bo-traffic", child_bo_traffic),
+    ];
+    if let Some((_, child)) = children.iter().find(|(m, _)| mode == Some(*m)) {
+        return run_child(*child, args.get(2).map(String::as_str));
     }
     let dev = match open() {
         Ok(d) => d,
