@@ -230,9 +230,9 @@ impl Engine {
         }
     }
 
-    /// H14: one call through the firmware. A failed call quarantines the
-    /// firmware (it refuses everything after), so there is nothing to
-    /// recover here.
+    /// H14: one call through the firmware. A failed call either
+    /// quarantined the firmware (it refuses everything after) or was
+    /// refused by it in order; there is nothing to recover here.
     fn run_fw(fw: &crate::h14::Firmware, job: &Job) -> Outcome {
         let Some(res) = job.take_res() else {
             return Outcome {
@@ -249,10 +249,11 @@ impl Engine {
         // UAPI priorities 0..=2 onto the firmware's 2..=7.
         let priority = 2 + 2 * job.priority.min(2);
         job.mark_started();
-        let status = fw.call(&p, priority, &job.io);
-        if status != job_status::DONE {
+        let (status, sent) = fw.call(&p, priority, &job.io);
+        if status != job_status::DONE && sent {
             // The firmware saw the buffers' addresses and, without its
-            // finish event, may still write there.
+            // finish event, may still write there. (A call refused before
+            // it was sent, as after quarantine, frees them as usual.)
             fw.park(res);
         }
         Outcome { status, fault: 0 }

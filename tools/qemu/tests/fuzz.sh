@@ -7,9 +7,7 @@
 # report after the unload fails it.
 #
 # FUZZ_CALLS (default 10^4 per SoC table), FUZZ_SEED and FUZZ_SOCS can be
-# set by a suite that sources this one (fuzz_long.sh: make fuzz). Calls
-# that trigger a known open bug (see --fuzz-regress --open below) are left
-# out unless ANE_FUZZ_OPEN_BUGS is set.
+# set by a suite that sources this one (fuzz_long.sh: make fuzz).
 mkdir -p /lib/firmware/apple/ane
 ane-ioctl-tests --write-fw-image /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho
 seed=${FUZZ_SEED:-0x17}
@@ -21,10 +19,9 @@ for soc in ${FUZZ_SOCS:-0x8103 0x6001 0x6021}; do
 	ane-ioctl-tests --fuzz "$seed" "$calls" || fail "fuzz on $soc (seed $seed)"
 	echo "fuzz: sim_soc=$soc: $calls calls in $(($(date +%s) - start)) s"
 	# The deterministic regressions of what the fuzzer found (SKIP where
-	# they do not apply). Known open bugs must still fail (XFAIL); they
-	# run last, as they may leave the device quarantined.
-	ane-ioctl-tests --fuzz-regress h14-short-output-binding-contained || fail "regressions on $soc"
-	ane-ioctl-tests --fuzz-regress --open h14-bad-binding-quarantines || fail "open-bug regressions on $soc"
+	# they do not apply). A known open bug would run as
+	# `--fuzz-regress --open NAME`, last: it must still fail (XFAIL).
+	ane-ioctl-tests --fuzz-regress || fail "regressions on $soc"
 	modprobe -r ane
 	kmemleak_scan
 done

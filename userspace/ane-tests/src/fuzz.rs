@@ -370,9 +370,6 @@ struct Fuzzer {
     h14: bool,
     /// Whether jobs of mutated programs run (see [`Fuzzer::exec`]).
     mutated_exec: bool,
-    /// Whether calls that trigger known open bugs are made
-    /// (`ANE_FUZZ_OPEN_BUGS=1`; see [`REGRESSIONS`]).
-    open_bugs: bool,
     page: u64,
     bo_max: u64,
     fixtures: Vec<ane::hwx::Hwx>,
@@ -1054,12 +1051,6 @@ impl Fuzzer {
                     bindings[b].pad = 1 << self.rng.below(32);
                     want = Want::Fail;
                 }
-                10 | 14 if self.h14 && !self.open_bugs => {
-                    // Known open bug (regression h14-bad-binding-quarantines):
-                    // a slot the program does not use quarantines the H14
-                    // firmware until reboot, which ends the run's coverage.
-                    a.priority = uapi::priority::NORMAL;
-                }
                 10 => {
                     bindings[b].slot =
                         [32, 33, u32::MAX, self.rng.below(32) as u32][self.rng.below(4) as usize]
@@ -1555,7 +1546,6 @@ pub fn fuzz_process(path: &str, seed: u64, calls: u64) -> Result<Stats, String> 
         rng: Rng::new(seed),
         h14,
         mutated_exec,
-        open_bugs: std::env::var_os("ANE_FUZZ_OPEN_BUGS").is_some(),
         page,
         bo_max,
         fixtures,
@@ -1889,9 +1879,11 @@ pub const REGRESSIONS: &[(&str, &str, Regression)] = &[
     (
         "h14-bad-binding-quarantines",
         "H14: EXEC of a valid program with its input bound to a slot the \
-         program does not use is accepted by the kernel, the firmware's \
-         PROCEDURE_CALL fails (EXEC_FAILED) and the driver quarantines the \
-         firmware until reboot for every client; the job must fail alone",
+         program does not use is accepted by the kernel (it cannot read \
+         the firmware's program format) and the firmware refuses the call \
+         with a status; the job must fail alone and the firmware keep \
+         running (found by the fuzzer: the driver quarantined \
+         the firmware until reboot for every client)",
         h14_bad_binding,
     ),
     (

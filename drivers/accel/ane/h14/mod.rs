@@ -17,6 +17,8 @@
 //!   bound and idle, and nothing is retried in this boot.
 //! - A protocol failure after the start quarantines the firmware
 //!   ([`fw_state::QUARANTINED`]); it refuses every command until reboot.
+//!   A call the firmware refuses in order (a well-formed reply with a
+//!   status) is not a protocol failure: that job fails alone.
 //!
 //! Memory: one device-wide address space ([`Vm`]) holds the firmware, its
 //! shared structures and every client's buffers, since the firmware
@@ -292,6 +294,8 @@ pub(crate) struct Firmware {
     state: Mutex<State>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
+    /// Calls the firmware refused in order (the first is logged).
+    refused: AtomicU64,
     /// The device-wide address space.
     vm: Arc<Vm>,
     regs: FwRegs,
@@ -329,6 +333,7 @@ impl Firmware {
                     parked: KVec::new(),
                 }),
                 fw_state: AtomicU64::new(fw_state::OFF),
+                refused: AtomicU64::new(0),
                 vm,
                 regs,
             }),
@@ -448,7 +453,8 @@ impl Firmware {
         // Where the core will start: a latched RVBAR's entry, where the
         // image is aliased; reading RVBAR needs the islands up and a core
         // not yet running, which the same checks as the release's first
-        // step prove (no register is written).
+        // step prove (no register is written). `boot::boot` repeats them
+        // right before its first write, since staging lies in between.
         let mut ctx = Ctx {
             dev,
             regs: &self.regs,
@@ -679,8 +685,10 @@ impl Firmware {
 
     /// Runs one call to completion: the job is done only when the
     /// firmware's finish event for its cookie arrived (the reply and the
-    /// dispatch event only mean it started). A `job_status` value.
-    pub(crate) fn call(&self, p: &FwProgram, priority: u32, io: &[IoRef]) -> u32 {
+    /// dispatch event only mean it started). Returns a `job_status` value
+    /// and whether the firmware was handed the call (then it saw the
+    /// buffers' addresses).
+    pub(crate) fn call(&self, p: &FwProgram, priority: u32, io: &[IoRef]) -> (u32, bool) {
         let cookie = {
             let mut st = self.state.lock();
             let c = st.next_cookie;
@@ -693,24 +701,48 @@ impl Firmware {
             priority,
             cookie,
         };
+        let mut sent = false;
         let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
             let mut cmd = [0u8; msg::call_len(msg::MAX_IO)];
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
-            host.exchange(
+            sent = true;
+            let answer = host.exchange_status(
                 ctx,
                 cmd.get(..n).unwrap_or(&[]),
                 &mut reply,
                 COMMAND_POLLS,
                 REPLY_POLL_US,
             )?;
+            if answer.status != 0 {
+                // Refused in order: no finish event follows.
+                return Ok(answer.status);
+            }
             host.wait_finish(ctx, cookie, COMMAND_POLLS, REPLY_POLL_US)
+                .map(|_| 0)
         });
-        match r {
-            Ok(_) => job_status::DONE,
+        let status = match r {
+            Ok(0) => job_status::DONE,
+            Ok(status) => {
+                // The record quarantines on any failed exchange; a call
+                // the firmware refused in order (slot returned, the
+                // command's opcode, a status) fails alone instead, so that
+                // one client's bad bindings cannot disable the engine for
+                // everyone until reboot. Its buffers are parked by the
+                // caller as for any failed call (docs/hardware-record.md,
+                // "Refused calls", open).
+                if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                    pr_warn!(
+                        "ANE firmware: PROCEDURE_CALL refused (status {:#x}); the call fails alone, later refusals are not logged\n",
+                        status
+                    );
+                }
+                job_status::FAULT
+            }
             Err(e) if e == ETIMEDOUT => job_status::TIMEOUT,
             Err(_) => job_status::FAULT,
-        }
+        };
+        (status, sent)
     }
 
     /// Stages the image as the record's own-memory mode does: one buffer of

@@ -674,11 +674,25 @@ impl From<MemError> for ExchangeError {
 pub enum Progress {
     /// The firmware still owns the slot.
     Pending,
-    /// The reply is valid; it is in the command buffer.
+    /// The firmware answered in order; the reply is in the command
+    /// buffer.
     Done {
         /// Bytes of the reply (the command's length).
         len: usize,
+        /// The reply's status (0 = success).
+        status: u16,
     },
+}
+
+/// A reply received in order ([`Host::exchange_status`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reply {
+    /// Bytes of the reply (the command's length).
+    pub len: usize,
+    /// Its opcode, the command's.
+    pub opcode: u16,
+    /// Its status (0 = success).
+    pub status: u16,
 }
 
 /// An exchange in flight.
@@ -950,8 +964,8 @@ impl Host {
         let mut header = [0u8; msg::HEADER_LEN];
         let cmd = self.cmd;
         read(p, &cmd, 0, &mut header)?;
-        msg::check_reply(&header, f.opcode).map_err(ExchangeError::Msg)?;
-        Ok(Progress::Done { len: f.len })
+        let status = msg::reply_status(&header, f.opcode).map_err(ExchangeError::Msg)?;
+        Ok(Progress::Done { len: f.len, status })
     }
 
     /// Copies the reply (or its first `out.len()` bytes) out of the command
@@ -1014,9 +1028,8 @@ impl Host {
 
     /// Publishes, then polls every `step_us` up to `polls` times; on
     /// success copies the reply into `reply` (up to its length) and returns
-    /// the reply's length.
-    /// After a successful exchange BUF_T2H and IO_T2H are drained, as OA
-    /// does after every command.
+    /// the reply's length. A nonzero status quarantines, as every failed
+    /// exchange does in the record.
     pub fn exchange<P: Regs + Delay + FwMem + SharedBufs>(
         &mut self,
         p: &mut P,
@@ -1025,15 +1038,45 @@ impl Host {
         polls: u32,
         step_us: u32,
     ) -> Result<usize, ExchangeError> {
+        let r = self.exchange_status(p, message, reply, polls, step_us)?;
+        if r.status != 0 {
+            return Err(self.fail(ExchangeError::Msg(msg::MsgError::Status {
+                opcode: r.opcode,
+                status: r.status,
+            })));
+        }
+        Ok(r.len)
+    }
+
+    /// [`Self::exchange`] that hands back a nonzero status instead of
+    /// quarantining: the firmware returned the slot in order and answered
+    /// the command's opcode, so the channel is as the protocol expects and
+    /// the caller decides what the status means. Everything else (timeout,
+    /// a foreign slot or opcode, memory) still quarantines.
+    /// After the reply BUF_T2H and IO_T2H are drained, as OA does after
+    /// every command.
+    pub fn exchange_status<P: Regs + Delay + FwMem + SharedBufs>(
+        &mut self,
+        p: &mut P,
+        message: &[u8],
+        reply: &mut [u8],
+        polls: u32,
+        step_us: u32,
+    ) -> Result<Reply, ExchangeError> {
         self.start(p, message)?;
+        let opcode = self.in_flight.map(|f| f.opcode).unwrap_or_default();
         for i in 0..=polls {
-            if let Progress::Done { len } = self.poll(p)? {
+            if let Progress::Done { len, status } = self.poll(p)? {
                 let n = len.min(reply.len());
                 let out = reply.get_mut(..n).unwrap_or(&mut []);
                 let r = self.read_reply(p, out);
                 self.guard(r)?;
                 self.drain(p)?;
-                return Ok(len);
+                return Ok(Reply {
+                    len,
+                    opcode,
+                    status,
+                });
             }
             if i < polls {
                 p.sleep_us(step_us);

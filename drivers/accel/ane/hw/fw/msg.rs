@@ -434,27 +434,27 @@ pub fn header(buf: &[u8]) -> Result<Header, MsgError> {
 /// status 0 at +6. Its first word is not judged (the record never looks at
 /// it, so a value it did not see must not fail a command).
 pub fn check_reply(buf: &[u8], opcode: u16) -> Result<(), MsgError> {
+    match reply_status(buf, opcode)? {
+        0 => Ok(()),
+        status => Err(MsgError::Status { opcode, status }),
+    }
+}
+
+/// The status at +6 of a reply whose opcode at +4 is `opcode`; a
+/// different opcode (the reply is not the command's) is an error.
+pub fn reply_status(buf: &[u8], opcode: u16) -> Result<u16, MsgError> {
     let short = MsgError::Buffer {
         need: HEADER_LEN,
         have: buf.len(),
     };
-    let h = Header {
-        opcode: u16_at(buf, 4).ok_or(short)?,
-        status: u16_at(buf, 6).ok_or(short)?,
-    };
-    if h.opcode != opcode {
+    let found = u16_at(buf, 4).ok_or(short)?;
+    if found != opcode {
         return Err(MsgError::Opcode {
-            found: h.opcode,
+            found,
             expected: opcode,
         });
     }
-    if h.status != 0 {
-        return Err(MsgError::Status {
-            opcode,
-            status: h.status,
-        });
-    }
-    Ok(())
+    u16_at(buf, 6).ok_or(short)
 }
 
 /// A `u32` of a message that must be at least `need` bytes long.

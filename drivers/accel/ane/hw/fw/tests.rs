@@ -663,6 +663,70 @@ fn executor_failure_is_a_status() {
 }
 
 #[test]
+fn executor_failure_quarantines_through_exchange() {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
+    bus.exec.fail = true;
+    let args = CallArgs {
+        program,
+        process,
+        priority: 7,
+        cookie: 9,
+    };
+    assert!(call(&mut bus, &mut host, &args, &io).is_err());
+    assert!(host.quarantined(), "exchange keeps the record's rule");
+}
+
+#[test]
+fn a_refused_call_fails_alone_through_exchange_status() {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
+    bus.exec.fail = true;
+    let mut args = CallArgs {
+        program,
+        process,
+        priority: 7,
+        cookie: 9,
+    };
+    let mut m = [0u8; msg::call_len(MAX_IO)];
+    let n = encode_procedure_call(&mut m, &args, &io).unwrap();
+    let mut r = [0u8; CALL_HEADER_LEN];
+    let reply = host
+        .exchange_status(&mut bus, &m[..n], &mut r, POLLS, 50)
+        .unwrap();
+    assert_eq!(
+        reply,
+        chman::Reply {
+            len: n,
+            opcode: OP_PROCEDURE_CALL,
+            status: status::EXEC_FAILED
+        }
+    );
+    assert!(
+        !host.quarantined(),
+        "an in-order refusal is not a protocol failure"
+    );
+    assert_eq!(host.take_finish(9), None, "a refused call has no finish");
+    // The channel is where the protocol expects it: the next call runs.
+    bus.exec.fail = false;
+    args.cookie = 10;
+    call(&mut bus, &mut host, &args, &io).unwrap();
+    let e = host.wait_finish(&mut bus, 10, POLLS, 50).unwrap();
+    assert_eq!(e.cookie, 10);
+    assert_eq!(bus.model.stats().calls, 2);
+}
+
+#[test]
+fn reply_status_checks_the_opcode() {
+    assert_eq!(
+        msg::reply_status(&[0, 0, 0, 0, 0x03, 0, 0, 0], OP_PROCEDURE_CALL),
+        Err(MsgError::Opcode {
+            found: 0x03,
+            expected: OP_PROCEDURE_CALL
+        })
+    );
+    assert_eq!(msg::reply_status(&[0, 0, 0, 0, 0x03, 0, 5, 0], 0x03), Ok(5));
+}
+
+#[test]
 fn the_257th_program_is_refused() {
     let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
     config_get(&mut bus, &mut host).unwrap();
