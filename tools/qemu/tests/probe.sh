@@ -82,9 +82,9 @@ expect_eq "unknown command exit code" "$rc" 2
 
 modprobe -r ane
 # Without a device: parity on the model still works, on the device it is
-# "nothing to probe".
+# "no device" (exit 4).
 ane-probe parity --model > /dev/null
 rc=0
 ane-probe parity 2> /dev/null || rc=$?
-expect_eq "parity without a device exit code" "$rc" 2
+expect_eq "parity without a device exit code" "$rc" 4
 kmemleak_scan

@@ -5,8 +5,10 @@
 //! | code | meaning |
 //! |---|---|
 //! | 0 | success |
-//! | 1 | mismatch or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs), a parity cell or an MLP layer beyond its bound |
-//! | 2 | usage error or nothing to probe: bad arguments (an unknown parity cell, MLP dimensions the builder refuses), unreadable or malformed files, no usable accel device (without `--model`) |
+//! | 1 | output differs or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs), a parity cell or an MLP layer beyond its bound |
+//! | 2 | usage error: bad arguments (an unknown parity cell, MLP dimensions the builder refuses, `--in`/`--out` that do not fit the program), unreadable files (the program file too), a malformed firmware container |
+//! | 3 | program invalid: the compiled program is malformed, the host engine model cannot run it, or the kernel's validator refused it (PROGRAM_CREATE `EINVAL`) |
+//! | 4 | no device: no usable ANE accel node (none, not ours, another ABI, no permission), without `--model` |
 //!
 //! clap's own usage errors also exit with 2 (clap's default, checked by the
 //! CLI tests).
@@ -23,8 +25,20 @@ use crate::slots::SlotError;
 pub const OK: u8 = 0;
 /// Mismatch or device failure.
 pub const FAILURE: u8 = 1;
-/// Usage error or nothing to probe.
+/// Usage error.
 pub const USAGE: u8 = 2;
+/// The compiled program is invalid.
+pub const PROGRAM_INVALID: u8 = 3;
+/// No usable device.
+pub const NO_DEVICE: u8 = 4;
+
+/// The table above, for `--help`.
+pub const HELP: &str = "Exit codes:
+  0  success
+  1  output differs, or the device failed (ioctl error, job timeout or fault)
+  2  usage error (bad arguments, unreadable files)
+  3  program invalid (malformed, refused by the kernel's validator or the host model)
+  4  no usable ANE device (use --model to run on the host engine model)";
 
 /// Everything that ends a command early. Each variant knows its exit code
 /// ([`Error::code`]).
@@ -112,26 +126,30 @@ impl Error {
     pub fn code(&self) -> u8 {
         match self {
             Error::Slot(_)
-            | Error::Program(_)
             | Error::Read { .. }
             | Error::Write { .. }
             | Error::System(_)
-            | Error::NoDevice { .. }
-            | Error::Unusable { .. }
             | Error::UnknownCell { .. }
             | Error::Mlp(_)
-            | Error::Firmware(_)
-            | Error::Model(_) => USAGE,
+            | Error::Firmware(_) => USAGE,
+            Error::Program(ProgramError::Read { .. }) => USAGE,
+            Error::Program(_) | Error::Model(_) => PROGRAM_INVALID,
+            Error::NoDevice { .. } | Error::Unusable { .. } => NO_DEVICE,
             // A device that is there but cannot be used by us (no
-            // permission, another driver, another ABI) is nothing to probe;
-            // a failing ioctl on an open device is a device failure.
+            // permission, another driver, another ABI) is no device; the
+            // kernel refusing a program is an invalid program; any other
+            // failing ioctl on an open device is a device failure.
             Error::Device(e) => match e {
                 device::Error::NoDevice
                 | device::Error::Open { .. }
                 | device::Error::NotAne { .. }
                 | device::Error::Foreign { .. }
                 | device::Error::Abi { .. }
-                | device::Error::Ident { .. } => USAGE,
+                | device::Error::Ident { .. } => NO_DEVICE,
+                device::Error::Ioctl {
+                    ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+                    source,
+                } if *source == rustix::io::Errno::INVAL => PROGRAM_INVALID,
                 device::Error::Ioctl { .. }
                 | device::Error::Invalid { .. }
                 | device::Error::Mmap { .. } => FAILURE,
@@ -159,8 +177,25 @@ mod tests {
 
     #[test]
     fn codes() {
-        assert_eq!(Error::NoDevice { dir: "/x".into() }.code(), USAGE);
-        assert_eq!(Error::Device(device::Error::NoDevice).code(), USAGE);
+        assert_eq!(Error::NoDevice { dir: "/x".into() }.code(), NO_DEVICE);
+        assert_eq!(Error::Device(device::Error::NoDevice).code(), NO_DEVICE);
+        assert_eq!(Error::Model("refused".into()).code(), PROGRAM_INVALID);
+        assert_eq!(
+            Error::Device(device::Error::Ioctl {
+                ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+                source: Errno::INVAL
+            })
+            .code(),
+            PROGRAM_INVALID
+        );
+        assert_eq!(
+            Error::Device(device::Error::Ioctl {
+                ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
+                source: Errno::NOMEM
+            })
+            .code(),
+            FAILURE
+        );
         assert_eq!(
             Error::Device(device::Error::Ioctl {
                 ioctl: "DRM_IOCTL_ANE_EXEC",

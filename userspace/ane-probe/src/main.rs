@@ -34,11 +34,11 @@
 //! progress bar is drawn on stderr during `bench` and `parity` when stderr
 //! is a terminal and `--json` is not given.
 //!
-//! Exit codes ([`exit`]): 0 success, 1 mismatch or device failure (ioctl
-//! failure, job timeout or fault, a parity cell or MLP layer beyond its
-//! bound), 2 usage error or nothing to probe (bad arguments or files, an
-//! unknown parity cell, no usable device without `--model`; clap's usage
-//! errors included).
+//! Exit codes ([`exit`], also in `--help`): 0 success, 1 output differs or
+//! device failure (ioctl failure, job timeout or fault, a parity cell or
+//! MLP layer beyond its bound), 2 usage error (bad arguments or files, an
+//! unknown parity cell; clap's usage errors included), 3 program invalid,
+//! 4 no usable device (without `--model`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,7 +64,7 @@ mod slots;
 mod stats;
 
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = exit::HELP)]
 struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
@@ -83,16 +83,21 @@ enum Command {
     /// The first-contact ladder: kernel, module, device-tree node, accel
     /// node, firmware (M2 Pro/Max), one tiny job, the parity cells; each
     /// rung with its verdict and next step, and a JSON receipt.
+    #[command(after_help = exit::HELP)]
     Doctor(doctor::DoctorArgs),
     /// Run a compiled program (HWX or .anec) once on given inputs.
+    #[command(after_help = exit::HELP)]
     Run(run::RunArgs),
     /// Time repeated runs of a compiled program and write a receipt.
+    #[command(after_help = exit::HELP)]
     Bench(bench::BenchArgs),
     /// Run the parity cells on the device (or the engine model) against
     /// the CPU reference.
+    #[command(after_help = exit::HELP)]
     Parity(parity::ParityArgs),
     /// Run a two-layer MLP chained through a resident buffer against the
     /// CPU reference.
+    #[command(after_help = exit::HELP)]
     Mlp(mlp::MlpArgs),
     /// Check the T6021 firmware (the .im4p from your macOS 13.5 restore
     /// image, or its Mach-O payload) against the driver's pin; install it

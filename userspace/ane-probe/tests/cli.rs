@@ -25,11 +25,26 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Runs `args` and checks it exits with 2, returning stderr.
-fn usage_error(args: &[&str]) -> String {
+/// Runs `args` and checks it exits with `want`, returning stderr.
+fn exits_with(want: i32, args: &[&str]) -> String {
     let o = probe(args);
-    assert_eq!(code(&o), 2, "{args:?}: stderr: {}", stderr(&o));
+    assert_eq!(code(&o), want, "{args:?}: stderr: {}", stderr(&o));
     stderr(&o)
+}
+
+/// Runs `args` and checks it exits with 2 (usage error), returning stderr.
+fn usage_error(args: &[&str]) -> String {
+    exits_with(2, args)
+}
+
+/// Runs `args` and checks it exits with 3 (program invalid).
+fn program_invalid(args: &[&str]) -> String {
+    exits_with(3, args)
+}
+
+/// Runs `args` and checks it exits with 4 (no usable device).
+fn no_device(args: &[&str]) -> String {
+    exits_with(4, args)
 }
 
 /// Fixture `name` in `$ANE_SHARED/fixtures`, or in `../shared/fixtures`
@@ -107,7 +122,24 @@ fn bad_slot_syntax_names_the_argument() {
 }
 
 #[test]
-fn missing_or_malformed_program_exits_2() {
+fn help_documents_the_exit_codes() {
+    for cmd in [&["--help"][..], &["run", "--help"], &["bench", "--help"]] {
+        let o = probe(cmd);
+        assert_eq!(code(&o), 0, "{cmd:?}");
+        let out = String::from_utf8_lossy(&o.stdout);
+        for line in [
+            "1  output differs",
+            "2  usage error",
+            "3  program invalid",
+            "4  no usable ANE device",
+        ] {
+            assert!(out.contains(line), "{cmd:?} lacks '{line}': {out}");
+        }
+    }
+}
+
+#[test]
+fn missing_program_exits_2_malformed_exits_3() {
     let s = Scene::new();
     let absent = s.file("absent.hwx");
     let e = usage_error(&["run", "--program", &absent, "--root", &s.root()]);
@@ -115,7 +147,7 @@ fn missing_or_malformed_program_exits_2() {
         e.contains("cannot read program") && e.contains("absent.hwx"),
         "{e}"
     );
-    let e = usage_error(&[
+    let e = program_invalid(&[
         "bench",
         "--program",
         &s.file("in128.bin"),
@@ -166,10 +198,10 @@ fn parity_usage_errors_exit_2() {
     let s = Scene::new();
     let e = usage_error(&["parity", "--model", "--cells", "add,select"]);
     assert!(e.contains("'add'") && e.contains("add_1x512"), "{e}");
-    let e = usage_error(&["parity", "--root", &s.root()]);
+    let e = no_device(&["parity", "--root", &s.root()]);
     assert!(e.contains("no ANE accel device"), "{e}");
     usage_error(&["parity", "--model", "--device", "/dev/accel/accel0"]);
-    let e = usage_error(&["parity", "--device", &s.file("in128.bin")]);
+    let e = no_device(&["parity", "--device", &s.file("in128.bin")]);
     assert!(e.contains("not a usable ANE device"), "{e}");
 }
 
@@ -204,7 +236,7 @@ fn mlp_usage_errors_exit_2() {
     assert!(e.contains("--hidden"), "{e}");
     let e = usage_error(&["mlp", "--model", "--out", "5000"]);
     assert!(e.contains("out_features = 5000"), "{e}");
-    let e = usage_error(&["mlp", "--root", &s.root()]);
+    let e = no_device(&["mlp", "--root", &s.root()]);
     assert!(e.contains("no ANE accel device"), "{e}");
 }
 
@@ -319,14 +351,14 @@ fn slot_errors_exit_2() {
 }
 
 #[test]
-fn no_device_is_nothing_to_probe() {
+fn no_device_exits_4() {
     let Some(p) = fixture("tinygrad_sum.hwx") else {
         return;
     };
     let s = Scene::new();
     let p = p.to_str().unwrap();
     let inp = s.file("in128.bin");
-    let e = usage_error(&[
+    let e = no_device(&[
         "run",
         "--program",
         p,
@@ -343,7 +375,7 @@ fn no_device_is_nothing_to_probe() {
     );
 
     let receipt = s.file("receipt.json");
-    let e = usage_error(&[
+    let e = no_device(&[
         "--json",
         "bench",
         "--program",
@@ -362,7 +394,7 @@ fn no_device_is_nothing_to_probe() {
     let Some(a) = fixture("relu.anec") else {
         return;
     };
-    let e = usage_error(&[
+    let e = no_device(&[
         "bench",
         "--program",
         a.to_str().unwrap(),
@@ -379,8 +411,8 @@ fn a_node_that_is_not_a_drm_device_is_refused() {
     };
     let s = Scene::new();
     // A regular file as the node: DRM_IOCTL_VERSION fails on it. That is
-    // a device that cannot be used, not a job failure: exit 2.
-    let e = usage_error(&[
+    // a device that cannot be used, not a job failure: exit 4.
+    let e = no_device(&[
         "bench",
         "--program",
         p.to_str().unwrap(),
