@@ -382,8 +382,6 @@ fn h14_resources(
             return Err(e);
         }
     };
-    soc.check_engine(EngineReg::Named, engine.phys())
-        .map_err(|r| refuse(dev, soc, r))?;
     let pmgr = IoWindow::map_unclaimed(pdev, Some(c"pmgr"), hw::fw::regs::PMGR_WINDOW)
         .inspect_err(|e| dev_err!(dev, "no usable 'pmgr' register window ({:?})\n", e))?;
     let mut windows = KVec::with_capacity(2, GFP_KERNEL)?;
