@@ -555,6 +555,69 @@ impl Device {
 /// kernel finds the weights at `round_up(tsk_size, 16)`.
 pub const WEIGHTS_ALIGN: u64 = 16;
 
+/// Where a task stream and its weights go in the BO a program is created
+/// from, and the sections the firmware backend (H14) is given: the stream
+/// is section 1, the weights, if any, section 2.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staging {
+    /// Bytes of the task stream, at offset 0.
+    pub tsk_size: u64,
+    /// Offset of the weights: `round_up(tsk_size, WEIGHTS_ALIGN)`.
+    pub weights_offset: u64,
+    /// Bytes of the whole range.
+    pub size: u64,
+    /// The H14 section list.
+    pub sections: Vec<uapi::Section>,
+}
+
+impl Staging {
+    /// The layout of a `stream_len`-byte stream and `weights_len` bytes of
+    /// weights.
+    pub fn new(stream_len: usize, weights_len: usize) -> Self {
+        let tsk_size = stream_len as u64;
+        let weights_offset = tsk_size.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
+        let weights = weights_len as u64;
+        let mut sections = vec![uapi::Section {
+            id: 1,
+            flags: 0,
+            offset: 0,
+            size: tsk_size,
+        }];
+        if weights != 0 {
+            sections.push(uapi::Section {
+                id: 2,
+                flags: 0,
+                offset: weights_offset,
+                size: weights,
+            });
+        }
+        Staging {
+            tsk_size,
+            weights_offset,
+            size: weights_offset + weights,
+            sections,
+        }
+    }
+
+    /// Copies `stream` and `weights` into `m` at their offsets; `m` must
+    /// hold [`Self::size`] bytes.
+    pub fn fill(&self, m: &mut [u8], stream: &[u8], weights: &[u8]) -> Result<()> {
+        let short = || Error::Invalid {
+            field: "size",
+            value: self.size,
+            reason: "the staging BO is smaller than the program",
+        };
+        let woff = self.weights_offset as usize;
+        m.get_mut(..stream.len())
+            .ok_or_else(short)?
+            .copy_from_slice(stream);
+        m.get_mut(woff..woff + weights.len())
+            .ok_or_else(short)?
+            .copy_from_slice(weights);
+        Ok(())
+    }
+}
+
 /// A validated program held by the kernel; destroyed when dropped.
 #[derive(Debug)]
 pub struct Program<'d> {
@@ -648,36 +711,13 @@ impl Device {
         td_size: u32,
         td_count: u32,
     ) -> Result<Program<'_>> {
-        let tsk = stream.len() as u64;
-        let woff = tsk.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
-        let size = woff + weights.len() as u64;
-        let mut bo = self.bo_create(size.max(1))?;
+        let layout = Staging::new(stream.len(), weights.len());
+        let mut bo = self.bo_create(layout.size.max(1))?;
         let m = bo.map()?;
-        if (m.len() as u64) < size {
-            return Err(Error::Invalid {
-                field: "size",
-                value: size,
-                reason: "the staging BO is smaller than the program",
-            });
-        }
-        m[..stream.len()].copy_from_slice(stream);
-        m[woff as usize..woff as usize + weights.len()].copy_from_slice(weights);
+        layout.fill(m, stream, weights)?;
+        let (size, tsk) = (layout.size, layout.tsk_size);
         if self.get_param(uapi::param::BACKEND)? == uapi::backend::FIRMWARE {
-            let mut sections = vec![uapi::Section {
-                id: 1,
-                flags: 0,
-                offset: 0,
-                size: tsk,
-            }];
-            if !weights.is_empty() {
-                sections.push(uapi::Section {
-                    id: 2,
-                    flags: 0,
-                    offset: woff,
-                    size: weights.len() as u64,
-                });
-            }
-            return self.program_create_sections(&bo, 0, size, &sections);
+            return self.program_create_sections(&bo, 0, size, &layout.sections);
         }
         self.program_create(&bo, 0, size, td_size, td_count, tsk)
     }
@@ -946,6 +986,31 @@ pub fn tensor_binding(t: &crate::builder::TensorSlot, bo: &Bo<'_>) -> uapi::Bind
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn staging_layout() {
+        let l = Staging::new(100, 10);
+        assert_eq!((l.tsk_size, l.weights_offset, l.size), (100, 112, 122));
+        assert_eq!(
+            l.sections
+                .iter()
+                .map(|s| (s.id, s.offset, s.size))
+                .collect::<Vec<_>>(),
+            [(1, 0, 100), (2, 112, 10)]
+        );
+        let mut m = vec![0xAAu8; 122];
+        l.fill(&mut m, &[1; 100], &[2; 10]).unwrap();
+        assert!(m[..100].iter().all(|&b| b == 1));
+        assert!(
+            m[100..112].iter().all(|&b| b == 0xAA),
+            "the gap is left alone"
+        );
+        assert!(m[112..].iter().all(|&b| b == 2));
+        assert!(l.fill(&mut m[..121], &[1; 100], &[2; 10]).is_err());
+        // No weights: no section 2.
+        let l = Staging::new(32, 0);
+        assert_eq!((l.weights_offset, l.size, l.sections.len()), (32, 32, 1));
+    }
 
     fn v(name: &str, major: i32) -> Version {
         Version {
