@@ -696,16 +696,12 @@ fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
             board.ane_compatible
         ));
     }
-    let dir = env.stock_dir(board)?;
-    let stock = format!("{dir}/{}.dtb", board.dtb);
-    let stock_blob = fs::read(env.at(&stock)).map_err(io(format!("reading {stock}")))?;
-    let base = Fdt::parse(&stock_blob).map_err(|e| Error::Refused(format!("{stock}: {e}")))?;
-    if base.strings("/", "compatible").first().map(String::as_str) != Some(board.compatible) {
-        return refuse(format!(
-            "{stock} is not the tree of {} ({})",
-            board.dtb, board.compatible
-        ));
-    }
+    let Stock {
+        dir: _,
+        path: stock,
+        blob: stock_blob,
+        fdt: base,
+    } = Stock::read(env, board)?;
     let prefix_dir = format!("{OMARCHY_OVERLAYS}/{}", board.dtb);
     let placed = format!("{prefix_dir}/{OMARCHY_NAME}");
     let ovl_sha = sha256::hex(&ovl_blob);
@@ -718,11 +714,7 @@ fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
             return Ok(format!("already installed as {placed}; nothing to do\n"));
         }
     }
-    let existing: Vec<String> = base
-        .find_ane_nodes()
-        .into_iter()
-        .filter(|p| base.enabled(p))
-        .collect();
+    let existing = enabled_ane_nodes(&base);
     let mut report = String::new();
     if !existing.is_empty() {
         let _ = writeln!(
@@ -759,6 +751,46 @@ fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     Ok(report)
 }
 
+/// The board's stock tree: its path, bytes and parse.
+struct Stock {
+    /// The directory of the board's stock DTBs.
+    dir: String,
+    path: String,
+    blob: Vec<u8>,
+    fdt: Fdt,
+}
+
+impl Stock {
+    /// Reads and parses the stock tree of `board`, refusing a tree whose
+    /// root compatible is another board's.
+    fn read(env: &Env, board: &Board) -> Result<Stock, Error> {
+        let dir = env.stock_dir(board)?;
+        let path = format!("{dir}/{}.dtb", board.dtb);
+        let blob = fs::read(env.at(&path)).map_err(io(format!("reading {path}")))?;
+        let fdt = Fdt::parse(&blob).map_err(|e| Error::Refused(format!("{path}: {e}")))?;
+        if fdt.strings("/", "compatible").first().map(String::as_str) != Some(board.compatible) {
+            return refuse(format!(
+                "{path} is not the tree of {} ({})",
+                board.dtb, board.compatible
+            ));
+        }
+        Ok(Stock {
+            dir,
+            path,
+            blob,
+            fdt,
+        })
+    }
+}
+
+/// The enabled ANE nodes of `fdt`.
+fn enabled_ane_nodes(fdt: &Fdt) -> Vec<String> {
+    fdt.find_ane_nodes()
+        .into_iter()
+        .filter(|p| fdt.enabled(p))
+        .collect()
+}
+
 /// Merges the overlay for this board and hooks update-m1n1 up to the result.
 fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     let board = env.board()?;
@@ -766,21 +798,13 @@ fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     if !ovl.is_file() {
         return refuse(format!("{} is missing (install ane-tools)", ovl.display()));
     }
-    let dir = env.stock_dir(board)?;
-    let stock = format!("{dir}/{}.dtb", board.dtb);
-    let stock_blob = fs::read(env.at(&stock)).map_err(io(format!("reading {stock}")))?;
-    let base = Fdt::parse(&stock_blob).map_err(|e| Error::Refused(format!("{stock}: {e}")))?;
-    if base.strings("/", "compatible").first().map(String::as_str) != Some(board.compatible) {
-        return refuse(format!(
-            "{stock} is not the tree of {} ({})",
-            board.dtb, board.compatible
-        ));
-    }
-    let existing: Vec<String> = base
-        .find_ane_nodes()
-        .into_iter()
-        .filter(|p| base.enabled(p))
-        .collect();
+    let Stock {
+        dir,
+        path: stock,
+        blob: stock_blob,
+        fdt: base,
+    } = Stock::read(env, board)?;
+    let existing = enabled_ane_nodes(&base);
     if !existing.is_empty() {
         return Ok(format!(
             "{stock} already describes the ANE ({}); nothing to do{}\n",

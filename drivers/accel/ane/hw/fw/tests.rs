@@ -660,19 +660,6 @@ fn executor_failure_is_a_status() {
         }))
     );
     assert_eq!(bus.model.stats().exec_failures, 1);
-}
-
-#[test]
-fn executor_failure_quarantines_through_exchange() {
-    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
-    bus.exec.fail = true;
-    let args = CallArgs {
-        program,
-        process,
-        priority: 7,
-        cookie: 9,
-    };
-    assert!(call(&mut bus, &mut host, &args, &io).is_err());
     assert!(host.quarantined(), "exchange keeps the record's rule");
 }
 
