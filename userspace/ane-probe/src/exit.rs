@@ -150,6 +150,7 @@ impl Error {
                     ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",
                     source,
                 } if *source == rustix::io::Errno::INVAL => PROGRAM_INVALID,
+                device::Error::Program(_) => PROGRAM_INVALID,
                 device::Error::Ioctl { .. }
                 | device::Error::Invalid { .. }
                 | device::Error::Mmap { .. } => FAILURE,

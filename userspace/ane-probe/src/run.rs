@@ -179,6 +179,9 @@ pub fn compare(
 /// `ane-probe run`.
 pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
     let program = ProgramFile::read(&args.job.program)?;
+    for n in &program.notes {
+        eprintln!("ane-probe: note: {}: {n}", program.path.display());
+    }
     let plan = plan(program, &args.inputs, &args.outputs, &args.expect)?;
     let prog = &plan.program;
     let dev = if args.job.model {

@@ -324,6 +324,7 @@ mod tests {
                 tensor(6, "image2", Direction::Input),
             ],
             bindings: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -295,8 +295,10 @@ fn slot_errors_exit_2() {
     let a = |slot: &str| format!("{slot}={inp}");
     // Unknown slot.
     let e = usage_error(&["run", "--program", p, "--root", &root, "--in", &a("9")]);
+    // Listed in the order the compiler declared them: image (slot 6)
+    // first.
     assert!(
-        e.contains("--in 9") && e.contains("5=image2, 6=image"),
+        e.contains("--in 9") && e.contains("6=image, 5=image2"),
         "{e}"
     );
     // The same slot twice, by number and by name.

@@ -615,7 +615,8 @@ impl Model {
         self.device.clone_ref(py)
     }
 
-    /// Input tensors, in the order `predict` takes them (by slot).
+    /// Input tensors, in the order `predict` takes them: the order the
+    /// compiled program declares them (HWX), by slot for `.anec`.
     #[getter]
     fn inputs(&self) -> Vec<TensorInfo> {
         self.prog
@@ -626,7 +627,8 @@ impl Model {
             .collect()
     }
 
-    /// Output tensors, in the order `predict` returns them (by slot).
+    /// Output tensors, in the order `predict` returns them (declared order,
+    /// as the inputs).
     #[getter]
     fn outputs(&self) -> Vec<TensorInfo> {
         self.prog

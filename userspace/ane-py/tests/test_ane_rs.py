@@ -62,9 +62,13 @@ def test_conv1x1_constant_weights(dev, fixture, name, weight):
 
 def test_concat(dev, fixture):
     m = dev.load(fixture("tinygrad_concat.hwx"))
-    small, big = (ints(t.shape, 7 + i) for i, t in enumerate(m.inputs))
+    # The inputs come in the order the compiler declared them (input_0,
+    # then input_1), which is the order of the concatenation; not by slot
+    # (input_1 is slot 5, input_0 slot 6).
+    assert [t.name for t in m.inputs] == ["input_0", "input_1"]
+    big, small = (ints(t.shape, 7 + i) for i, t in enumerate(m.inputs))
     assert small.shape == (1, 16, 1, 1) and big.shape == (1, 16384, 1, 1)
-    (out,) = m.predict([small, big])
+    (out,) = m.predict([big, small])
     same(out, np.concatenate([big, small], axis=1))
 
 

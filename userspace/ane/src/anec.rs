@@ -562,16 +562,11 @@ pub enum ConvertError {
         /// The layout's value.
         expected: u64,
     },
-    /// The HWX's slot for a tensor is not where `.anec`'s positional
-    /// convention (outputs from slot 4, then inputs) would put it; the TDs
-    /// address slots by number, so the file cannot be converted faithfully.
-    #[error("tensor {name} ({direction:?}) is in BAR slot {slot}, but .anec puts outputs at slots 4..{outputs_end} and inputs at {outputs_end}..{inputs_end}")]
-    SlotOrder {
-        /// Tensor name.
-        name: String,
-        /// Read or written.
-        direction: Direction,
-        /// Its slot in the HWX.
+    /// A scratch slot of the HWX lies where `.anec`'s positional layout
+    /// puts the tensors (outputs from slot 4, then inputs).
+    #[error("BAR slot {slot} is scratch in the HWX, but .anec puts outputs at slots 4..{outputs_end} and inputs at {outputs_end}..{inputs_end}")]
+    ScratchInTensorSlots {
+        /// The scratch slot.
         slot: usize,
         /// `4 + dst_count`.
         outputs_end: usize,
@@ -597,6 +592,42 @@ pub enum ConvertError {
     /// The converted header fails validation.
     #[error("converted program is invalid: {0}")]
     Invalid(#[from] AnecError),
+}
+
+fn slot_u8(slot: usize) -> u8 {
+    u8::try_from(slot).unwrap_or(u8::MAX)
+}
+
+/// Rewrites the BAR slot fields of every TD header in `stream` (TDs at
+/// `td_offsets`): each RBase0/1, WBase, TBase (W8) and KBase0..3 (W9) that
+/// holds a `from` of `map` gets its `to`. Enable bits are left alone.
+pub fn relocate_slots(stream: &mut [u8], td_offsets: &[usize], map: &[(u8, u8)]) {
+    use crate::hw::td::header::{RBASE0, RBASE1, TBASE, WBASE};
+    use crate::hw::td::Field;
+    let moved = |v: u32| {
+        map.iter()
+            .find(|&&(from, _)| u32::from(from) == v)
+            .map(|&(_, to)| u32::from(to))
+    };
+    let kbase = |k: u32| Field::new(6 * k, 5);
+    for &o in td_offsets {
+        for (word, fields) in [
+            (8usize, [RBASE0, RBASE1, WBASE, TBASE]),
+            (9, [kbase(0), kbase(1), kbase(2), kbase(3)]),
+        ] {
+            let at = o + 4 * word;
+            let Some(b) = stream.get_mut(at..at + 4) else {
+                continue;
+            };
+            let mut w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            for f in fields {
+                if let Some(to) = moved(f.get(w)) {
+                    w = f.put(w, to);
+                }
+            }
+            b.copy_from_slice(&w.to_le_bytes());
+        }
+    }
 }
 
 impl Anec {
@@ -650,11 +681,14 @@ impl Anec {
 
     /// Converts a compiled H13 HWX program, as eiln's `anecc` does: the
     /// payload is `__text`, zero padding to a 16-byte boundary, then
-    /// `__const`; each tensor keeps the BAR slot the HWX's program state
-    /// gives it (the TDs address slots by number), which must match
-    /// `.anec`'s positional convention (outputs from slot 4, then inputs).
-    /// Scratch slots (2–3) get their segment's size. The payload offset is
-    /// 0x1000.
+    /// `__const`, and the tensors take `.anec`'s positional slots (outputs
+    /// from slot 4, then inputs, each in the order of their HWX slots).
+    /// Compilers up to macOS 13 already place them so, and the payload is
+    /// then the HWX's bytes unchanged; macOS 14 and later put the output
+    /// after the inputs, and then every TD header's slot fields (RBase,
+    /// WBase, TBase, KBase) are rewritten to the new slots, so that the
+    /// header's roles are what the descriptors do. Scratch slots (2–3)
+    /// get their segment's size. The payload offset is 0x1000.
     pub fn from_hwx(hwx: &Hwx) -> Result<Anec, ConvertError> {
         let arch = hwx.arch();
         if arch != AneArch::H13 {
@@ -690,15 +724,14 @@ impl Anec {
             u32::try_from(bytes.div_ceil(TILE_BYTES))
                 .map_err(|_| ConvertError::TooLarge { slot, bytes })
         };
-        for (expected_slot, t) in (FIRST_IO_SLOT..).zip(outputs.iter().chain(inputs.iter())) {
-            if t.slot != expected_slot {
-                return Err(ConvertError::SlotOrder {
-                    name: t.name.clone(),
-                    direction: t.direction,
-                    slot: t.slot,
-                    outputs_end,
-                    inputs_end,
-                });
+        // Where each tensor goes: outputs from slot 4, then inputs, each in
+        // the order of their HWX slots. Compilers before macOS 14 already
+        // lay them out so; later ones put the output after the inputs, and
+        // then the task descriptors are rewritten to address the new slots.
+        let mut relocate: Vec<(u8, u8)> = Vec::new();
+        for (to, t) in (FIRST_IO_SLOT..).zip(outputs.iter().chain(inputs.iter())) {
+            if t.slot != to {
+                relocate.push((slot_u8(t.slot), slot_u8(to)));
             }
             if t.dtype != hwx::DTYPE_FLOAT16 {
                 return Err(ConvertError::Dtype {
@@ -727,8 +760,8 @@ impl Anec {
                     });
                 }
             }
-            tiles[t.slot] = granules(t.slot, t.buffer_size)?;
-            nchw[t.slot] = Nchw {
+            tiles[to] = granules(to, t.buffer_size)?;
+            nchw[to] = Nchw {
                 n,
                 c,
                 h,
@@ -737,7 +770,8 @@ impl Anec {
                 row_stride: layout.row_stride() as u64,
             };
         }
-        // Scratch and any other slot the program state binds.
+        // Scratch and any other slot the program state binds: it keeps its
+        // slot, which must not be one the tensors now occupy.
         for (slot, &addr) in hwx.program().bar_slots.iter().enumerate().skip(2) {
             if addr == 0 || hwx.tensors().iter().any(|t| t.slot == slot) {
                 continue;
@@ -747,7 +781,20 @@ impl Anec {
                 .iter()
                 .find(|s| s.vmaddr == addr)
                 .ok_or(ConvertError::UnknownSlot { slot, addr })?;
+            if (FIRST_IO_SLOT..inputs_end).contains(&slot) {
+                return Err(ConvertError::ScratchInTensorSlots {
+                    slot,
+                    outputs_end,
+                    inputs_end,
+                });
+            }
             tiles[slot] = granules(slot, seg.vmsize)?;
+        }
+        if !relocate.is_empty() {
+            let td_size = hwx.td_size() as usize;
+            let offsets = hwx::td_chain(&payload[..tsk.len()], td_size)
+                .map_err(|e| ConvertError::Invalid(AnecError::Chain(e)))?;
+            relocate_slots(&mut payload[..tsk.len()], &offsets, &relocate);
         }
         let size = payload.len() as u64;
         tiles[0] = granules(0, size)?;

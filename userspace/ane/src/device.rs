@@ -103,6 +103,10 @@ pub enum Error {
         /// Why.
         source: Errno,
     },
+    /// The program cannot be bound: the kernel's validator refuses its task
+    /// stream, or a tensor disagrees with what the stream does to its slot.
+    #[error("{0}")]
+    Program(Box<crate::program::ProgramError>),
 }
 
 /// Result of device operations.
@@ -759,27 +763,51 @@ impl Device {
         self.create_program(&mut a)
     }
 
-    /// One BO per tensor of a compiled HWX program, in tensor order, and
-    /// the bindings that attach each to its slot (inputs `IN`, outputs
-    /// `OUT`), ready for [`Device::exec`].
+    /// The buffers a compiled HWX program needs, and the bindings that
+    /// attach each to its slot, ready for [`Device::exec`]: first one BO
+    /// per tensor, in tensor order, then one per further slot the task
+    /// stream uses (scratch the descriptors write and read back, a slot
+    /// only TBase names). Which slots, their flags (`IN` for a slot read,
+    /// `OUT` for one written, both for scratch) and their minimum sizes
+    /// come from the kernel's own TD validator ([`crate::program`]), so
+    /// EXEC accepts the set; a tensor whose direction contradicts the task
+    /// stream is refused here with its slot named.
     pub fn bind_hwx(&self, hwx: &crate::hwx::Hwx) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
+        let p = crate::program::ProgramFile::from_hwx(std::path::Path::new("hwx"), hwx)
+            .map_err(|e| Error::Program(Box::new(e)))?;
+        self.bind_file(&p)
+    }
+
+    /// Loads a program file (HWX or `.anec`, read by
+    /// [`crate::program::ProgramFile`]).
+    pub fn load_file(&self, p: &crate::program::ProgramFile) -> Result<Program<'_>> {
+        let woff = usize::try_from(p.tsk_size.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN)
+            .unwrap_or(usize::MAX);
+        let stream = p.payload.get(..p.tsk_size as usize).unwrap_or(&[]);
+        let weights = p.payload.get(woff..).unwrap_or(&[]);
+        self.load_stream(stream, weights, p.td_size, p.td_count)
+    }
+
+    /// One BO per tensor of `p`, in [`crate::program::ProgramFile::tensors`]
+    /// order, then one per scratch slot, and their bindings (every slot of
+    /// [`crate::program::ProgramFile::bindings`], with its flags and size).
+    pub fn bind_file(
+        &self,
+        p: &crate::program::ProgramFile,
+    ) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
+        let order = (0..p.tensors.len())
+            .filter_map(|i| p.bindings.iter().find(|b| b.tensor == Some(i)))
+            .chain(p.bindings.iter().filter(|b| b.tensor.is_none()));
         let mut bos = Vec::new();
         let mut bindings = Vec::new();
-        for t in hwx.tensors() {
-            let bo = self.bo_create(t.buffer_size)?;
+        for b in order {
+            let bo = self.bo_create(b.size)?;
             bindings.push(uapi::Binding {
-                slot: u32::try_from(t.slot).map_err(|_| Error::Invalid {
-                    field: "slot",
-                    value: t.slot as u64,
-                    reason: "not a buffer slot",
-                })?,
+                slot: b.slot,
                 bo_handle: bo.handle(),
                 offset: 0,
-                size: t.buffer_size,
-                flags: match t.direction {
-                    crate::hwx::Direction::Input => uapi::bind::IN,
-                    crate::hwx::Direction::Output => uapi::bind::OUT,
-                },
+                size: b.size,
+                flags: b.flags,
                 pad: 0,
             });
             bos.push(bo);

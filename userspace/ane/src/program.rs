@@ -89,14 +89,6 @@ pub enum ProgramError {
         /// What is wrong with it.
         reason: &'static str,
     },
-    /// A slot the TDs use has no known buffer size.
-    #[error("program {path}: slot {slot} is used by the task stream but the container gives it no buffer")]
-    UnsizedSlot {
-        /// The file.
-        path: PathBuf,
-        /// The slot.
-        slot: u8,
-    },
 }
 
 /// The container format.
@@ -123,8 +115,8 @@ impl fmt::Display for Format {
 pub struct TensorSpec {
     /// BAR slot.
     pub slot: usize,
-    /// Name (HWX: the compiler's; `.anec`: `input<i>`/`output<i>` in
-    /// libane's order).
+    /// Name (HWX: the compiler's; `.anec`: `input<i>`/`output<i>` in slot
+    /// order, with the roles the task descriptors give the slots).
     pub name: String,
     /// Read or written by the program.
     #[serde(serialize_with = "ser_direction")]
@@ -284,10 +276,17 @@ pub struct ProgramFile {
     /// Task stream, zero padding to 16 bytes, weights: what PROGRAM_CREATE
     /// takes.
     pub payload: Vec<u8>,
-    /// Inputs and outputs, by slot.
+    /// Inputs and outputs: for HWX in the order the compiler declared
+    /// them (positional inputs are matched in this order), for `.anec` by
+    /// slot.
     pub tensors: Vec<TensorSpec>,
-    /// Every slot (other than 0 and 1) the task stream uses, by slot.
+    /// Every slot (other than 0 and 1) the task stream uses, by slot:
+    /// tensors and scratch alike, sized and flagged from what validation
+    /// derives.
     pub bindings: Vec<SlotBinding>,
+    /// What the loader corrected and a user may want to know (an `.anec`
+    /// header whose roles contradict the task descriptors).
+    pub notes: Vec<String>,
 }
 
 impl ProgramFile {
@@ -305,118 +304,226 @@ impl ProgramFile {
         let magic = bytes
             .get(..4)
             .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let p = || path.to_owned();
-        // (format, task stream, weights, td_size, td_count, tensors, scratch
-        // size of a slot)
-        let (format, stream, weights, td_size, td_count, tensors, scratch): (
-            _,
-            Vec<u8>,
-            Vec<u8>,
-            _,
-            _,
-            Vec<TensorSpec>,
-            [u64; 32],
-        ) = if magic == hwx::MAGIC {
-            let h = Hwx::parse(bytes).map_err(|source| ProgramError::Hwx { path: p(), source })?;
-            let mut tensors = Vec::new();
-            for t in h.tensors() {
-                if t.dtype != hwx::DTYPE_FLOAT16 {
-                    return Err(ProgramError::Tensor {
-                        path: p(),
-                        tensor: t.name.clone(),
-                        slot: t.slot,
-                        field: "dtype",
-                        value: t.dtype.to_string(),
-                        reason: "only float16 (5) tensors are supported",
-                    });
+        if magic == hwx::MAGIC {
+            let h = Hwx::parse(bytes).map_err(|source| ProgramError::Hwx {
+                path: path.to_owned(),
+                source,
+            })?;
+            return ProgramFile::from_hwx(path, &h);
+        }
+        let a = Anec::parse(bytes).map_err(|anec| {
+            if path.extension().is_some_and(|e| e == "anec") {
+                ProgramError::Anec {
+                    path: path.to_owned(),
+                    source: anec,
                 }
-                tensors.push(TensorSpec {
+            } else {
+                ProgramError::UnknownFormat {
+                    path: path.to_owned(),
+                    magic,
+                    anec,
+                }
+            }
+        })?;
+        ProgramFile::from_anec(path, &a)
+    }
+
+    /// A parsed HWX program (`path` names it in messages). Its tensors keep
+    /// the order the compiler declared them in (load-command order), which
+    /// is the order positional inputs are matched in; their directions must
+    /// agree with what the task descriptors do to their slots.
+    pub fn from_hwx(path: &Path, h: &Hwx) -> Result<ProgramFile, ProgramError> {
+        let mut tensors = Vec::new();
+        for t in h.tensors() {
+            if t.dtype != hwx::DTYPE_FLOAT16 {
+                return Err(ProgramError::Tensor {
+                    path: path.to_owned(),
+                    tensor: t.name.clone(),
                     slot: t.slot,
-                    name: t.name.clone(),
-                    direction: t.direction,
-                    dims: t.dims.map(|d| d as usize),
-                    strides: t.strides,
-                    buffer_size: t.buffer_size,
+                    field: "dtype",
+                    value: t.dtype.to_string(),
+                    reason: "only float16 (5) tensors are supported",
                 });
             }
-            let mut scratch = [0u64; 32];
-            for (slot, &addr) in h.program().bar_slots.iter().enumerate() {
-                if addr != 0 {
-                    if let Some(seg) = h.segments().iter().find(|s| s.vmaddr == addr) {
-                        scratch[slot] = seg.vmsize;
-                    }
+            tensors.push(TensorSpec {
+                slot: t.slot,
+                name: t.name.clone(),
+                direction: t.direction,
+                dims: t.dims.map(|d| d as usize),
+                strides: t.strides,
+                buffer_size: t.buffer_size,
+            });
+        }
+        let mut scratch = [0u64; 32];
+        for (slot, &addr) in h.program().bar_slots.iter().enumerate() {
+            if addr != 0 {
+                if let Some(seg) = h.segments().iter().find(|s| s.vmaddr == addr) {
+                    scratch[slot] = seg.vmsize;
                 }
             }
-            (
-                Format::Hwx,
-                h.task_stream().to_vec(),
-                h.weights().to_vec(),
-                h.td_size(),
-                h.td_count(),
-                tensors,
-                scratch,
-            )
-        } else {
-            let a = Anec::parse(bytes).map_err(|anec| {
-                if path.extension().is_some_and(|e| e == "anec") {
-                    ProgramError::Anec {
-                        path: p(),
-                        source: anec,
-                    }
-                } else {
-                    ProgramError::UnknownFormat {
-                        path: p(),
-                        magic,
-                        anec,
-                    }
+        }
+        let bytes = h.bytes();
+        Parts {
+            path,
+            format: Format::Hwx,
+            sha256: sha256_hex(bytes),
+            len: bytes.len() as u64,
+            stream: h.task_stream(),
+            weights: h.weights(),
+            td_size: h.td_size(),
+            td_count: h.td_count(),
+            tensors,
+            scratch,
+            roles: Roles::Declared,
+        }
+        .finish()
+    }
+
+    /// A parsed `.anec` program (`path` names it in messages). The header
+    /// says which slots hold tensors and their shapes; which of them are
+    /// inputs and which outputs is derived from the task descriptors (a
+    /// slot they write is an output, one they only read an input), because
+    /// exported program families exist whose header roles are the reverse
+    /// of what their descriptors do (source on slot 4, destination on slot
+    /// 5). Where the header disagrees, [`ProgramFile::notes`] says so. The
+    /// tensors are named `input<i>` and `output<i>` in slot order.
+    pub fn from_anec(path: &Path, a: &Anec) -> Result<ProgramFile, ProgramError> {
+        let tensors = a
+            .buffers()
+            .iter()
+            .map(|b| {
+                let l = b.shape.layout();
+                TensorSpec {
+                    slot: b.slot,
+                    name: String::new(),
+                    direction: b.direction,
+                    dims: b.shape.dims(),
+                    strides: [
+                        l.batch_stride() as u64,
+                        l.plane_stride() as u64,
+                        l.row_stride() as u64,
+                        ELEMENT,
+                    ],
+                    buffer_size: b.bytes,
                 }
-            })?;
-            let mut tensors = Vec::new();
-            for (dir, list) in [
-                (Direction::Output, a.outputs().collect::<Vec<_>>()),
-                (Direction::Input, a.inputs().collect::<Vec<_>>()),
-            ] {
-                for (i, b) in list.into_iter().enumerate() {
-                    let l = b.shape.layout();
-                    tensors.push(TensorSpec {
-                        slot: b.slot,
-                        name: format!("{}{i}", direction_name(dir)),
-                        direction: dir,
-                        dims: b.shape.dims(),
-                        strides: [
-                            l.batch_stride() as u64,
-                            l.plane_stride() as u64,
-                            l.row_stride() as u64,
-                            ELEMENT,
-                        ],
-                        buffer_size: b.bytes,
-                    });
-                }
-            }
-            let h = a.header();
-            let scratch = h.tiles.map(|t| u64::from(t) * TILE_BYTES);
-            (
-                Format::Anec,
-                a.task_stream().to_vec(),
-                a.weights().to_vec(),
-                h.td_size,
-                h.td_count,
-                tensors,
-                scratch,
-            )
-        };
-        let mut tensors = tensors;
-        tensors.sort_by_key(|t| t.slot);
+            })
+            .collect();
+        let h = a.header();
+        let bytes = a.to_bytes();
+        Parts {
+            path,
+            format: Format::Anec,
+            sha256: sha256_hex(&bytes),
+            len: bytes.len() as u64,
+            stream: a.task_stream(),
+            weights: a.weights(),
+            td_size: h.td_size,
+            td_count: h.td_count,
+            tensors,
+            scratch: h.tiles.map(|t| u64::from(t) * TILE_BYTES),
+            roles: Roles::Derived,
+        }
+        .finish()
+    }
+}
+
+/// Where the tensors' directions come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Roles {
+    /// From the container; the task stream must agree.
+    Declared,
+    /// From the task stream (`.anec`); the container's are only checked.
+    Derived,
+}
+
+/// What both containers give [`ProgramFile`].
+struct Parts<'a> {
+    path: &'a Path,
+    format: Format,
+    sha256: String,
+    len: u64,
+    stream: &'a [u8],
+    weights: &'a [u8],
+    td_size: u32,
+    td_count: u32,
+    tensors: Vec<TensorSpec>,
+    /// Buffer size the container gives each slot (0: none).
+    scratch: [u64; 32],
+    roles: Roles,
+}
+
+impl Parts<'_> {
+    fn finish(self) -> Result<ProgramFile, ProgramError> {
+        let path = self.path;
+        let p = || path.to_owned();
+        let mut tensors = self.tensors;
+        let mut notes = Vec::new();
         for t in &tensors {
             t.check(path)?;
         }
 
-        let summary = td::Program::new(&stream, td_size, td_count)
+        let summary = td::Program::new(self.stream, self.td_size, self.td_count)
             .and_then(|prog| prog.validate())
             .map_err(|e| ProgramError::Td {
                 path: p(),
                 error: format!("{e}"),
             })?;
+
+        if self.roles == Roles::Derived {
+            for t in tensors.iter_mut() {
+                let slot = u8::try_from(t.slot).unwrap_or(u8::MAX);
+                let usage = summary.slot(slot).map(|i| i.usage).unwrap_or_default();
+                let written = usage.contains(SlotUsage::TILE_WRITE);
+                let read =
+                    usage.contains(SlotUsage::TILE_READ) || usage.contains(SlotUsage::KERNEL_READ);
+                let derived = match (read, written) {
+                    (_, true) if summary.inputs.contains(slot) => {
+                        return Err(ProgramError::Tensor {
+                            path: p(),
+                            tensor: format!("{}{}", direction_name(t.direction), t.slot),
+                            slot: t.slot,
+                            field: "direction",
+                            value: usage.to_string(),
+                            reason: "the task stream reads this slot before it writes it \
+                                     (an in-place buffer is neither an input nor an output)",
+                        });
+                    }
+                    (_, true) => Direction::Output,
+                    (true, false) => Direction::Input,
+                    (false, false) => {
+                        return Err(ProgramError::Tensor {
+                            path: p(),
+                            tensor: format!("{}{}", direction_name(t.direction), t.slot),
+                            slot: t.slot,
+                            field: "direction",
+                            value: direction_name(t.direction).into(),
+                            reason: "the task stream neither reads nor writes this slot",
+                        });
+                    }
+                };
+                if derived != t.direction {
+                    notes.push(format!(
+                        "slot {}: the header makes it an {}, but the task descriptors {} it; \
+                         it is bound as an {}",
+                        t.slot,
+                        direction_name(t.direction),
+                        if written { "write" } else { "only read" },
+                        direction_name(derived)
+                    ));
+                    t.direction = derived;
+                }
+            }
+            tensors.sort_by_key(|t| t.slot);
+            let (mut i, mut o) = (0, 0);
+            for t in tensors.iter_mut() {
+                let n = match t.direction {
+                    Direction::Input => &mut i,
+                    Direction::Output => &mut o,
+                };
+                t.name = format!("{}{n}", direction_name(t.direction));
+                *n += 1;
+            }
+        }
 
         let mut bindings = Vec::new();
         for slot in summary.used().iter() {
@@ -438,20 +545,28 @@ impl ProgramFile {
                 flags |= bind::OUT;
             }
             if flags == 0 {
+                // Named only by TBase: EXEC wants it bound, nothing is
+                // known to reach into it.
                 flags = bind::IN;
             }
             let tensor = tensors.iter().position(|t| t.slot == usize::from(slot));
             let known = match tensor {
                 Some(i) => tensors[i].buffer_size,
-                None => scratch[usize::from(slot)],
+                None => self.scratch[usize::from(slot)],
             };
-            if known == 0 && info.min_size == 0 {
-                return Err(ProgramError::UnsizedSlot { path: p(), slot });
-            }
+            // A slot no DMA sizes and the container gives no buffer (only
+            // TBase names it) gets one granule: EXEC refuses empty buffers.
+            let size = known
+                .max(info.min_size)
+                .max(if known == 0 && info.min_size == 0 {
+                    TILE_BYTES
+                } else {
+                    0
+                });
             bindings.push(SlotBinding {
                 slot: u32::from(slot),
                 flags,
-                size: known.max(info.min_size),
+                size,
                 tensor,
             });
         }
@@ -460,7 +575,7 @@ impl ProgramFile {
         for t in &tensors {
             let b = bindings.iter().find(|b| b.slot as usize == t.slot);
             let ok = match (t.direction, b) {
-                (Direction::Input, Some(b)) => b.flags & bind::IN != 0,
+                (Direction::Input, Some(b)) => b.flags & bind::IN != 0 && b.flags & bind::OUT == 0,
                 (Direction::Output, Some(b)) => b.flags & bind::OUT != 0,
                 (_, None) => false,
             };
@@ -472,6 +587,9 @@ impl ProgramFile {
                     field: "direction",
                     value: direction_name(t.direction).into(),
                     reason: match t.direction {
+                        Direction::Input if b.is_some() => {
+                            "the task stream writes this input's slot"
+                        }
                         Direction::Input => "the task stream never reads this slot",
                         Direction::Output => "the task stream never writes this slot",
                     },
@@ -479,33 +597,38 @@ impl ProgramFile {
             }
         }
 
-        let woff = stream.len().div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
-        let mut payload = stream;
+        let woff = self.stream.len().div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
+        let mut payload = self.stream.to_vec();
         let tsk_size = payload.len() as u64;
         payload.resize(woff, 0);
-        payload.extend_from_slice(&weights);
+        payload.extend_from_slice(self.weights);
         Ok(ProgramFile {
-            path: path.to_owned(),
-            format,
-            sha256: sha256_hex(bytes),
-            len: bytes.len() as u64,
-            td_size,
-            td_count,
+            path: p(),
+            format: self.format,
+            sha256: self.sha256,
+            len: self.len,
+            td_size: self.td_size,
+            td_count: self.td_count,
             tsk_size,
             payload,
             tensors,
             bindings,
+            notes,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::anec::{AnecHeader, Nchw, PayloadOffset};
+    use crate::builder;
+    use crate::tensor::Shape;
+    use half::f16;
 
     /// Fixture `name` in `$ANE_SHARED/fixtures`, or in
     /// `../shared/fixtures` next to the checkout.
-    fn fixture(name: &str) -> Option<PathBuf> {
+    pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
         let dir = match std::env::var_os("ANE_SHARED") {
             Some(shared) => PathBuf::from(shared).join("fixtures"),
             None => PathBuf::from(concat!(
@@ -577,6 +700,261 @@ mod tests {
         );
     }
 
+    /// Runs `p` once on the host engine model, as `ane-probe run --model`
+    /// does: every binding gets a buffer (scratch filled with 0xA5, outputs
+    /// with fp16 NaN), `inputs` (by tensor name, dense fp16) are tiled in;
+    /// returns every output's dense values, by tensor name.
+    pub(crate) fn run_model(
+        p: &ProgramFile,
+        inputs: &[(&str, Vec<f16>)],
+    ) -> Vec<(String, Vec<f16>)> {
+        use crate::hw::engine;
+        use crate::parity::HostMem;
+        let mut mem = HostMem::default();
+        let mut bars = [0u64; crate::hw::td::BAR_SLOTS];
+        bars[0] = 0x1000_0000;
+        bars[1] = bars[0] + p.tsk_size.next_multiple_of(16);
+        mem.map(bars[0], p.payload.clone());
+        let mut at = Vec::new();
+        for (k, b) in p.bindings.iter().enumerate() {
+            let iova = 0x4000_0000 + k as u64 * 0x1000_0000;
+            let fill = match b.tensor.map(|i| p.tensors[i].direction) {
+                None => 0xA5,
+                Some(Direction::Output) => 0xFF,
+                Some(Direction::Input) => 0,
+            };
+            mem.map(iova, vec![fill; b.size as usize]);
+            bars[b.slot as usize] = iova;
+            at.push((b.tensor, iova));
+        }
+        let iova_of = |i: usize| at.iter().find(|(t, _)| *t == Some(i)).unwrap().1;
+        for (name, vals) in inputs {
+            let i = p.tensors.iter().position(|t| t.name == *name).unwrap();
+            let dense: Vec<u8> = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+            p.tensors[i].pack(&dense, mem.region_mut(iova_of(i)).unwrap());
+        }
+        engine::execute(
+            &mut mem,
+            bars[0],
+            p.td_size,
+            p.td_count,
+            &bars,
+            &engine::Options::default(),
+        )
+        .unwrap_or_else(|e| panic!("{}: the model refused it: {e:?}", p.path.display()));
+        (0..p.tensors.len())
+            .filter(|&i| p.tensors[i].direction == Direction::Output)
+            .map(|i| {
+                let dense = p.tensors[i].unpack(mem.region(iova_of(i)).unwrap());
+                let v = dense
+                    .chunks(2)
+                    .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+                (p.tensors[i].name.clone(), v)
+            })
+            .collect()
+    }
+
+    /// An `.anec` file (payload at 0x1000) holding `tsk` and `weights`,
+    /// with `outputs` then `inputs` at the positional slots from 4 (tiles
+    /// and nchw from each shape's ANE layout) and no other buffer.
+    pub(crate) fn anec_file(
+        tsk: &[u8],
+        weights: &[u8],
+        td_count: u32,
+        outputs: &[Shape],
+        inputs: &[Shape],
+    ) -> Vec<u8> {
+        let mut tiles = [0u32; 32];
+        let mut nchw = [Nchw::default(); 32];
+        for (slot, s) in (4..).zip(outputs.iter().chain(inputs)) {
+            let l = s.layout();
+            tiles[slot] = (l.buffer_size() as u64).div_ceil(TILE_BYTES) as u32;
+            let [n, c, h, w] = s.dims().map(|d| d as u64);
+            nchw[slot] = Nchw {
+                n,
+                c,
+                h,
+                w,
+                plane_stride: l.plane_stride() as u64,
+                row_stride: l.row_stride() as u64,
+            };
+        }
+        let woff = tsk.len().div_ceil(16) * 16;
+        let mut payload = tsk.to_vec();
+        payload.resize(woff, 0);
+        payload.extend_from_slice(weights);
+        tiles[0] = (payload.len() as u64).div_ceil(TILE_BYTES) as u32;
+        let h = AnecHeader {
+            size: payload.len() as u64,
+            td_size: 0x274,
+            td_count,
+            tsk_size: tsk.len() as u64,
+            krn_size: weights.len() as u64,
+            src_count: inputs.len() as u32,
+            dst_count: outputs.len() as u32,
+            tiles,
+            nchw,
+        };
+        Anec::new(h, payload, PayloadOffset::Anecc)
+            .unwrap()
+            .to_bytes()
+    }
+
+    /// Small integers, exact in fp16 through the tests' sums and products.
+    fn ints(n: usize, seed: usize) -> Vec<f16> {
+        (0..n)
+            .map(|i| f16::from_f32(((i * 7 + seed * 3) % 9) as f32 - 4.0))
+            .collect()
+    }
+
+    /// (a) The add-mul chain writes `a + b` into scratch slot 3 and reads
+    /// it back; the `.anec` names only the four tensors and gives slot 3 no
+    /// buffer. The loader binds it (read and write, the size validation
+    /// derives), and the program runs to the exact result.
+    #[test]
+    fn scratch_slots_are_bound_from_validation() {
+        let shape = Shape::new(1, 3, 2, 40).unwrap();
+        let b = builder::add_mul(&shape).unwrap();
+        let file = anec_file(&b.tsk, &b.weights, b.td_count, &[shape], &[shape; 3]);
+        let p = ProgramFile::parse(Path::new("addmul.anec"), &file).unwrap();
+        let scratch = p
+            .bindings
+            .iter()
+            .find(|b| b.slot == 3)
+            .expect("slot 3 bound");
+        assert_eq!(scratch.tensor, None);
+        assert_eq!(scratch.flags, bind::IN | bind::OUT);
+        let need = b.validate().unwrap().slot(3).unwrap().min_size;
+        assert!(need > 0 && scratch.size == need, "{scratch:?} vs {need:#x}");
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        let n = 3 * 2 * 40;
+        let (x, y, z) = (ints(n, 1), ints(n, 2), ints(n, 3));
+        let out = run_model(
+            &p,
+            &[
+                ("input0", x.clone()),
+                ("input1", y.clone()),
+                ("input2", z.clone()),
+            ],
+        );
+        let want: Vec<f16> = (0..n).map(|i| (x[i] + y[i]) * z[i]).collect();
+        assert_eq!(out, vec![("output0".to_string(), want)]);
+    }
+
+    /// (a) A slot only TBase names has no DMA extent and, here, no buffer
+    /// in the container: EXEC still wants it bound, so it gets one granule.
+    #[test]
+    fn a_slot_only_tbase_names_gets_a_granule() {
+        let shape = Shape::new(1, 2, 1, 8).unwrap();
+        let mut b = builder::add(&shape).unwrap();
+        use crate::hw::td::header::{TBASE, TBE};
+        let w8 = u32::from_le_bytes(b.tsk[0x20..0x24].try_into().unwrap());
+        let w8 = TBE.put(TBASE.put(w8, 9), 1);
+        b.tsk[0x20..0x24].copy_from_slice(&w8.to_le_bytes());
+        let file = anec_file(&b.tsk, &b.weights, 1, &[shape], &[shape; 2]);
+        let p = ProgramFile::parse(Path::new("tbase.anec"), &file).unwrap();
+        let t = p
+            .bindings
+            .iter()
+            .find(|b| b.slot == 9)
+            .expect("slot 9 bound");
+        assert_eq!((t.flags, t.size, t.tensor), (bind::IN, TILE_BYTES, None));
+    }
+
+    /// (b, c) The exported family's layout: the descriptors read slot 4
+    /// and write slot 5, while the header's positional roles say slot 4 is
+    /// the output. The loader takes the roles from the descriptors, says so
+    /// in the notes (naming both slots), never reports the unwritten slot 4
+    /// as an output, and the program computes the convolution.
+    #[test]
+    fn header_roles_contradicting_the_descriptors_are_derived() {
+        let (cin, cout, h, w) = (3, 5, 2, 33);
+        let weights: Vec<f16> = (0..cin * cout)
+            .map(|i| f16::from_f32((i % 5) as f32 - 2.0))
+            .collect();
+        let mut b = builder::conv1x1(cin, cout, h, w, &weights).unwrap();
+        crate::anec::relocate_slots(&mut b.tsk, &[0], &[(5, 4), (4, 5)]);
+        let x_shape = Shape::new(1, cin, h, w).unwrap();
+        let y_shape = Shape::new(1, cout, h, w).unwrap();
+        // Header: "output" at slot 4 with the shape the TDs read there.
+        let file = anec_file(&b.tsk, &b.weights, 1, &[x_shape], &[y_shape]);
+        let p = ProgramFile::parse(Path::new("export.anec"), &file).unwrap();
+        let roles: Vec<_> = p
+            .tensors
+            .iter()
+            .map(|t| (t.slot, t.name.as_str(), t.direction))
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                (4, "input0", Direction::Input),
+                (5, "output0", Direction::Output)
+            ]
+        );
+        assert_eq!(p.notes.len(), 2, "{:?}", p.notes);
+        assert!(
+            p.notes[0].starts_with("slot 4: the header makes it an output"),
+            "{:?}",
+            p.notes
+        );
+        assert!(
+            p.notes[1].starts_with("slot 5: the header makes it an input"),
+            "{:?}",
+            p.notes
+        );
+        let x = ints(cin * h * w, 4);
+        let out = run_model(&p, &[("input0", x.clone())]);
+        let plane = h * w;
+        let want: Vec<f16> = (0..cout * plane)
+            .map(|k| {
+                let (o, e) = (k / plane, k % plane);
+                let s: f32 = (0..cin)
+                    .map(|i| weights[o * cin + i].to_f32() * x[i * plane + e].to_f32())
+                    .sum();
+                f16::from_f32(s)
+            })
+            .collect();
+        assert_eq!(out, vec![("output0".to_string(), want)]);
+    }
+
+    /// (b) A header slot the descriptors never touch is refused, naming it.
+    #[test]
+    fn a_header_slot_the_descriptors_ignore_is_refused() {
+        let shape = Shape::new(1, 2, 1, 8).unwrap();
+        let b = builder::add(&shape).unwrap();
+        let file = anec_file(&b.tsk, &b.weights, 1, &[shape], &[shape; 3]);
+        let e = ProgramFile::parse(Path::new("extra.anec"), &file)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("(slot 7)") && e.contains("neither reads nor writes"),
+            "{e}"
+        );
+    }
+
+    /// (c) HWX inputs keep the order the compiler declared them in, not
+    /// their slot order: `sub`-like asymmetric operands could otherwise be
+    /// swapped silently. concat declares input_0 (slot 6) before input_1
+    /// (slot 5), and its output starts with input_0.
+    #[test]
+    fn hwx_inputs_keep_the_declared_order() {
+        let Some(path) = fixture("tinygrad_concat.hwx") else {
+            return;
+        };
+        let p = ProgramFile::read(&path).unwrap();
+        let ins: Vec<_> = p
+            .tensors
+            .iter()
+            .filter(|t| t.direction == Direction::Input)
+            .map(|t| (t.name.as_str(), t.slot))
+            .collect();
+        assert_eq!(ins, [("input_0", 6), ("input_1", 5)]);
+        let (a, b) = (ints(16384, 5), ints(16, 6));
+        let out = run_model(&p, &[("input_0", a.clone()), ("input_1", b.clone())]);
+        assert_eq!(out[0].1, [a, b].concat());
+    }
+
     #[test]
     fn fixtures_parse_and_bind_every_tensor() {
         for name in [
@@ -608,6 +986,8 @@ mod tests {
                 );
             }
             assert_eq!(p.sha256.len(), 64);
+            // Every fixture's header agrees with its descriptors.
+            assert!(p.notes.is_empty(), "{name}: {:?}", p.notes);
             assert!(
                 p.payload.len() as u64 >= p.tsk_size.div_ceil(16) * 16,
                 "{name}"

@@ -3,7 +3,7 @@
 //! Tests of the `.anec` parser and the HWX conversion.
 
 use super::*;
-use crate::hwx::testdata::{fixture, HwxBuilder, Rng};
+use crate::hwx::testdata::{fixture, HwxBuilder, Rng, TensorSpec};
 
 struct Facts {
     anec: &'static str,
@@ -175,24 +175,128 @@ fn other_hwx_fixtures_convert_or_refuse() {
         assert!(Anec::from_hwx(&Hwx::parse(&b).unwrap()).is_ok());
     }
     // The macOS 14 compiler writes the output through slot 6 and reads
-    // slots 4 and 5: the positional .anec layout would misroute it.
+    // slots 4 and 5: the conversion moves the tensors to the positional
+    // slots and rewrites the descriptors to match.
     if let Some(b) = fixture("mul_zin764_macos14.hwx") {
-        let e = Anec::from_hwx(&Hwx::parse(&b).unwrap()).unwrap_err();
-        assert_eq!(
-            e,
-            ConvertError::SlotOrder {
-                name: "probs@output".into(),
-                direction: Direction::Output,
-                slot: 6,
-                outputs_end: 5,
-                inputs_end: 7
-            }
-        );
-        assert_eq!(
-            e.to_string(),
-            "tensor probs@output (Output) is in BAR slot 6, but .anec puts outputs at slots 4..5 and inputs at 5..7"
-        );
+        let x = Hwx::parse(&b).unwrap();
+        let a = Anec::from_hwx(&x).unwrap();
+        macos14_conversion_agrees(&x, &a);
     }
+}
+
+/// `a`, converted from `x` whose output follows its inputs, has the output
+/// at slot 4 and the inputs after it, descriptors whose roles agree with
+/// the header, and computes on the engine model what the HWX computes.
+fn macos14_conversion_agrees(x: &Hwx, a: &Anec) {
+    use crate::program::tests::run_model;
+    use crate::program::ProgramFile;
+    use half::f16;
+    let h = a.header();
+    assert_eq!((h.dst_count, h.src_count), (1, 2));
+    let out = x
+        .tensors()
+        .iter()
+        .find(|t| t.direction == Direction::Output)
+        .unwrap();
+    assert!(
+        out.slot > 4,
+        "the HWX under test must put the output after the inputs"
+    );
+    assert_eq!(a.buffer(4).unwrap().direction, Direction::Output);
+    assert_eq!(
+        a.buffer(4).unwrap().shape.dims(),
+        out.dims.map(|d| d as usize)
+    );
+    // Only TD header words 8 and 9 (the slot fields) may differ.
+    for (k, &o) in a.td_offsets().iter().enumerate() {
+        let (ta, tx) = (&a.task_stream()[o..], &x.task_stream()[o..]);
+        assert_ne!(
+            ta[0x20..0x24],
+            tx[0x20..0x24],
+            "TD {k}: W8 was not rewritten"
+        );
+        assert_eq!(
+            ta[0x28..h.td_size as usize],
+            tx[0x28..h.td_size as usize],
+            "TD {k}"
+        );
+        assert_eq!(ta[..0x20], tx[..0x20], "TD {k}");
+    }
+    let pa = ProgramFile::from_anec(std::path::Path::new("converted.anec"), a).unwrap();
+    let px = ProgramFile::from_hwx(std::path::Path::new("orig.hwx"), x).unwrap();
+    assert!(pa.notes.is_empty(), "{:?}", pa.notes);
+    let ins: Vec<_> = px
+        .tensors
+        .iter()
+        .filter(|t| t.direction == Direction::Input)
+        .collect();
+    let data: Vec<Vec<f16>> = (0..ins.len())
+        .map(|k| {
+            (0..ins[k].elements() as usize)
+                .map(|i| f16::from_f32(((i * 5 + k * 11) % 13) as f32 - 6.0 + 0.5 * k as f32))
+                .collect()
+        })
+        .collect();
+    // HWX input k (slot order) is .anec input k.
+    let mut by_slot: Vec<usize> = (0..ins.len()).collect();
+    by_slot.sort_by_key(|&k| ins[k].slot);
+    let hx = run_model(
+        &px,
+        &ins.iter()
+            .zip(&data)
+            .map(|(t, d)| (t.name.as_str(), d.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let names: Vec<String> = (0..ins.len()).map(|k| format!("input{k}")).collect();
+    let ha = run_model(
+        &pa,
+        &by_slot
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| (names[k].as_str(), data[i].clone()))
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(hx[0].1, ha[0].1);
+    assert!(hx[0].1.iter().all(|v| !v.is_nan()));
+}
+
+/// (d) The macOS 14 layout on a program built here: a subtraction-like
+/// asymmetric op is not needed, the mul of the builder with its tensors
+/// moved to the newer compilers' slots (inputs 4 and 5, output 6) is
+/// converted and agrees with the HWX.
+#[test]
+fn output_after_inputs_converts() {
+    let shape = Shape::new(1, 3, 2, 40).unwrap();
+    let mut p = crate::builder::mul(&shape).unwrap();
+    crate::anec::relocate_slots(&mut p.tsk, &[0], &[(5, 4), (6, 5), (4, 6)]);
+    let b = HwxBuilder {
+        tensors: vec![
+            TensorSpec {
+                name: "x",
+                output: false,
+                dims: [1, 3, 2, 40],
+                slot: 4,
+            },
+            TensorSpec {
+                name: "y",
+                output: false,
+                dims: [1, 3, 2, 40],
+                slot: 5,
+            },
+            TensorSpec {
+                name: "z",
+                output: true,
+                dims: [1, 3, 2, 40],
+                slot: 6,
+            },
+        ],
+        tsk: Some(p.tsk.clone()),
+        ..HwxBuilder::h13_add()
+    };
+    let x = Hwx::parse(&b.build()).unwrap();
+    let a = Anec::from_hwx(&x).unwrap();
+    macos14_conversion_agrees(&x, &a);
+    assert_eq!(Anec::parse(&a.to_bytes()).unwrap(), a);
 }
 
 #[test]

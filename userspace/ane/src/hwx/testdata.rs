@@ -102,6 +102,9 @@ pub(crate) struct HwxBuilder {
     pub(crate) tensors: Vec<TensorSpec>,
     /// `LC_IDFVMLIB` (0x6) or command 0x40.
     pub(crate) region_cmd: u32,
+    /// A real task stream (TDs every 0x300 bytes) instead of the
+    /// placeholder chain.
+    pub(crate) tsk: Option<Vec<u8>>,
 }
 
 fn put32(v: &mut Vec<u8>, x: u32) {
@@ -207,6 +210,7 @@ impl HwxBuilder {
                 },
             ],
             region_cmd: super::LC_ANE_MAPPED_REGION,
+            tsk: None,
         }
     }
 
@@ -236,11 +240,17 @@ impl HwxBuilder {
 
     /// The task stream size: TDs every 0x300 bytes.
     pub(crate) fn tsk_size(&self) -> u64 {
+        if let Some(t) = &self.tsk {
+            return t.len() as u64;
+        }
         u64::from(self.td_count - 1) * 0x300 + u64::from(self.td_size)
     }
 
     /// The task stream: a valid TD chain with otherwise zero TDs.
     pub(crate) fn task_stream(&self) -> Vec<u8> {
+        if let Some(t) = &self.tsk {
+            return t.clone();
+        }
         let mut t = vec![0u8; self.tsk_size() as usize];
         for i in 0..self.td_count {
             let o = i as usize * 0x300;
