@@ -66,10 +66,11 @@ ane-ioctl-tests --h14 || fail "h14 suite"
 ane-probe doctor --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed on T6021"; }
 grep -q "^ok   firmware" /tmp/doctor.txt || fail "doctor: no firmware rung on T6021"
 modprobe -r ane
-# Faults in a running firmware: an error status, a missing finish event,
-# a stalled ring, an event pointer outside the host's memory. Each fails
-# the call and quarantines the firmware. (SHAREDMALLOC_HOG, 128, is tested
-# above at start, under a small device cap.)
+# Faults in a running firmware: an error status (the call is refused in
+# order: it fails alone and the firmware keeps running), a missing finish
+# event, a stalled ring, an event pointer outside the host's memory (each
+# fails the call and quarantines the firmware). (SHAREDMALLOC_HOG, 128, is
+# tested above at start, under a small device cap.)
 for f in 8 16 4 256; do
 	modprobe ane sim_soc=0x6021
 	ane-ioctl-tests --h14-fault "$f" || fail "h14 fault $f"

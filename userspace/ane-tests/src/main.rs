@@ -1118,12 +1118,36 @@ fn h14_suite() -> TestResult {
 
 /// `--h14-fault BITS`: a fault injected into the running firmware makes the
 /// next call fail (FAULT or TIMEOUT), quarantines the firmware, and every
-/// later EXEC and PROGRAM_CREATE is refused with EIO.
+/// later EXEC and PROGRAM_CREATE is refused with EIO. The exception is an
+/// error status (the model's `ERROR_STATUS`, 8): the firmware refused the
+/// call in order, so the call fails alone, the firmware keeps running and,
+/// once the fault is cleared, the next call computes.
 fn h14_fault(bits: &str) -> TestResult {
     let d = open()?;
     let program = sum_program(&d)?;
-    std::fs::write(format!("{SIM_DEBUGFS}/fw_faults"), bits)
-        .map_err(|e| format!("fw_faults: {e}"))?;
+    let set = |v: &str| {
+        std::fs::write(format!("{SIM_DEBUGFS}/fw_faults"), v).map_err(|e| format!("fw_faults: {e}"))
+    };
+    set(bits)?;
+    if bits == "8" {
+        let st = h14_run_sum(&d, &program)?;
+        check!(
+            matches!(st, Ok(ane::device::JobStatus::Fault(_))),
+            "call refused with a status: {st:?}"
+        );
+        let state = param_value(&d, param::FW_STATE)?;
+        check!(
+            state == uapi::fw_state::RUNNING,
+            "state after a refused call: {state} (the call must fail alone)"
+        );
+        set("0")?;
+        let st = h14_run_sum(&d, &program)?;
+        check!(
+            st == Ok(ane::device::JobStatus::Done),
+            "the next call after a refused one: {st:?}"
+        );
+        return Ok(());
+    }
     let st = h14_run_sum(&d, &program)?;
     check!(
         matches!(
