@@ -18,6 +18,10 @@
 //! and outcome; an outcome outside the documented set of its ioctl (see
 //! [`allowed`]), a success where the call had to fail, a child killed by a
 //! signal or a changed canary fails the run.
+//!
+//! With `ANE_FUZZ_INJECT=1` (issue 17, point 3) every fuzzed ioctl and
+//! mmap of the node runs with fault injection armed for this process
+//! only ([`fi`]); ENOMEM is then an allowed outcome of every call.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -28,6 +32,96 @@ use rustix::io::Errno;
 
 /// Processes fuzzing at once.
 pub const PROCS: u64 = 4;
+
+/// The fuzzed calls, with fault injection armed around each when
+/// `ANE_FUZZ_INJECT` is set: `/proc/self/make-it-fail` is 1 for the
+/// duration of the syscall only, so the kernel's failslab (configured with
+/// `task-filter` by tools/qemu/tests/fuzz_inject.sh) fails slab
+/// allocations made on that call's behalf, in the driver's ioctl and mmap
+/// paths and the DRM core beneath them, and nowhere else: not the
+/// fuzzer's own memory, the job worker, the setup, the canaries or the
+/// checks after the run. The children are separate processes, so each
+/// opens its own file.
+mod fi {
+    use std::cell::RefCell;
+    use std::fs::File;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::sync::OnceLock;
+
+    use ane::device::{raw, Device};
+    use ane::hw::uapi;
+    use rustix::io::Errno;
+
+    /// Whether this run injects.
+    pub fn enabled() -> bool {
+        static ON: OnceLock<bool> = OnceLock::new();
+        *ON.get_or_init(|| std::env::var_os("ANE_FUZZ_INJECT").is_some_and(|v| v == "1"))
+    }
+
+    thread_local! {
+        static KNOB: RefCell<Option<File>> = const { RefCell::new(None) };
+    }
+
+    /// Opens this process's knob; an error names it (the sanitizer
+    /// kernel's `CONFIG_FAULT_INJECTION` provides it).
+    pub fn init() -> Result<(), String> {
+        if !enabled() {
+            return Ok(());
+        }
+        let f = File::options()
+            .write(true)
+            .open("/proc/self/make-it-fail")
+            .map_err(|e| format!("ANE_FUZZ_INJECT: /proc/self/make-it-fail: {e}"))?;
+        KNOB.with(|k| *k.borrow_mut() = Some(f));
+        Ok(())
+    }
+
+    fn set(on: bool) {
+        KNOB.with(|k| {
+            if let Some(f) = k.borrow_mut().as_mut() {
+                // A failed write leaves injection as it was: the counts
+                // show whether any ENOMEM was injected at all.
+                let _ = f.write_all(if on { b"1" } else { b"0" });
+            }
+        })
+    }
+
+    /// Runs `f` with injection armed (when enabled).
+    pub fn armed<T>(f: impl FnOnce() -> T) -> T {
+        if !enabled() {
+            return f();
+        }
+        set(true);
+        let r = f();
+        set(false);
+        r
+    }
+
+    macro_rules! wrap {
+        ($($name:ident: $t:ty),* $(,)?) => {$(
+            /// The raw ioctl of the same name, armed.
+            pub fn $name(fd: impl AsFd, arg: &mut $t) -> Result<(), Errno> {
+                armed(|| raw::$name(fd, arg))
+            }
+        )*};
+    }
+    wrap!(
+        gem_close: raw::GemClose,
+        get_param: uapi::GetParam,
+        bo_create: uapi::BoCreate,
+        bo_info: uapi::BoInfo,
+        program_create: uapi::ProgramCreate,
+        program_destroy: uapi::ProgramDestroy,
+        exec: uapi::Exec,
+        wait: uapi::Wait,
+    );
+
+    /// [`super::mmap_bo`], armed.
+    pub fn mmap_bo(d: &Device, offset: u64, len: usize) -> Result<*mut u8, Errno> {
+        armed(|| super::mmap_bo(d, offset, len))
+    }
+}
 /// Canary BOs per process (and in the parent).
 const CANARIES: usize = 3;
 /// Cap on live BOs of the pool (beyond it, creating one closes one).
@@ -225,6 +319,8 @@ impl Stats {
         };
         *self.counts.entry((call, outcome.clone())).or_default() += 1;
         let bad = match (r, want) {
+            // Injected: any call may run out of memory, nothing else.
+            (Err(Errno::NOMEM), _) if fi::enabled() => None,
             (Err(e), _) if !allowed(call, e, bad_ptr) => Some("errno outside the documented set"),
             (Ok(()), Want::Fail) => Some("succeeded where it had to fail"),
             (Err(e), Want::Ok(ok)) if !ok.contains(&e) => Some("a valid call failed"),
@@ -425,7 +521,7 @@ impl Fuzzer {
 
     fn gem_close(&mut self, h: u32) -> Result<(), Errno> {
         let mut c = raw::GemClose { handle: h, pad: 0 };
-        raw::gem_close(self.d.fd(), &mut c)
+        fi::gem_close(self.d.fd(), &mut c)
     }
 
     // ------------------------------------------------------------ BOs
@@ -439,7 +535,7 @@ impl Fuzzer {
             size,
             ..Default::default()
         };
-        let r = raw::bo_create(self.d.fd(), &mut a);
+        let r = fi::bo_create(self.d.fd(), &mut a);
         let step = self.step;
         self.stats.record(
             step,
@@ -467,7 +563,7 @@ impl Fuzzer {
             handle: a.handle,
             ..Default::default()
         };
-        let r = raw::bo_info(self.d.fd(), &mut i);
+        let r = fi::bo_info(self.d.fd(), &mut i);
         self.stats
             .record(step, Call::BoInfo, "fresh handle", r, Want::Ok(&[]));
         if r.is_ok() && (i.size != want || i.mmap_offset != a.mmap_offset || i.iova != a.iova) {
@@ -502,7 +598,7 @@ impl Fuzzer {
             mmap_offset: self.rng.next(),
             iova: self.rng.next(),
         };
-        let r = raw::bo_create(self.d.fd(), &mut a);
+        let r = fi::bo_create(self.d.fd(), &mut a);
         self.stats
             .record(self.step, Call::BoCreate, what, r, Want::Fail);
         if r.is_ok() {
@@ -535,7 +631,7 @@ impl Fuzzer {
             pad,
             ..Default::default()
         };
-        let r = raw::bo_info(self.d.fd(), &mut a);
+        let r = fi::bo_info(self.d.fd(), &mut a);
         self.stats.record(
             self.step,
             Call::BoInfo,
@@ -599,7 +695,7 @@ impl Fuzzer {
         }
         let pad = if self.rng.chance(20) { 1 } else { 0 };
         let mut c = raw::GemClose { handle: h, pad };
-        let r = raw::gem_close(self.d.fd(), &mut c);
+        let r = fi::gem_close(self.d.fd(), &mut c);
         self.stats.record(
             self.step,
             Call::GemClose,
@@ -637,7 +733,7 @@ impl Fuzzer {
             ),
             _ => (offset, size as usize, Want::Ok(&[]), "whole"),
         };
-        let r = mmap_bo(&self.d, off, len);
+        let r = fi::mmap_bo(&self.d, off, len);
         self.stats
             .record(self.step, Call::Mmap, what, r.map(|_| ()), want);
         let Ok(p) = r else { return };
@@ -678,14 +774,13 @@ impl Fuzzer {
         let stream = hwx.task_stream().to_vec();
         let weights = hwx.weights().to_vec();
         let (td_size, td_count) = (hwx.td_size(), hwx.td_count());
-        let tsk = stream.len() as u64;
-        let woff = tsk.div_ceil(ane::device::WEIGHTS_ALIGN) * ane::device::WEIGHTS_ALIGN;
-        let size = woff + weights.len() as u64;
+        let layout = ane::device::Staging::new(stream.len(), weights.len());
+        let size = layout.size;
         let mut a = uapi::BoCreate {
             size: size.max(1),
             ..Default::default()
         };
-        let r = raw::bo_create(self.d.fd(), &mut a);
+        let r = fi::bo_create(self.d.fd(), &mut a);
         self.stats.record(
             self.step,
             Call::BoCreate,
@@ -695,7 +790,7 @@ impl Fuzzer {
         );
         r.ok()?;
         let len = (size.max(1).div_ceil(self.page) * self.page) as usize;
-        let p = mmap_bo(&self.d, a.mmap_offset, len);
+        let p = fi::mmap_bo(&self.d, a.mmap_offset, len);
         self.stats.record(
             self.step,
             Call::Mmap,
@@ -706,8 +801,7 @@ impl Fuzzer {
         let p = p.ok()?;
         // SAFETY: our fresh mapping of `len` bytes.
         let m = unsafe { std::slice::from_raw_parts_mut(p, len) };
-        m[..stream.len()].copy_from_slice(&stream);
-        m[woff as usize..woff as usize + weights.len()].copy_from_slice(&weights);
+        layout.fill(m, &stream, &weights).ok()?;
         self.bos.push(PBo {
             handle: a.handle,
             size: len as u64,
@@ -724,26 +818,13 @@ impl Fuzzer {
             ..Default::default()
         };
         if self.h14 {
-            sections.push(uapi::Section {
-                id: 1,
-                flags: 0,
-                offset: 0,
-                size: tsk,
-            });
-            if !weights.is_empty() {
-                sections.push(uapi::Section {
-                    id: 2,
-                    flags: 0,
-                    offset: woff,
-                    size: weights.len() as u64,
-                });
-            }
+            sections = layout.sections;
             args.section_count = sections.len() as u32;
             args.section_size = std::mem::size_of::<uapi::Section>() as u32;
         } else {
             args.td_size = td_size;
             args.td_count = td_count;
-            args.tsk_size = tsk;
+            args.tsk_size = layout.tsk_size;
         }
         Some((args, sections, p, stream.len()))
     }
@@ -840,7 +921,7 @@ impl Fuzzer {
             bad_ptr = true;
         }
         a.handle = self.rng.next() as u32;
-        let r = raw::program_create(self.d.fd(), &mut a);
+        let r = fi::program_create(self.d.fd(), &mut a);
         self.stats
             .record_ptr(self.step, Call::ProgramCreate, &what, r, want, bad_ptr);
         if r.is_ok() {
@@ -870,7 +951,7 @@ impl Fuzzer {
             handle: p.handle,
             pad: 0,
         };
-        let r = raw::program_destroy(self.d.fd(), &mut a);
+        let r = fi::program_destroy(self.d.fd(), &mut a);
         self.stats
             .record(self.step, Call::ProgramDestroy, "live", r, Want::Ok(&[]));
         self.dead_progs.push(p.handle);
@@ -890,7 +971,7 @@ impl Fuzzer {
             return;
         }
         let mut a = uapi::ProgramDestroy { handle, pad };
-        let r = raw::program_destroy(self.d.fd(), &mut a);
+        let r = fi::program_destroy(self.d.fd(), &mut a);
         self.stats.record(
             self.step,
             Call::ProgramDestroy,
@@ -923,7 +1004,7 @@ impl Fuzzer {
                     size,
                     ..Default::default()
                 };
-                let r = raw::bo_create(self.d.fd(), &mut a);
+                let r = fi::bo_create(self.d.fd(), &mut a);
                 self.stats.record(
                     self.step,
                     Call::BoCreate,
@@ -1095,7 +1176,7 @@ impl Fuzzer {
         if bindings.iter().any(|b| self.is_canary(b.bo_handle)) {
             return;
         }
-        let r = raw::exec(self.d.fd(), &mut a);
+        let r = fi::exec(self.d.fd(), &mut a);
         self.stats
             .record_ptr(self.step, Call::Exec, &what, r, want, bad_ptr);
         if r == Err(Errno::IO) {
@@ -1144,7 +1225,7 @@ impl Fuzzer {
                             handle: p.handle,
                             pad: 0,
                         };
-                        let r = raw::program_destroy(self.d.fd(), &mut d);
+                        let r = fi::program_destroy(self.d.fd(), &mut d);
                         self.stats.record(
                             self.step,
                             Call::ProgramDestroy,
@@ -1228,7 +1309,7 @@ impl Fuzzer {
             timeout_ns: deadline,
             ..Default::default()
         };
-        let r = raw::wait(self.d.fd(), &mut w);
+        let r = fi::wait(self.d.fd(), &mut w);
         self.stats
             .record(self.step, Call::Wait, what, r, Want::Ok(&[Errno::TIME]));
         if r.is_ok() {
@@ -1254,7 +1335,7 @@ impl Fuzzer {
             pad,
             ..Default::default()
         };
-        let r = raw::wait(self.d.fd(), &mut w);
+        let r = fi::wait(self.d.fd(), &mut w);
         self.stats.record(
             self.step,
             Call::Wait,
@@ -1287,7 +1368,7 @@ impl Fuzzer {
             pad,
             value: self.rng.next(),
         };
-        let r = raw::get_param(self.d.fd(), &mut a);
+        let r = fi::get_param(self.d.fd(), &mut a);
         self.stats.record(
             self.step,
             Call::GetParam,
@@ -1318,7 +1399,7 @@ impl Fuzzer {
                     size: self.page * (1 + self.rng.below(4)),
                     ..Default::default()
                 };
-                let r = raw::bo_create(o.fd(), &mut a);
+                let r = fi::bo_create(o.fd(), &mut a);
                 self.stats.record(
                     self.step,
                     Call::BoCreate,
@@ -1420,7 +1501,7 @@ impl Fuzzer {
             buf[0] ^= 1 << 63;
         }
         let op = uapi::ioc(dir, nr, size);
-        let r = dyn_ioctl(&self.d, op, &mut buf);
+        let r = fi::armed(|| dyn_ioctl(&self.d, op, &mut buf));
         if r.is_ok() && nr == uapi::nr::BO_CREATE {
             self.adopt_unknown_bos();
         }
@@ -1524,6 +1605,7 @@ fn load_fixtures() -> Vec<ane::hwx::Hwx> {
 /// Runs one fuzzing process: `calls` calls from `seed`, then drains its
 /// jobs and checks its canaries. Returns the counts.
 pub fn fuzz_process(path: &str, seed: u64, calls: u64) -> Result<Stats, String> {
+    fi::init()?;
     let d = Device::open(path).map_err(|e| e.to_string())?;
     let h14 = crate::is_h14(&d);
     let mutated_exec = !h14 && crate::recovery(&d)? == ane::hw::soc::Recovery::PowerCycle;
