@@ -10,8 +10,10 @@
 # 3. The module against each: production flavour with clippy, modinfo, no
 #    test code; its symbols against the real 7.1.13 target's export list;
 #    test flavour for the QEMU runs.
-# 4. QEMU x86_64 7.3, arm64 7.3 and arm64 7.2: in-guest test scripts, kernel
-#    log judged clean; the deliberate-warning canary must be caught.
+# 4. QEMU x86_64 7.3, arm64 7.3 and arm64 7.2: in-guest test scripts (on
+#    x86_64 also the Python package's pytest suite against the simulated
+#    device), kernel log judged clean; the deliberate-warning canary must be
+#    caught.
 #
 # Ends with "N passed, N failed"; exit status 0 only if all steps passed.
 source "$(dirname "$0")/lib.sh"
@@ -129,10 +131,12 @@ step "guest x86_64 7.3: test-flavour module + initramfs" guest x86_64 "$kdir_x86
 # compiled programs against the CPU reference, injected hang and error
 # recovery per SoC), unbind with the node held open, the T6021 firmware
 # start, calls and fault matrix, and ane-probe's commands; kmemleak scans
-# after each.
+# after each. The x86_64 boot also runs the ane_rs pytest suite on the
+# device (only the x86_64 initramfs carries Python; the arm64 boots run
+# $suite without it).
 suite=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,ioctl_t6021,suspend,unbind_open,fw_t6021,node_shapes,probe
-step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103 polled and by interrupt, T6001, T6021), system sleep with jobs queued, unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench)" \
-	boot x86_64 "$kdir_x86" x86_64 "$suite" suite
+step "qemu x86_64 7.3: load/unload, accel node, ioctl suite (T8103 polled and by interrupt, T6001, T6021), system sleep with jobs queued, unbind while open, T6021 firmware start, calls and faults, ane-probe (info, parity, mlp, run, bench), ane_rs pytest on the device" \
+	boot x86_64 "$kdir_x86" x86_64 "$suite,python" suite
 # ane-fuzz (issue 17): a fixed-seed pass of 10^4 ioctls per SoC table from
 # 4 processes, canaries and a known-good job after each, kmemleak after the
 # unload, and the regressions of what it found. Its own boot (about 4 min

@@ -4,8 +4,10 @@
 # Builds (or reuses) the chroot, the test kernel and the module, boots QEMU
 # with the simulated T8103 and runs the real job through the real driver
 # (tools/qemu/tests/demo.sh: info, doctor, the parity cells, the MLP, a
-# compiled program), and prints the guest's console from boot to power-off. ANE_DEMO_ARCH=arm64 runs the arm64 kernel
-# with ANE device-tree nodes instead, so the driver binds one device per SoC.
+# compiled program through ane-probe and from Python with ane_rs), and
+# prints the guest's console from boot to power-off. ANE_DEMO_ARCH=arm64
+# runs the arm64 kernel with ANE device-tree nodes instead, so the driver
+# binds one device per SoC.
 source "$(dirname "$0")/lib.sh"
 cd "$ANE_TOP"
 

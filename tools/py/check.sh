@@ -6,7 +6,8 @@
 # host engine model, with the fixtures of ../shared (read-only at /shared).
 #
 # The tools (tools/py/requirements.txt, pinned with hashes) live in a venv
-# under /cache keyed by that file and the Python version; the cargo build in
+# under /cache keyed by that file and the Python version (tools/py/venv.sh,
+# shared with the QEMU guest's build); the cargo build in
 # /cache/cargo-target/ane-py, reused between runs.
 set -euo pipefail
 
@@ -16,21 +17,7 @@ if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 fi
 
 cd /src
-pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-venv_key=$( { echo "py $pyver"; cat tools/py/requirements.txt; } | sha256sum | cut -c1-16)
-venv=/cache/py-venv-$venv_key
-setup_venv() {
-	[ -f "$venv/.ane-ready" ] && return 0
-	exec {lockfd}>/cache/.lock-py-venv
-	flock "$lockfd"
-	[ -f "$venv/.ane-ready" ] && return 0
-	rm -rf "$venv"
-	python3 -m venv "$venv"
-	"$venv/bin/pip" install -q --disable-pip-version-check --no-deps --require-hashes \
-		-r tools/py/requirements.txt
-	touch "$venv/.ane-ready"
-}
-setup_venv || { echo "python venv setup failed" >&2; exit 1; }
+venv=$(tools/py/venv.sh) || { echo "python venv setup failed" >&2; exit 1; }
 export PATH=$venv/bin:$PATH
 export CARGO_TARGET_DIR=/cache/cargo-target/ane-py
 

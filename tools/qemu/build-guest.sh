@@ -1,6 +1,8 @@
 #!/bin/bash
 # Inside the chroot: build the test-flavour module and the userspace test
-# binaries for ARCH against KDIR, and pack them into an initramfs.
+# binaries for ARCH against KDIR, and pack them into an initramfs. The
+# x86_64 initramfs also carries Python with numpy, pytest and the ane_rs
+# wheel (tools/qemu/guest-python.sh).
 #
 #   build-guest.sh ARCH KDIR OUTDIR
 #
@@ -65,7 +67,17 @@ cp "$bins/ane-probe" "$bins/ane-ioctl-tests" "$bins/ane-bench" "$root/bin/"
 # never committed; the tests say SKIP when it is absent).
 if [ -d /shared/fixtures ]; then
 	mkdir -p "$root/fixtures"
-	cp /shared/fixtures/*.hwx "$root/fixtures/"
+	cp /shared/fixtures/*.hwx /shared/fixtures/*.anec "$root/fixtures/"
+fi
+# Python, for the ane_rs pytest suite and the demo (x86_64 only: the arm64
+# guests run the same driver, and an arm64 interpreter cannot be installed
+# beside the chroot's own).
+if [ "$arch" = x86_64 ]; then
+	/src/tools/qemu/guest-python.sh "$out/src" "$root" "${CARGO_TARGET_DIR}-py" \
+		>"$out/python-build.log" 2>&1 || {
+		cat "$out/python-build.log" >&2
+		exit 1
+	}
 fi
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$out/initramfs.cpio.gz"
 echo "$out/initramfs.cpio.gz"

@@ -1,7 +1,8 @@
 # `make demo`: the real job, as a user on an M1 would run it, on the
 # simulated T8103 through the real driver: what the machine looks like,
-# the first-contact ladder, the parity cells, the two-layer MLP, and one
-# compiled program (tinygrad's sum) with its output checked.
+# the first-contact ladder, the parity cells, the two-layer MLP, one
+# compiled program (tinygrad's sum) with its output checked, and the same
+# program from Python (ane_rs, x86_64 guest only) against numpy.
 modprobe ane sim_soc=0x8103
 [ -c /dev/accel/accel0 ] || fail "no accel node"
 echo "### ane-probe info"
@@ -21,5 +22,28 @@ if [ -f /fixtures/tinygrad_sum.hwx ]; then
 	cmp /tmp/sum.bin /tmp/three.bin || fail "run: sum differs"
 else
 	echo "SKIPPED: /fixtures/tinygrad_sum.hwx is absent (run)"
+fi
+if [ -x /usr/bin/python3 ] && [ -f /fixtures/tinygrad_sum.hwx ]; then
+	echo "### Python: ane_rs.model(\"tinygrad_sum.hwx\").predict([a, b])"
+	python3 -W error::RuntimeWarning - <<'PY' || fail "python"
+import os
+
+import numpy as np
+import ane_rs
+
+print("accel nodes:", [(n["path"], n["driver"]) for n in ane_rs.accel_nodes()])
+m = ane_rs.model("/fixtures/tinygrad_sum.hwx")
+print(f"loaded {os.path.basename(m.path)} ({m.format}, sha256 {m.sha256[:12]}...) on {m.device.path}")
+for t in m.inputs + m.outputs:
+    print(f"  {t.direction:6} {t.name}: fp16 {t.shape}")
+a = np.full((1, 64, 1, 1), 1.0, np.float16)
+b = np.arange(64, dtype=np.float16).reshape(1, 64, 1, 1)
+(out,) = m.predict([a, b])
+print("a + b =", out.reshape(-1)[:8], "...", out.dtype, out.shape)
+assert np.array_equal(out, a + b)
+print("matches numpy: yes")
+PY
+else
+	echo "SKIPPED: no Python in this initramfs or /fixtures/tinygrad_sum.hwx absent (python)"
 fi
 modprobe -r ane

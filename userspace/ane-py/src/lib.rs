@@ -272,7 +272,8 @@ impl Buffer {
 
 #[pymethods]
 impl Buffer {
-    /// Bytes.
+    /// Bytes: as asked on the model; whole pages on a device, where the
+    /// driver rounds a BO up.
     #[getter]
     fn size(&self) -> u64 {
         self.len()

@@ -1,7 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0-only OR MIT
-"""Fixtures: the host engine model as the device, and the public compiled
-programs of ../shared/fixtures (or $ANE_SHARED/fixtures), as the Rust tests
-find them. A user's clone has no ../shared: those tests skip, saying so."""
+"""Fixtures: the devices a test runs on, and the public compiled programs of
+../shared/fixtures (or $ANE_SHARED/fixtures), as the Rust tests find them. A
+user's clone has no ../shared: those tests skip, saying so.
+
+Every test taking `dev` runs twice: on the host engine model, always, and on
+the first accel node of the ane driver when one exists (skipped otherwise,
+so the suite passes on a machine without an ANE). ANE_RS_REQUIRE_DEVICE=1
+turns that skip into a failure: the QEMU guest's run
+(tools/qemu/tests/python.sh) sets it, so the device half cannot silently
+vanish."""
 
 import os
 from pathlib import Path
@@ -35,6 +42,18 @@ def fixture():
     return get
 
 
-@pytest.fixture
-def dev():
-    return ane_rs.host_model()
+def has_ane_node():
+    return any(n.get("driver") == "ane" for n in ane_rs.accel_nodes())
+
+
+@pytest.fixture(params=["model", "device"])
+def dev(request):
+    if request.param == "model":
+        return ane_rs.host_model()
+    if not has_ane_node():
+        if os.environ.get("ANE_RS_REQUIRE_DEVICE") == "1":
+            pytest.fail("ANE_RS_REQUIRE_DEVICE=1, but no accel node of the ane driver exists")
+        pytest.skip("no accel node of the ane driver; the host engine model ran this test")
+    d = ane_rs.Device()
+    assert d.kind == "device"
+    return d
