@@ -10,7 +10,7 @@ use ane::device::{Bo, Device, JobStatus, Program};
 use ane::hw::uapi;
 
 use ane::hw::engine;
-use ane::parity::HostMem;
+use ane::program::ModelRun;
 
 use crate::exit::Error;
 use crate::program::ProgramFile;
@@ -65,14 +65,7 @@ impl<'d> Session<'d> {
         let mut bindings = Vec::new();
         for b in &prog.bindings {
             let bo = dev.bo_create(b.size)?;
-            bindings.push(uapi::Binding {
-                slot: b.slot,
-                bo_handle: bo.handle(),
-                offset: 0,
-                size: b.size,
-                flags: b.flags,
-                pad: 0,
-            });
+            bindings.push(b.binding(bo.handle()));
             bos.push(bo);
         }
         let tensor_bo = (0..prog.tensors.len())
@@ -173,24 +166,12 @@ impl Runner for Session<'_> {
     }
 }
 
-/// Where [`ModelSession`] maps the program (as the driver does: the task
-/// stream at BAR 0, the weights at BAR 1 = BAR 0 + round_up(tsk_size, 16)).
-const MODEL_PROGRAM_IOVA: u64 = 0x1000_0000;
-/// Where it maps the first slot's buffer; each next one follows after an
-/// unmapped gap, so a stray access faults.
-const MODEL_SLOT_IOVA: u64 = 0x4000_0000;
-/// The gap.
-const MODEL_GAP: u64 = 0x10_0000;
-
 /// A program on the host engine model ([`ane::hw::engine`]): every slot
 /// the program binds gets a host buffer, as the device session binds a BO.
 pub struct ModelSession {
-    mem: HostMem,
-    bars: [u64; ane::hw::td::BAR_SLOTS],
-    td_size: u32,
-    td_count: u32,
-    /// For each tensor of the program, its buffer's device address.
-    tensor_iova: Vec<u64>,
+    run: ModelRun,
+    /// For each tensor of the program, its index in the bindings.
+    tensor_binding: Vec<usize>,
     options: engine::Options,
 }
 
@@ -198,54 +179,33 @@ impl ModelSession {
     /// Maps `prog` and a buffer for every slot it binds (scratch filled
     /// with 0xA5).
     pub fn new(prog: &ProgramFile) -> Result<ModelSession, Error> {
-        let mut mem = HostMem::default();
-        let mut bars = [0u64; ane::hw::td::BAR_SLOTS];
-        bars[0] = MODEL_PROGRAM_IOVA;
-        bars[1] = MODEL_PROGRAM_IOVA + prog.tsk_size.next_multiple_of(16);
-        mem.map(MODEL_PROGRAM_IOVA, prog.payload.clone());
-        let mut next = MODEL_SLOT_IOVA;
-        let mut slot_iova = Vec::new();
-        for b in &prog.bindings {
+        let run = ModelRun::new(prog, |_, b| {
             let size = usize::try_from(b.size).map_err(|_| {
                 Error::Model(format!(
                     "slot {}: {} bytes do not fit in memory",
                     b.slot, b.size
                 ))
             })?;
-            mem.map(next, vec![0xA5; size]);
-            if let Some(bar) = bars.get_mut(b.slot as usize) {
-                *bar = next;
-            }
-            slot_iova.push(next);
-            next = next
-                .saturating_add(b.size)
-                .saturating_add(MODEL_GAP)
-                .div_ceil(MODEL_GAP)
-                .saturating_mul(MODEL_GAP);
-        }
-        let tensor_iova = (0..prog.tensors.len())
+            Ok::<_, Error>(vec![0xA5; size])
+        })?;
+        let tensor_binding = (0..prog.tensors.len())
             .map(|i| {
                 prog.bindings
                     .iter()
                     .position(|b| b.tensor == Some(i))
-                    .map(|p| slot_iova[p])
                     .ok_or_else(|| Error::Model(format!("tensor {i} has no binding")))
             })
             .collect::<Result<_, _>>()?;
         Ok(ModelSession {
-            mem,
-            bars,
-            td_size: prog.td_size,
-            td_count: prog.td_count,
-            tensor_iova,
+            run,
+            tensor_binding,
             options: engine::Options::default(),
         })
     }
 
     fn buffer(&mut self, i: usize) -> Result<&mut Vec<u8>, Error> {
-        let iova = self.tensor_iova[i];
-        self.mem
-            .region_mut(iova)
+        self.run
+            .buffer_mut(self.tensor_binding[i])
             .ok_or_else(|| Error::Model(format!("tensor {i}: no buffer")))
     }
 }
@@ -267,15 +227,9 @@ impl Runner for ModelSession {
     }
     fn run_once(&mut self, _priority: u32, _timeout: Duration) -> Result<Duration, Error> {
         let t0 = Instant::now();
-        engine::execute(
-            &mut self.mem,
-            self.bars[0],
-            self.td_size,
-            self.td_count,
-            &self.bars,
-            &self.options,
-        )
-        .map_err(|e| Error::Model(format!("the engine model refused the program: {e:?}")))?;
+        self.run
+            .execute(&self.options)
+            .map_err(|e| Error::Model(format!("the engine model refused the program: {e:?}")))?;
         Ok(t0.elapsed())
     }
 }

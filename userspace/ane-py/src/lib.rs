@@ -22,8 +22,8 @@ use std::time::{Duration, Instant};
 use ane::device::{self, Bo, JobStatus};
 use ane::hw::{engine, uapi};
 use ane::hwx::Direction;
-use ane::parity::{self, DeviceExecutor, Executor, HostMem, ModelExecutor, Verdict};
-use ane::program::{direction_name, ProgramFile, TensorSpec};
+use ane::parity::{self, DeviceExecutor, Executor, ModelExecutor, Verdict};
+use ane::program::{direction_name, ModelRun, ProgramFile, TensorSpec};
 use ane::system::{self, SysRoot};
 use half::f16;
 use numpy::ndarray::{ArrayD, IxDyn};
@@ -56,14 +56,6 @@ fn err(e: impl std::fmt::Display) -> PyErr {
     AneError::new_err(e.to_string())
 }
 
-/// Where the model maps the program (the task stream at BAR 0, the
-/// weights at BAR 1 = BAR 0 + round_up(tsk_size, 16)), as the driver does.
-const MODEL_PROGRAM_IOVA: u64 = 0x1000_0000;
-/// Where it maps the first bound buffer; each next one follows after an
-/// unmapped gap, so a stray access faults.
-const MODEL_SLOT_IOVA: u64 = 0x4000_0000;
-/// The gap.
-const MODEL_GAP: u64 = 0x10_0000;
 /// Default wait for a job.
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 
@@ -514,14 +506,7 @@ impl Model {
                     let Storage::Hw { bo, .. } = &buf.storage else {
                         unreachable!("bind() checks the device");
                     };
-                    bindings.push(uapi::Binding {
-                        slot: b.slot,
-                        bo_handle: bo.handle(),
-                        offset: 0,
-                        size: b.size,
-                        flags: b.flags,
-                        pad: 0,
-                    });
+                    bindings.push(b.binding(bo.handle()));
                 }
                 // Other Python threads run while the job does.
                 let (job, status) = py
@@ -542,45 +527,19 @@ impl Model {
                 Err(AneError::new_err(format!("job {job} {status}")))
             }
             Loaded::Model => {
-                let mut mem = HostMem::default();
-                let mut bars = [0u64; ane::hw::td::BAR_SLOTS];
-                bars[0] = MODEL_PROGRAM_IOVA;
-                bars[1] = MODEL_PROGRAM_IOVA + self.prog.tsk_size.next_multiple_of(16);
-                mem.map(MODEL_PROGRAM_IOVA, self.prog.payload.clone());
-                let mut next = MODEL_SLOT_IOVA;
-                let mut iovas = Vec::new();
-                for (b, buf) in self.prog.bindings.iter().zip(&self.buffers) {
-                    let mut buf = buf.borrow_mut(py);
-                    mem.map(next, buf.bytes()?.to_vec());
-                    if let Some(bar) = bars.get_mut(b.slot as usize) {
-                        *bar = next;
-                    }
-                    iovas.push(next);
-                    next = next
-                        .saturating_add(b.size)
-                        .saturating_add(MODEL_GAP)
-                        .div_ceil(MODEL_GAP)
-                        .saturating_mul(MODEL_GAP);
-                }
-                let (td_size, td_count) = (self.prog.td_size, self.prog.td_count);
-                py.detach(|| {
-                    engine::execute(
-                        &mut mem,
-                        bars[0],
-                        td_size,
-                        td_count,
-                        &bars,
-                        &engine::Options::default(),
-                    )
-                })
-                .map_err(|e| err(format!("the engine model refused the program: {e}")))?;
-                for ((b, buf), iova) in self.prog.bindings.iter().zip(&self.buffers).zip(iovas) {
+                let mut run = ModelRun::new(&self.prog, |i, _| {
+                    let mut buf = self.buffers[i].borrow_mut(py);
+                    Ok::<_, PyErr>(buf.bytes()?.to_vec())
+                })?;
+                py.detach(|| run.execute(&engine::Options::default()))
+                    .map_err(|e| err(format!("the engine model refused the program: {e}")))?;
+                for (i, (b, buf)) in self.prog.bindings.iter().zip(&self.buffers).enumerate() {
                     if b.flags & uapi::bind::OUT == 0 {
                         continue;
                     }
                     let mut buf = buf.borrow_mut(py);
                     let bytes = buf.bytes()?;
-                    let region = mem.region(iova).unwrap_or(&[]);
+                    let region = run.buffer(i).unwrap_or(&[]);
                     let n = region.len().min(bytes.len());
                     bytes[..n].copy_from_slice(&region[..n]);
                 }

@@ -802,14 +802,7 @@ impl Device {
         let mut bindings = Vec::new();
         for b in order {
             let bo = self.bo_create(b.size)?;
-            bindings.push(uapi::Binding {
-                slot: b.slot,
-                bo_handle: bo.handle(),
-                offset: 0,
-                size: b.size,
-                flags: b.flags,
-                pad: 0,
-            });
+            bindings.push(b.binding(bo.handle()));
             bos.push(bo);
         }
         Ok((bos, bindings))

@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::anec::{Anec, TILE_BYTES};
+use crate::hw::engine;
 use crate::hw::td::{self, SlotUsage};
-use crate::hw::uapi::bind;
+use crate::hw::uapi::{self, bind};
 use crate::hwx::{self, Direction, Hwx};
+use crate::parity::HostMem;
 
 /// The kernel finds the weights at `round_up(tsk_size, 16)`.
 const WEIGHTS_ALIGN: usize = 16;
@@ -254,6 +256,107 @@ pub struct SlotBinding {
     pub size: u64,
     /// Index into [`ProgramFile::tensors`], or `None` for scratch.
     pub tensor: Option<usize>,
+}
+
+impl SlotBinding {
+    /// The EXEC binding of this slot to the whole of BO `bo_handle`.
+    pub fn binding(&self, bo_handle: u32) -> uapi::Binding {
+        uapi::Binding {
+            slot: self.slot,
+            bo_handle,
+            offset: 0,
+            size: self.size,
+            flags: self.flags,
+            pad: 0,
+        }
+    }
+}
+
+/// Where the host model maps the program (the task stream at BAR 0, the
+/// weights at BAR 1 = BAR 0 + round_up(tsk_size, 16)), as the driver does.
+const MODEL_PROGRAM_IOVA: u64 = 0x1000_0000;
+/// Where it maps the first bound buffer; each next one follows after an
+/// unmapped gap, so a stray access faults.
+const MODEL_SLOT_IOVA: u64 = 0x4000_0000;
+/// The gap.
+const MODEL_GAP: u64 = 0x10_0000;
+
+/// A program laid out in the host engine model's memory
+/// ([`crate::hw::engine`]) with a buffer for every slot it binds, as EXEC
+/// binds BOs on a device.
+#[derive(Clone, Debug)]
+pub struct ModelRun {
+    /// The model's memory.
+    pub mem: HostMem,
+    bars: [u64; td::BAR_SLOTS],
+    td_size: u32,
+    td_count: u32,
+    /// The device address of each entry of [`ProgramFile::bindings`], same
+    /// order.
+    pub slot_iova: Vec<u64>,
+}
+
+impl ModelRun {
+    /// Maps `prog` and, for each of its bindings, the buffer `init`
+    /// returns for it (index into [`ProgramFile::bindings`], binding).
+    pub fn new<E>(
+        prog: &ProgramFile,
+        mut init: impl FnMut(usize, &SlotBinding) -> Result<Vec<u8>, E>,
+    ) -> Result<ModelRun, E> {
+        let mut mem = HostMem::default();
+        let mut bars = [0u64; td::BAR_SLOTS];
+        bars[usize::from(SLOT_COMMAND)] = MODEL_PROGRAM_IOVA;
+        bars[usize::from(SLOT_KERNEL)] =
+            MODEL_PROGRAM_IOVA + prog.tsk_size.next_multiple_of(WEIGHTS_ALIGN as u64);
+        mem.map(MODEL_PROGRAM_IOVA, prog.payload.clone());
+        let mut next = MODEL_SLOT_IOVA;
+        let mut slot_iova = Vec::with_capacity(prog.bindings.len());
+        for (i, b) in prog.bindings.iter().enumerate() {
+            mem.map(next, init(i, b)?);
+            if let Some(bar) = bars.get_mut(b.slot as usize) {
+                *bar = next;
+            }
+            slot_iova.push(next);
+            next = next
+                .saturating_add(b.size)
+                .saturating_add(MODEL_GAP)
+                .div_ceil(MODEL_GAP)
+                .saturating_mul(MODEL_GAP);
+        }
+        Ok(ModelRun {
+            mem,
+            bars,
+            td_size: prog.td_size,
+            td_count: prog.td_count,
+            slot_iova,
+        })
+    }
+
+    /// The buffer of binding `i`.
+    pub fn buffer(&self, i: usize) -> Option<&[u8]> {
+        self.mem.region(*self.slot_iova.get(i)?)
+    }
+
+    /// The buffer of binding `i`, writable.
+    pub fn buffer_mut(&mut self, i: usize) -> Option<&mut Vec<u8>> {
+        let iova = *self.slot_iova.get(i)?;
+        self.mem.region_mut(iova)
+    }
+
+    /// Runs the program once on the model.
+    pub fn execute(
+        &mut self,
+        options: &engine::Options,
+    ) -> Result<engine::Stats, engine::EngineError> {
+        engine::execute(
+            &mut self.mem,
+            self.bars[usize::from(SLOT_COMMAND)],
+            self.td_size,
+            self.td_count,
+            &self.bars,
+            options,
+        )
+    }
 }
 
 /// A parsed, validated program file.
