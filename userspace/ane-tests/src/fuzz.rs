@@ -53,10 +53,31 @@ mod fi {
     use ane::hw::uapi;
     use rustix::io::Errno;
 
+    /// Which calls inject: `ANE_FUZZ_INJECT=1` all of them, or a comma
+    /// list of names (`exec,mmap,...`: the raw ioctl names, `mmap`,
+    /// `random`) to find which call a failure comes from.
+    fn which() -> &'static Option<Vec<String>> {
+        static ON: OnceLock<Option<Vec<String>>> = OnceLock::new();
+        ON.get_or_init(|| {
+            let v = std::env::var("ANE_FUZZ_INJECT").ok()?;
+            match v.as_str() {
+                "" | "0" => None,
+                "1" => Some(Vec::new()),
+                list => Some(list.split(',').map(str::to_owned).collect()),
+            }
+        })
+    }
+
     /// Whether this run injects.
     pub fn enabled() -> bool {
-        static ON: OnceLock<bool> = OnceLock::new();
-        *ON.get_or_init(|| std::env::var_os("ANE_FUZZ_INJECT").is_some_and(|v| v == "1"))
+        which().is_some()
+    }
+
+    /// Whether calls named `name` inject.
+    fn enabled_for(name: &str) -> bool {
+        which()
+            .as_ref()
+            .is_some_and(|l| l.is_empty() || l.iter().any(|n| n == name))
     }
 
     thread_local! {
@@ -87,9 +108,10 @@ mod fi {
         })
     }
 
-    /// Runs `f` with injection armed (when enabled).
-    pub fn armed<T>(f: impl FnOnce() -> T) -> T {
-        if !enabled() {
+    /// Runs `f`, a call named `name`, with injection armed (when enabled
+    /// for it).
+    pub fn armed<T>(name: &str, f: impl FnOnce() -> T) -> T {
+        if !enabled_for(name) {
             return f();
         }
         set(true);
@@ -102,7 +124,7 @@ mod fi {
         ($($name:ident: $t:ty),* $(,)?) => {$(
             /// The raw ioctl of the same name, armed.
             pub fn $name(fd: impl AsFd, arg: &mut $t) -> Result<(), Errno> {
-                armed(|| raw::$name(fd, arg))
+                armed(stringify!($name), || raw::$name(fd, arg))
             }
         )*};
     }
@@ -119,7 +141,7 @@ mod fi {
 
     /// [`super::mmap_bo`], armed.
     pub fn mmap_bo(d: &Device, offset: u64, len: usize) -> Result<*mut u8, Errno> {
-        armed(|| super::mmap_bo(d, offset, len))
+        armed("mmap", || super::mmap_bo(d, offset, len))
     }
 }
 /// Canary BOs per process (and in the parent).
@@ -790,6 +812,16 @@ impl Fuzzer {
         );
         r.ok()?;
         let len = (size.max(1).div_ceil(self.page) * self.page) as usize;
+        // In the pool before the mmap: if that fails (an injected ENOMEM)
+        // the BO still lives and its handle must not pass for a dead one.
+        self.bos.push(PBo {
+            handle: a.handle,
+            size: len as u64,
+            offset: a.mmap_offset,
+            map: None,
+            map_len: 0,
+            bound: true,
+        });
         let p = fi::mmap_bo(&self.d, a.mmap_offset, len);
         self.stats.record(
             self.step,
@@ -799,17 +831,13 @@ impl Fuzzer {
             Want::Ok(&[]),
         );
         let p = p.ok()?;
+        if let Some(b) = self.bos.last_mut() {
+            b.map = Some(p);
+            b.map_len = len;
+        }
         // SAFETY: our fresh mapping of `len` bytes.
         let m = unsafe { std::slice::from_raw_parts_mut(p, len) };
         layout.fill(m, &stream, &weights).ok()?;
-        self.bos.push(PBo {
-            handle: a.handle,
-            size: len as u64,
-            offset: a.mmap_offset,
-            map: Some(p),
-            map_len: len,
-            bound: true,
-        });
         let mut sections = Vec::new();
         let mut args = uapi::ProgramCreate {
             bo_handle: a.handle,
@@ -1501,7 +1529,7 @@ impl Fuzzer {
             buf[0] ^= 1 << 63;
         }
         let op = uapi::ioc(dir, nr, size);
-        let r = fi::armed(|| dyn_ioctl(&self.d, op, &mut buf));
+        let r = fi::armed("random", || dyn_ioctl(&self.d, op, &mut buf));
         if r.is_ok() && nr == uapi::nr::BO_CREATE {
             self.adopt_unknown_bos();
         }

@@ -10,6 +10,7 @@
 
 use std::process::ExitCode;
 
+mod failnth;
 mod fuzz;
 mod fwimage;
 
@@ -1799,6 +1800,9 @@ fn main() -> ExitCode {
     }
     if mode == Some("--fuzz") {
         return fuzz::parent_main(&args[2..]);
+    }
+    if mode == Some("--fail-nth") {
+        return failnth::main(&args[2..]);
     }
     if mode == Some("--fuzz-regress") {
         return fuzz::regress_main(&args[2..]);
