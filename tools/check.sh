@@ -153,11 +153,13 @@ san_suite=ioctl,ioctl_t6001,ioctl_t6021,unbind_open,fw_t6021,node_shapes
 step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" guest x86_64 "$kdir_san" x86_64-san
 step "qemu x86_64 7.3 sanitizers (KASAN, UBSAN, fault injection): ioctl suites (T8103, T6001, T6021), unbind while open, T6021 firmware and faults, node shapes" \
 	boot x86_64 "$kdir_san" x86_64-san "$san_suite" suite
-# ane-fuzz again on the sanitizer kernel, with failslab failing 5% of the
+# Fault injection on the sanitizer kernel: every driver call with each of
+# its fault sites failed in turn (fail_nth: deterministic, the device must
+# be released after each), then ane-fuzz with failslab failing 5% of the
 # slab allocations made inside the fuzzed ioctls and mmaps (and nowhere
 # else): error paths under KASAN, then the same checks as above.
-step "qemu x86_64 7.3 sanitizers: ane-fuzz with allocation failures injected into the fuzzed calls (failslab), every SoC table" \
-	boot x86_64 "$kdir_san" x86_64-san fuzz_inject fuzz_inject
+step "qemu x86_64 7.3 sanitizers: every driver call with each fault site failed in turn (fail-nth; T8103, T6021), then ane-fuzz under failslab, every SoC table" \
+	boot x86_64 "$kdir_san" x86_64-san fail_nth,fuzz_inject fault_inject
 step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
 step "qemu arm64 7.3 (16K pages): the same suite" boot arm64 "$kdir_arm" arm64 "$suite" suite
