@@ -150,6 +150,12 @@ const CANARIES: usize = 3;
 const MAX_BOS: usize = 48;
 /// Cap on live programs of the pool.
 const MAX_PROGS: usize = 8;
+/// H14: mutated programs one process may have the firmware load. The
+/// firmware never frees a program (256 per boot, the driver stops at 250:
+/// `docs/hardware-record.md`), so every distinct mutated program that loads
+/// uses a slot until reboot; four processes at this budget leave room for
+/// the checks after the run and the other suites.
+const H14_MUTATED_LOADS: u32 = 40;
 /// Cap on mappings kept after their handle was closed.
 const MAX_ORPHANS: usize = 8;
 /// Cap on jobs in flight (the kernel's own cap is larger).
@@ -488,6 +494,8 @@ struct Fuzzer {
     h14: bool,
     /// Whether jobs of mutated programs run (see [`Fuzzer::exec`]).
     mutated_exec: bool,
+    /// H14: mutated programs the firmware loaded ([`H14_MUTATED_LOADS`]).
+    h14_mutated_loads: u32,
     page: u64,
     bo_max: u64,
     fixtures: Vec<ane::hwx::Hwx>,
@@ -861,6 +869,9 @@ impl Fuzzer {
         if self.fixtures.is_empty() {
             return;
         }
+        // Past the budget, an H14 process loads only the fixtures, which
+        // the driver's digest cache serves without a new firmware slot.
+        let mutate = mutate && !(self.h14 && self.h14_mutated_loads >= H14_MUTATED_LOADS);
         if self.progs.len() >= MAX_PROGS {
             return self.program_destroy_valid();
         }
@@ -961,6 +972,9 @@ impl Fuzzer {
                 );
             }
             self.dead_progs.retain(|&h| h != a.handle);
+            if mutate && self.h14 {
+                self.h14_mutated_loads += 1;
+            }
             self.progs.push(PProg {
                 handle: a.handle,
                 fixture: f,
@@ -1656,6 +1670,7 @@ pub fn fuzz_process(path: &str, seed: u64, calls: u64) -> Result<Stats, String> 
         rng: Rng::new(seed),
         h14,
         mutated_exec,
+        h14_mutated_loads: 0,
         page,
         bo_max,
         fixtures,
