@@ -12,11 +12,13 @@
 //! applies to: `hang`, `error`, `stale`, `drop_line1`, `no_idle`,
 //! `dart_fault`; `exec` = 0 makes pushed jobs finish without running their
 //! program (for the overhead benchmark), `exec_delay_ms` makes each take
-//! that long (for the system sleep test). Read-only counters: `irqs`
+//! that long (for the system sleep test: the engine is busy from the push
+//! until the first register access after the delay). Read-only counters: `irqs`
 //! (engine-line interrupts the driver's handler claimed), `dart_line`
 //! (times the event interrupt was raised on the DART's line), `lockups`
 //! (engine register reads made while a DART fault was latched: on hardware
-//! each would hang the SoC).
+//! each would hang the SoC), `accesses` (register accesses of the engine
+//! and DART windows).
 //!
 //! What would hang or corrupt real hardware is logged with a line the QEMU
 //! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
@@ -43,6 +45,7 @@ use kernel::{
         atomic::{Atomic, Relaxed},
         new_mutex, Arc, Mutex,
     },
+    time::{Delta, Instant, Monotonic},
 };
 
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -123,6 +126,10 @@ pub(crate) struct SimEngine {
     dart_line: File<Atomic<u32>>,
     #[pin]
     lockups: File<Atomic<u32>>,
+    /// Register accesses of the engine and DART windows (the benchmark
+    /// reports them per job).
+    #[pin]
+    accesses: File<Atomic<u32>>,
     /// The event interrupt goes to the engine's own line.
     engine_line: AtomicBool,
 }
@@ -134,6 +141,11 @@ struct SimState {
     attached: Option<SimPageTable>,
     /// The engine line was raised and not yet delivered.
     raised: bool,
+    /// A deferred push (`exec_delay_ms`) runs at the first access after
+    /// this.
+    due: Option<(Instant<Monotonic>, Delta)>,
+    /// What the attached table was last told the engine reaches.
+    live: bool,
 }
 
 /// DMA of the engine model through a software page table.
@@ -162,6 +174,8 @@ impl SimEngine {
                     powered: true,
                     attached: None,
                     raised: false,
+                    due: None,
+                    live: false,
                 }),
                 hang <- dir.read_write_file(c"hang", Atomic::<u32>::new(0)),
                 error <- dir.read_write_file(c"error", Atomic::<u32>::new(0)),
@@ -174,6 +188,7 @@ impl SimEngine {
                 irqs <- dir.read_only_file(c"irqs", Atomic::<u32>::new(0)),
                 dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
                 lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
+                accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
                 engine_line: AtomicBool::new(false),
                 _dir: dir,
             }? Error),
@@ -199,12 +214,43 @@ impl SimEngine {
         if let Some(pt) = s.attached.take() {
             pt.set_live(None);
         }
+        s.live = false;
     }
 
-    /// Marks what the attached table's running job reaches.
-    fn track(s: &SimState) {
+    /// Marks what the attached table's running job reaches (when that
+    /// changed: a push, or the job's end).
+    fn track(s: &mut SimState) {
+        let running = s.model.running();
+        if running.is_none() && !s.live {
+            return;
+        }
         if let Some(pt) = &s.attached {
-            pt.set_live(s.model.running());
+            pt.set_live(running);
+        }
+        s.live = running.is_some();
+    }
+
+    /// Runs a deferred push whose time has come.
+    fn catch_up(&self, s: &mut SimState) {
+        let Some((pushed, delay)) = s.due else {
+            return;
+        };
+        if pushed.elapsed() < delay {
+            return;
+        }
+        s.due = None;
+        let exec = self.exec.load(Relaxed) != 0;
+        let pt = s.attached.as_ref().map(SimPageTable::share);
+        let before = s.model.dart_line_raised();
+        s.model.run_deferred(|job| {
+            if exec {
+                run(pt.as_ref(), job)
+            } else {
+                Ran::Finished
+            }
+        });
+        if s.model.dart_line_raised() != before && self.engine_line.load(Ordering::Acquire) {
+            s.raised = true;
         }
     }
 
@@ -230,7 +276,8 @@ impl SimEngine {
         let mut s = self.state.lock();
         s.model.power_cycle();
         s.powered = false;
-        Self::track(&s);
+        s.due = None;
+        Self::track(&mut s);
     }
 
     /// Power-up (runtime resume).
@@ -262,17 +309,23 @@ impl SimEngine {
 
     /// A register read of the engine window.
     pub(crate) fn read32(&self, off: usize) -> u32 {
-        let mut s = self.state.lock();
-        Self::check_powered(&s, off);
+        self.accesses.fetch_add(1, Relaxed);
+        let mut guard = self.state.lock();
+        let s = &mut *guard;
+        Self::check_powered(s, off);
+        self.catch_up(s);
         let v = s.model.read(off);
         self.publish(&s.model);
-        Self::track(&s);
+        Self::track(s);
         v
     }
 
     /// A read of the DART window.
     pub(crate) fn dart_read32(&self, off: usize) -> u32 {
-        self.state.lock().model.dart_read32(off)
+        self.accesses.fetch_add(1, Relaxed);
+        let mut guard = self.state.lock();
+        self.catch_up(&mut guard);
+        guard.model.dart_read32(off)
     }
 
     /// Takes one from a fault-injection counter; whether there was one.
@@ -300,30 +353,40 @@ impl SimEngine {
         .map(|(_, i)| i)
     }
 
-    /// A register write of the engine window; a push runs the job.
+    /// A register write of the engine window; a push runs the job (after
+    /// `exec_delay_ms`, at the first access from then on).
     pub(crate) fn write32(&self, off: usize, val: u32) {
-        let inject = if off == tm::tm_reg(tm::mgr::PUSH) {
-            self.inject()
-        } else {
-            None
-        };
+        self.accesses.fetch_add(1, Relaxed);
+        let pushed = off == tm::tm_reg(tm::mgr::PUSH);
+        let inject = if pushed { self.inject() } else { None };
         let mut guard = self.state.lock();
         let s = &mut *guard;
         Self::check_powered(s, off);
+        self.catch_up(s);
         let before = s.model.dart_line_raised();
-        let pt = s.attached.as_ref().map(SimPageTable::share);
-        let exec = self.exec.load(Relaxed) != 0;
         let delay = self.exec_delay_ms.load(Relaxed);
+        if pushed {
+            s.model.set_defer(delay != 0);
+        }
+        let pt = if pushed {
+            s.attached.as_ref().map(SimPageTable::share)
+        } else {
+            None
+        };
+        let exec = self.exec.load(Relaxed) != 0;
         s.model.write(off, val, inject, |job| {
-            if delay != 0 {
-                kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(delay)));
-            }
             if exec {
                 run(pt.as_ref(), job)
             } else {
                 Ran::Finished
             }
         });
+        if pushed && s.model.has_deferred() {
+            s.due = Some((
+                Instant::<Monotonic>::now(),
+                Delta::from_millis(i64::from(delay)),
+            ));
+        }
         if s.model.dart_line_raised() != before && self.engine_line.load(Ordering::Acquire) {
             s.raised = true;
         }

@@ -197,6 +197,12 @@ pub struct TmModel {
     pushes: u32,
     /// The job the engine may still be running.
     current: Option<Job>,
+    /// Pushes are taken but run only at [`TmModel::run_deferred`] (a job
+    /// that takes time).
+    defer: bool,
+    /// The running job waits for [`TmModel::run_deferred`], with this
+    /// injection.
+    deferred: Option<Option<Inject>>,
 }
 
 /// Per-event TMST word the model reports (the record does not decode it).
@@ -226,6 +232,31 @@ impl TmModel {
             irq_pending: false,
             pushes: 0,
             current: None,
+            defer: false,
+            deferred: None,
+        }
+    }
+
+    /// While `on`, a push starts its job (the engine is busy, nothing is
+    /// posted) and the job runs only at [`TmModel::run_deferred`]: a job
+    /// that takes time.
+    pub fn set_defer(&mut self, on: bool) {
+        self.defer = on;
+    }
+
+    /// Whether a pushed job waits for [`TmModel::run_deferred`].
+    pub fn has_deferred(&self) -> bool {
+        self.deferred.is_some() && self.busy
+    }
+
+    /// Runs the job a deferred push started, if it is still running (a
+    /// power cycle or stopping the queues drops it).
+    pub fn run_deferred(&mut self, run: impl FnOnce(&Job) -> Ran) {
+        let Some(inject) = self.deferred.take() else {
+            return;
+        };
+        if let (true, Some(job)) = (self.busy, self.current) {
+            self.run_pushed(job, inject, run);
         }
     }
 
@@ -241,12 +272,19 @@ impl TmModel {
             // The registers are kept, a hung task's wedge with them, but
             // without power nothing runs: no DMA after this.
             self.busy = false;
+            self.deferred = None;
             return;
         }
         let b = self.behaviour;
-        let (lockups, dart_line, dart_error, pushes) =
-            (self.lockups, self.dart_line, self.dart_error, self.pushes);
+        let (lockups, dart_line, dart_error, pushes, defer) = (
+            self.lockups,
+            self.dart_line,
+            self.dart_error,
+            self.pushes,
+            self.defer,
+        );
         *self = Self::new(false, b);
+        self.defer = defer;
         self.lockups = lockups;
         self.dart_line = dart_line;
         self.pushes = pushes;
@@ -391,6 +429,7 @@ impl TmModel {
                 // record saw a hung task survive it).
                 self.busy = false;
                 self.stuck = false;
+                self.deferred = None;
             }
             return;
         }
@@ -457,6 +496,15 @@ impl TmModel {
                 f.push_front([stale, 0, TMST, 0]);
             }
         }
+        if self.defer {
+            self.deferred = Some(inject);
+            return;
+        }
+        self.run_pushed(job, inject, run);
+    }
+
+    /// The engine runs the job `push` started.
+    fn run_pushed(&mut self, job: Job, inject: Option<Inject>, run: impl FnOnce(&Job) -> Ran) {
         let ran = match inject {
             Some(Inject::Hang) => {
                 // Running for good: no event, never idle.

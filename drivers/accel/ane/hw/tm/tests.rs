@@ -212,6 +212,57 @@ fn no_engine_read_after_a_dart_fault() {
 }
 
 #[test]
+fn a_job_that_takes_time_is_running_until_it_ran() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.model.borrow_mut().set_defer(true);
+    seq::push(&r, &job(0x41, 2));
+    assert!(r.model.borrow().has_deferred());
+    assert!(
+        r.model.borrow().busy(),
+        "the engine reaches memory meanwhile"
+    );
+    let mut c = Completion::new(0x41, 2);
+    assert_eq!(wait(&r, &ModelDart(&r), &mut c, 5).0, Progress::Running);
+    assert!(!seq::idle(&r));
+    let mut ran = 0;
+    r.model.borrow_mut().run_deferred(|_| {
+        ran += 1;
+        Ran::Finished
+    });
+    assert_eq!(ran, 1);
+    assert_eq!(wait(&r, &ModelDart(&r), &mut c, 5).0, Progress::Done);
+    // Once only.
+    r.model.borrow_mut().run_deferred(|_| {
+        ran += 1;
+        Ran::Finished
+    });
+    assert_eq!(ran, 1);
+
+    // Power loss (either SoC) or stopping the queues drops the job unrun.
+    for retention in [false, true] {
+        let r = regs(retention, Behaviour::DEFAULT);
+        seq::enable(&r);
+        r.model.borrow_mut().set_defer(true);
+        seq::push(&r, &job(0x42, 1));
+        r.model.borrow_mut().power_cycle();
+        assert!(!r.model.borrow().has_deferred());
+        r.model
+            .borrow_mut()
+            .run_deferred(|_| panic!("ran after power loss"));
+    }
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.model.borrow_mut().set_defer(true);
+    seq::push(&r, &job(0x43, 1));
+    let en = r.read32(tm_reg(mgr::TQ_EN));
+    r.write32(tm_reg(mgr::TQ_EN), en & !mgr::TQ_EN_STOP);
+    r.model
+        .borrow_mut()
+        .run_deferred(|_| panic!("ran after the queues stopped"));
+}
+
+#[test]
 fn t8103_power_cycle_clears_a_hang_t6001_needs_the_drain() {
     let r = regs(false, Behaviour::DEFAULT);
     seq::enable(&r);
