@@ -341,7 +341,7 @@ void ane_glue_writeq(u64 val, void __iomem *addr)
  * each policy's scaling_min_freq.
  *
  * No lock: begin, end and free are called by one thread at a time (the
- * engine's ordered worker, then its release), and the delayed work that
+ * thread holding the engine, then its release), and the delayed work that
  * switches the boost off is the only other user of the state; begin and
  * free cancel it synchronously before they touch anything.
  */

@@ -301,8 +301,12 @@ pub(crate) fn exec(
         GFP_KERNEL,
     )?;
     list.push(job.clone(), GFP_KERNEL)?;
-    if let Err(e) = engine.submit(job) {
-        let _ = list.pop();
+    // The engine may run the job in this thread: not under the list's lock.
+    drop(list);
+    if let Err(e) = engine.submit(job.clone()) {
+        // Never run: a WAIT that guessed its id returns, and it is gone.
+        job.complete(job_status::ABORTED, 0);
+        f.jobs.list.lock().retain(|j| j.id != id);
         return Err(e);
     }
     args.job_id = id;

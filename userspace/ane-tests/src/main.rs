@@ -1214,6 +1214,69 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
     refused_until_power_cycle(d)
 }
 
+/// The submitting thread runs a job on an idle engine: one that ends at
+/// once (the simulator's program execution off) is done when EXEC returns;
+/// one still running then goes to the worker, and a job submitted
+/// meanwhile queues behind it; both end DONE.
+fn idle_engine_runs_in_exec(d: &Device) -> TestResult {
+    require_fault_injection()?;
+    require_h13(d)?;
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let past = |id| uapi::Wait {
+        job_id: id,
+        timeout_ns: 0,
+        ..Default::default()
+    };
+    inject("exec", 0)?;
+    let mut a = r.exec_args();
+    let ran = raw::exec(d.fd(), &mut a);
+    inject("exec", 1)?;
+    ran.map_err(|e| format!("EXEC: {e}"))?;
+    let mut w = past(a.job_id);
+    let got = raw::wait(d.fd(), &mut w);
+    check!(
+        got.is_ok() && w.status == uapi::job_status::DONE,
+        "a job that ended at its push, right after EXEC: {got:?}, status {}",
+        w.status
+    );
+    check!(
+        w.queued_ns <= w.started_ns && w.started_ns <= w.ended_ns,
+        "stamps out of order: {} {} {}",
+        w.queued_ns,
+        w.started_ns,
+        w.ended_ns
+    );
+
+    // 300 ms a job: still running when EXEC returns.
+    inject("exec_delay_ms", 300)?;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let mut a = r.exec_args();
+        let ran = raw::exec(d.fd(), &mut a);
+        if let Err(e) = ran {
+            inject("exec_delay_ms", 0)?;
+            return Err(format!("EXEC: {e}"));
+        }
+        ids.push(a.job_id);
+    }
+    let mut w = past(ids[0]);
+    let early = raw::wait(d.fd(), &mut w);
+    let mut ends = Vec::new();
+    for id in &ids {
+        ends.push(d.wait(*id, std::time::Duration::from_secs(20)));
+    }
+    inject("exec_delay_ms", 0)?;
+    check!(
+        early == Err(Errno::TIME),
+        "a 300 ms job, right after EXEC: {early:?}"
+    );
+    for (id, st) in ids.iter().zip(ends) {
+        let st = st.map_err(|e| e.to_string())?;
+        check!(st == Some(ane::device::JobStatus::Done), "job {id}: {st:?}");
+    }
+    Ok(())
+}
+
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     {
@@ -1905,6 +1968,10 @@ fn main() -> ExitCode {
         (
             "completion by interrupt or polling",
             completion_by_interrupt,
+        ),
+        (
+            "an idle engine runs the job in EXEC; a running one goes to the worker",
+            idle_engine_runs_in_exec,
         ),
         ("close fd with a job pending", close_fd_with_pending_job),
         (

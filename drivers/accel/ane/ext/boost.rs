@@ -19,8 +19,10 @@ pub struct CpuBoost(*mut c_void);
 // that one caller at a time uses `begin`/`end` (see `Sync`).
 unsafe impl Send for CpuBoost {}
 // SAFETY: Shared references reach `begin` and `end`, which the C side
-// requires from one thread at a time: only the engine's worker calls them,
-// and its workqueue is ordered.
+// requires from one thread at a time: only the thread holding the engine
+// calls them (`engine.rs`: the `running` flag, taken and given back under
+// the scheduler's mutex, which also orders one holder's calls before the
+// next one's).
 unsafe impl Sync for CpuBoost {}
 
 impl CpuBoost {
@@ -37,7 +39,7 @@ impl CpuBoost {
     }
 
     /// A job starts (process context; may sleep). Only one thread at a
-    /// time may call `begin` and `end` (the engine's ordered worker).
+    /// time may call `begin` and `end` (the engine's holder).
     pub fn begin(&self) {
         // SAFETY: NULL or the live boost from `new`.
         unsafe { glue::ane_glue_boost_begin(self.0) }

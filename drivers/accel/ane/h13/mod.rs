@@ -4,7 +4,9 @@
 //!
 //! Everything it writes and reads is `hw::tm::seq`, the sequences the
 //! hardware record documents (`docs/hardware-record.md`); this file only
-//! decides when. One job at a time, from the scheduler's worker:
+//! decides when. One job at a time, by whoever holds the engine (the
+//! submitting thread when it found the engine idle, else the scheduler's
+//! worker; `engine.rs`):
 //!
 //! 1. if a DART latched a fault, no engine register is read: the job fails
 //!    and the engine is contained (below);
@@ -116,6 +118,22 @@ struct Waiting {
     /// The handler masked its line (the worker unmasks it once it popped
     /// and acknowledged the events).
     masked: bool,
+}
+
+/// A job on the engine: pushed, not yet ended. Its resources stay here
+/// until [`H13::finish`] frees or keeps them.
+pub(crate) struct Active {
+    seq: seq::Started,
+    res: JobRes,
+    pushed: Instant<Monotonic>,
+}
+
+/// What [`H13::start`] did with a job.
+pub(crate) enum Started {
+    /// Pushed: look at it until it ends.
+    Running(Active),
+    /// Never pushed, or refused: how it ended.
+    Ended(Outcome),
 }
 
 /// How one job ended.
@@ -294,15 +312,25 @@ impl H13 {
         }
     }
 
-    /// Runs one job (the device is powered: the job held a runtime-PM
-    /// reference until now).
+    /// Runs one job to its end (the device is powered: the job held a
+    /// runtime-PM reference until now).
     pub(crate) fn run(&self, job: &Job) -> Outcome {
+        match self.start(job) {
+            Started::Ended(o) => o,
+            Started::Running(a) => self.complete(job, a),
+        }
+    }
+
+    /// Pushes one job (the device is powered: the job held a runtime-PM
+    /// reference until now). Only the holder of the engine calls this,
+    /// then [`H13::look`] and [`H13::complete`] or [`H13::finish`].
+    pub(crate) fn start(&self, job: &Job) -> Started {
         let Some(res) = job.take_res() else {
-            return Outcome::new(job_status::ABORTED, 0);
+            return Started::Ended(Outcome::new(job_status::ABORTED, 0));
         };
         if !self.powered.load(Ordering::Acquire) {
             // Resume failed: nothing can run.
-            return Outcome::new(job_status::FAULT, 0);
+            return Started::Ended(Outcome::new(job_status::FAULT, 0));
         }
         self.release_cycled();
         let darts = Darts(&self.darts);
@@ -310,14 +338,17 @@ impl H13 {
             // Latched before this job: no engine read is safe.
             pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
             self.contain(res, Progress::DartFault(e));
-            return Outcome::new(job_status::FAULT, fault::encode(fault::DART, e));
+            return Started::Ended(Outcome::new(
+                job_status::FAULT,
+                fault::encode(fault::DART, e),
+            ));
         }
         if !self.enabled.swap(true, Ordering::AcqRel) {
             seq::enable(&self.mmio);
         }
         if let Err(e) = self.attach(res.vm.space()) {
             pr_warn!("cannot attach the job's address space: {:?}\n", e);
-            return Outcome::new(job_status::FAULT, 0);
+            return Started::Ended(Outcome::new(job_status::FAULT, 0));
         }
         let prog = &res.program;
         let push = Push {
@@ -335,26 +366,88 @@ impl H13 {
             res: &res,
             pushed: Instant::<Monotonic>::now(),
         };
-        let end = match seq::run_job(&self.mmio, &darts, &mut host, &push) {
-            Ok(end) => end,
+        let started = seq::start_job(&self.mmio, &darts, &mut host, &push);
+        let pushed = host.pushed;
+        match started {
+            Ok(seq) => Started::Running(Active { seq, res, pushed }),
             Err(NotStarted::DartFault(e)) => {
                 pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
                 self.contain(res, Progress::DartFault(e));
-                return Outcome::new(job_status::FAULT, fault::encode(fault::DART, e));
+                Started::Ended(Outcome::new(
+                    job_status::FAULT,
+                    fault::encode(fault::DART, e),
+                ))
             }
             Err(NotStarted::Wedged(o)) => {
                 pr_err!("event line {} reports {} events\n", o.line, o.count);
                 self.contain(res, Progress::Wedged(o));
-                return Outcome::new(job_status::TIMEOUT, 0);
+                Started::Ended(Outcome::new(job_status::TIMEOUT, 0))
             }
             Err(NotStarted::Unstamped) => {
                 self.detach(res.vm.space());
                 pr_warn!("job {}: cannot stamp the network id\n", job.id);
-                return Outcome::new(job_status::FAULT, 0);
+                Started::Ended(Outcome::new(job_status::FAULT, 0))
+            }
+        }
+    }
+
+    /// One look at a pushed job: the DARTs, then both event lines, then the
+    /// idle bit. Does not wait.
+    pub(crate) fn look(&self, a: &mut Active) -> Progress {
+        a.seq.completion.poll(&self.mmio, &Darts(&self.darts))
+    }
+
+    /// Looks at a pushed job until it ended or its time is up, waiting
+    /// between looks (polling, or the opt-in interrupt), then ends it.
+    pub(crate) fn complete(&self, job: &Job, mut a: Active) -> Outcome {
+        let progress = loop {
+            match self.look(&mut a) {
+                Progress::Running => {
+                    let mut host = Host {
+                        h13: self,
+                        job,
+                        res: &a.res,
+                        pushed: a.pushed,
+                    };
+                    if !seq::JobHost::pause(&mut host) {
+                        break Progress::Running;
+                    }
+                }
+                other => break other,
             }
         };
+        self.finish(job, a, progress)
+    }
+
+    /// Ends a pushed job on what the last look saw: `Running` means its
+    /// time is up. The queue is retired, the DART lines unmasked, and the
+    /// address space detached, or the job's buffers kept and the engine
+    /// contained if it failed.
+    pub(crate) fn finish(&self, job: &Job, a: Active, progress: Progress) -> Outcome {
+        let Active {
+            seq: started,
+            res,
+            pushed,
+        } = a;
+        let mut host = Host {
+            h13: self,
+            job,
+            res: &res,
+            pushed,
+        };
+        let end = seq::end_job(&self.mmio, &mut host, started, progress);
         #[cfg(ane_test)]
         self.sim_line();
+        // That look popped and acknowledged what a completion interrupt
+        // signalled: its line may take the next one.
+        {
+            let line = self.irq.load(Ordering::Acquire);
+            let mut w = self.waiting.lock();
+            w.woken = false;
+            if core::mem::take(&mut w.masked) && line != 0 && line != u32::MAX {
+                crate::ext::irq::unmask(line);
+            }
+        }
         let s = end.strays;
         if s.intermediate != 0 || s.foreign != 0 {
             pr_debug!(
@@ -402,7 +495,8 @@ impl H13 {
         }
     }
 
-    /// The next job's network id (only the worker calls this).
+    /// The next job's network id (only the holder of the engine calls
+    /// this).
     fn next_nid(&self) -> u8 {
         let n = self.nid.load(Ordering::Relaxed);
         self.nid
@@ -534,7 +628,8 @@ impl H13 {
     }
 }
 
-/// The driver's side of [`seq::run_job`] for one job.
+/// The driver's side of [`seq::start_job`], the waits between looks and
+/// [`seq::end_job`] for one job.
 struct Host<'a> {
     h13: &'a H13,
     job: &'a Job,

@@ -341,17 +341,25 @@ pub struct JobEnd {
     pub strays: Strays,
 }
 
-/// One job on an enabled task manager, as the driver runs it (record: "A
-/// job, start to end"): look at the DARTs; drain stale events; note the
-/// latches; stamp the network id; mask the DART lines; push; poll (DARTs
-/// first, then both lines, then idle) until done, failed or out of time;
-/// retire the queue; unmask; note the latches again unless a DART faulted.
-pub fn run_job(
+/// A pushed job, between [`start_job`] and [`end_job`].
+#[derive(Clone, Copy, Debug)]
+pub struct Started {
+    /// The error latches before the push.
+    pub before: [u32; 3],
+    /// What its event lines carried so far; [`Completion::poll`] it.
+    pub completion: Completion,
+    queue: usize,
+    nid: u8,
+}
+
+/// The first half of [`run_job`]: look at the DARTs; drain stale events;
+/// note the latches; stamp the network id; mask the DART lines; push.
+pub fn start_job(
     r: &impl Regs,
     d: &impl Dart,
     host: &mut impl JobHost,
     p: &Push<'_>,
-) -> Result<JobEnd, NotStarted> {
+) -> Result<Started, NotStarted> {
     if let Some(e) = d.fault() {
         return Err(NotStarted::DartFault(e));
     }
@@ -362,9 +370,52 @@ pub fn run_job(
     }
     host.mask_darts(true);
     push(r, p);
-    let mut c = Completion::new(p.nid, p.td_count);
-    let mut progress = loop {
-        match c.poll(r, d) {
+    Ok(Started {
+        before,
+        completion: Completion::new(p.nid, p.td_count),
+        queue: p.queue,
+        nid: p.nid,
+    })
+}
+
+/// The second half of [`run_job`], once polling ended with `progress`:
+/// retire the queue if the job is done; unmask; note the latches again
+/// unless a DART faulted.
+pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Progress) -> JobEnd {
+    let mut progress = progress;
+    if progress == Progress::Done && !retire(r, s.queue, s.nid) {
+        progress = Progress::Running;
+    }
+    host.mask_darts(false);
+    let after = match progress {
+        Progress::DartFault(_) => None,
+        _ => Some(latches(r)),
+    };
+    JobEnd {
+        progress,
+        before: s.before,
+        after,
+        strays: s.completion.strays,
+    }
+}
+
+/// One job on an enabled task manager, as the driver runs it (record: "A
+/// job, start to end"): look at the DARTs; drain stale events; note the
+/// latches; stamp the network id; mask the DART lines; push; poll (DARTs
+/// first, then both lines, then idle) until done, failed or out of time;
+/// retire the queue; unmask; note the latches again unless a DART faulted.
+/// The driver runs the same steps as [`start_job`], polls and
+/// [`end_job`], so that the submitting thread can push and take a first
+/// look itself.
+pub fn run_job(
+    r: &impl Regs,
+    d: &impl Dart,
+    host: &mut impl JobHost,
+    p: &Push<'_>,
+) -> Result<JobEnd, NotStarted> {
+    let mut s = start_job(r, d, host, p)?;
+    let progress = loop {
+        match s.completion.poll(r, d) {
             Progress::Running => {
                 if !host.pause() {
                     break Progress::Running;
@@ -373,20 +424,7 @@ pub fn run_job(
             other => break other,
         }
     };
-    if progress == Progress::Done && !retire(r, p.queue, p.nid) {
-        progress = Progress::Running;
-    }
-    host.mask_darts(false);
-    let after = match progress {
-        Progress::DartFault(_) => None,
-        _ => Some(latches(r)),
-    };
-    Ok(JobEnd {
-        progress,
-        before,
-        after,
-        strays: c.strays,
-    })
+    Ok(end_job(r, host, s, progress))
 }
 
 /// T6001 recovery after a failed job (record: "T6001 recovery"): the
