@@ -146,21 +146,27 @@ impl PinnedDrop for Jobs {
 fn read_bindings(args: &uapi::Exec) -> Result<KVec<uapi::Binding>> {
     let ours = core::mem::size_of::<uapi::Binding>();
     let count = args.binding_count as usize;
-    let raw = uarray::read(args.bindings, count, BAR_SLOTS, args.binding_size, ours)?;
-    let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
-    for b in raw.chunks_exact(ours) {
-        out.push(
-            uapi::Binding {
+    // A bad count is refused by `read_each`, not by a failed allocation.
+    let mut out = KVec::with_capacity(count.min(BAR_SLOTS), GFP_KERNEL)?;
+    uarray::read_each(
+        args.bindings,
+        count,
+        BAR_SLOTS,
+        args.binding_size,
+        ours,
+        |b| {
+            let binding = uapi::Binding {
                 slot: uarray::u32_at(b, 0)?,
                 bo_handle: uarray::u32_at(b, 4)?,
                 offset: uarray::u64_at(b, 8)?,
                 size: uarray::u64_at(b, 16)?,
                 flags: uarray::u32_at(b, 24)?,
                 pad: uarray::u32_at(b, 28)?,
-            },
-            GFP_KERNEL,
-        )?;
-    }
+            };
+            out.push(binding, GFP_KERNEL)?;
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 

@@ -240,19 +240,25 @@ fn add(
 fn read_sections(args: &uapi::ProgramCreate) -> Result<KVec<uapi::Section>> {
     let ours = core::mem::size_of::<uapi::Section>();
     let count = args.section_count as usize;
-    let raw = uarray::read(args.sections, count, MAX_SECTIONS, args.section_size, ours)?;
-    let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
-    for b in raw.chunks_exact(ours) {
-        out.push(
-            uapi::Section {
+    // A bad count is refused by `read_each`, not by a failed allocation.
+    let mut out = KVec::with_capacity(count.min(MAX_SECTIONS), GFP_KERNEL)?;
+    uarray::read_each(
+        args.sections,
+        count,
+        MAX_SECTIONS,
+        args.section_size,
+        ours,
+        |b| {
+            let section = uapi::Section {
                 id: uarray::u32_at(b, 0)?,
                 flags: uarray::u32_at(b, 4)?,
                 offset: uarray::u64_at(b, 8)?,
                 size: uarray::u64_at(b, 16)?,
-            },
-            GFP_KERNEL,
-        )?;
-    }
+            };
+            out.push(section, GFP_KERNEL)?;
+            Ok(())
+        },
+    )?;
     Ok(out)
 }
 

@@ -16,34 +16,44 @@ use kernel::{
 /// Largest element size accepted.
 const MAX_ELEM: usize = 4096;
 
-/// Reads `count` (1..=`max`) elements of `elem` bytes at `addr` and returns
-/// the first `ours` bytes of each, back to back; `EINVAL` for a bad count or
-/// size, or nonzero bytes past `ours`.
-pub(crate) fn read(
+/// Largest known part of an element (`ours`).
+const MAX_OURS: usize = 64;
+
+/// Reads `count` (1..=`max`) elements of `elem` bytes at `addr` straight
+/// from user memory (no copy of the whole array), handing the first `ours`
+/// bytes of each to `each`, in order; `EINVAL` for a bad count or size, or
+/// nonzero bytes past `ours`; `EFAULT` for memory that cannot be read.
+pub(crate) fn read_each(
     addr: u64,
     count: usize,
     max: usize,
     elem: u32,
     ours: usize,
-) -> Result<KVec<u8>> {
+    mut each: impl FnMut(&[u8]) -> Result,
+) -> Result {
     let elem = elem as usize;
-    if count == 0 || count > max || elem < ours || elem > MAX_ELEM {
+    if count == 0 || count > max || elem < ours || elem > MAX_ELEM || ours > MAX_OURS {
         return Err(EINVAL);
     }
     let total = count.checked_mul(elem).ok_or(EINVAL)?;
-    let mut raw = KVec::<u8>::with_capacity(total, GFP_KERNEL)?;
-    UserSlice::new(UserPtr::from_addr(addr as usize), total)
-        .reader()
-        .read_all(&mut raw, GFP_KERNEL)?;
-    let mut out = KVec::with_capacity(count * ours, GFP_KERNEL)?;
-    for chunk in raw.chunks_exact(elem) {
-        let (known, extra) = chunk.split_at(ours);
-        if extra.iter().any(|b| *b != 0) {
-            return Err(EINVAL);
+    let mut r = UserSlice::new(UserPtr::from_addr(addr as usize), total).reader();
+    let mut known = [0u8; MAX_OURS];
+    let mut extra = [0u8; 64];
+    for _ in 0..count {
+        let k = known.get_mut(..ours).ok_or(EINVAL)?;
+        r.read_slice(k)?;
+        let mut left = elem - ours;
+        while left > 0 {
+            let e = extra.get_mut(..left.min(64)).ok_or(EINVAL)?;
+            r.read_slice(e)?;
+            if e.iter().any(|b| *b != 0) {
+                return Err(EINVAL);
+            }
+            left -= e.len();
         }
-        out.extend_from_slice(known, GFP_KERNEL)?;
+        each(known.get(..ours).ok_or(EINVAL)?)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The native-endian `u32` at byte `o` of `b`.
