@@ -6,14 +6,23 @@
 //! - a null ioctl (`DRM_IOCTL_VERSION`) against an EXEC+WAIT round trip of
 //!   the smallest real program (tinygrad's 64-element add), as means, their
 //!   ratio, and where the round trip's time went (the kernel's stamps in
-//!   WAIT); `ANE_BENCH_MODE` names the completion mode the module was
-//!   loaded with;
+//!   WAIT) and, on the simulator, how many register accesses each took;
+//!   `ANE_BENCH_MODE` names the completion mode the module was loaded with;
 //! - creating, mapping (touching every page) and freeing a 256 MiB BO.
 
 use std::time::{Duration, Instant};
 
 use ane::device::{raw, version, Device};
 use ane::hw::uapi;
+
+/// The simulator's count of register accesses (absent on hardware).
+fn sim_accesses() -> Option<u32> {
+    std::fs::read_to_string("/sys/kernel/debug/ane-sim/accesses")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
 
 fn main() {
     let d = match Device::discover() {
@@ -47,10 +56,12 @@ fn main() {
             // WAIT returning (this process's clock).
             let (mut to_start, mut to_end, mut to_wake) = (0u64, 0u64, 0u64);
             let mut t = Instant::now();
+            let mut accesses = sim_accesses();
             for i in 0..runs + 20 {
                 if i == 20 {
                     t = Instant::now();
                     (to_start, to_end, to_wake) = (0, 0, 0);
+                    accesses = sim_accesses();
                 }
                 let id = d
                     .exec(&prog, &bindings, uapi::priority::NORMAL)
@@ -68,6 +79,7 @@ fn main() {
                 to_wake += woke.saturating_sub(w.ended_ns);
             }
             let rt = t.elapsed() / runs;
+            let accesses = sim_accesses().zip(accesses).map(|(b, a)| b.wrapping_sub(a));
             let per = |ns: u64| Duration::from_nanos(ns / u64::from(runs));
             println!(
                 "exec+wait round trip (64-element add, {mode}): mean {:?} over {runs}",
@@ -79,6 +91,12 @@ fn main() {
                 per(to_end),
                 per(to_wake)
             );
+            if let Some(n) = accesses {
+                println!(
+                    "simulated register accesses per exec+wait ({mode}): {}",
+                    n / runs
+                );
+            }
             println!(
                 "ratio exec+wait / null ioctl ({mode}): {:.1}x (goal <= 5x)",
                 rt.as_secs_f64() / null.as_secs_f64()
