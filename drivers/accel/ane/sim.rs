@@ -309,9 +309,20 @@ impl SimEngine {
 
     /// A register read of the engine window.
     pub(crate) fn read32(&self, off: usize) -> u32 {
-        self.accesses.fetch_add(1, Relaxed);
         let mut guard = self.state.lock();
-        let s = &mut *guard;
+        self.read_locked(&mut guard, off)
+    }
+
+    /// Reads of consecutive registers from `off` on, under one lock.
+    pub(crate) fn read32_run(&self, off: usize, out: &mut [u32]) {
+        let mut guard = self.state.lock();
+        for (i, v) in out.iter_mut().enumerate() {
+            *v = self.read_locked(&mut guard, off + 4 * i);
+        }
+    }
+
+    fn read_locked(&self, s: &mut SimState, off: usize) -> u32 {
+        self.accesses.fetch_add(1, Relaxed);
         Self::check_powered(s, off);
         self.catch_up(s);
         let v = s.model.read(off);
@@ -356,11 +367,22 @@ impl SimEngine {
     /// A register write of the engine window; a push runs the job (after
     /// `exec_delay_ms`, at the first access from then on).
     pub(crate) fn write32(&self, off: usize, val: u32) {
+        let mut guard = self.state.lock();
+        self.write_locked(&mut guard, off, val);
+    }
+
+    /// Writes of consecutive registers from `off` on, under one lock.
+    pub(crate) fn write32_run(&self, off: usize, vals: &[u32]) {
+        let mut guard = self.state.lock();
+        for (i, v) in vals.iter().enumerate() {
+            self.write_locked(&mut guard, off + 4 * i, *v);
+        }
+    }
+
+    fn write_locked(&self, s: &mut SimState, off: usize, val: u32) {
         self.accesses.fetch_add(1, Relaxed);
         let pushed = off == tm::tm_reg(tm::mgr::PUSH);
         let inject = if pushed { self.inject() } else { None };
-        let mut guard = self.state.lock();
-        let s = &mut *guard;
         Self::check_powered(s, off);
         self.catch_up(s);
         let before = s.model.dart_line_raised();

@@ -84,6 +84,21 @@ impl seq::Regs for Mmio {
             Mmio::SimDart(_) => {}
         }
     }
+    fn read32_run(&self, off: usize, out: &mut [u32]) {
+        match self {
+            #[cfg(ane_test)]
+            Mmio::SimEngine(s) => s.read32_run(off, out),
+            _ => seq::read32_each(self, off, out),
+        }
+    }
+
+    fn write32_run(&self, off: usize, vals: &[u32]) {
+        match self {
+            #[cfg(ane_test)]
+            Mmio::SimEngine(s) => s.write32_run(off, vals),
+            _ => seq::write32_each(self, off, vals),
+        }
+    }
 }
 
 /// The DARTs' error registers.

@@ -18,6 +18,30 @@ pub trait Regs {
     fn read32(&self, off: usize) -> u32;
     /// Writes `val` to the register at `off`.
     fn write32(&self, off: usize, val: u32);
+    /// Reads the registers from `off` on into `out`: one 32-bit read each,
+    /// in address order (the simulator takes its lock once for them).
+    fn read32_run(&self, off: usize, out: &mut [u32]) {
+        read32_each(self, off, out)
+    }
+    /// Writes `vals` to the registers from `off` on: one 32-bit write each,
+    /// in address order.
+    fn write32_run(&self, off: usize, vals: &[u32]) {
+        write32_each(self, off, vals)
+    }
+}
+
+/// [`Regs::read32_run`] as separate reads.
+pub fn read32_each<R: Regs + ?Sized>(r: &R, off: usize, out: &mut [u32]) {
+    for (i, v) in out.iter_mut().enumerate() {
+        *v = r.read32(off + 4 * i);
+    }
+}
+
+/// [`Regs::write32_run`] as separate writes.
+pub fn write32_each<R: Regs + ?Sized>(r: &R, off: usize, vals: &[u32]) {
+    for (i, v) in vals.iter().enumerate() {
+        r.write32(off + 4 * i, *v);
+    }
 }
 
 /// The enable sequence (record: "Enable"): queues on, per-queue
@@ -55,10 +79,11 @@ pub struct Push<'a> {
 pub fn push(r: &impl Regs, p: &Push<'_>) {
     let q = p.queue;
     r.write32(tq_reg(q, tq::STATUS), 1);
-    for i in 0..super::super::td::BAR_SLOTS {
-        let bar = p.bars.get(i).copied().unwrap_or(0);
-        r.write32(tq_reg(q, tq::BAR + 4 * i), bar as u32);
+    let mut bars = [0u32; super::super::td::BAR_SLOTS];
+    for (b, v) in bars.iter_mut().zip(p.bars.iter()) {
+        *b = *v as u32;
     }
+    r.write32_run(tq_reg(q, tq::BAR), &bars);
     r.write32(tq_reg(q, tq::SIZE), size_field(p.td_size));
     r.write32(tq_reg(q, tq::ADDR), p.first_td);
     r.write32(tq_reg(q, tq::NID), u32::from(p.nid) << 8 | tq::NID_LIVE);
@@ -88,13 +113,23 @@ pub struct Event {
 /// Pops the head event of `line` with all four reads, in the record's
 /// order. The caller read a nonzero count first.
 pub fn pop(r: &impl Regs, line: usize) -> Event {
+    // INFO, UNK1, TMST, UNK2 are consecutive words.
+    let mut w = [0u32; 4];
+    r.read32_run(evt_reg(line, mgr::EVT_INFO), &mut w);
+    let [info, unk1, tmst, unk2] = w;
     Event {
-        info: r.read32(evt_reg(line, mgr::EVT_INFO)),
-        unk1: r.read32(evt_reg(line, mgr::EVT_UNK1)),
-        tmst: r.read32(evt_reg(line, mgr::EVT_TMST)),
-        unk2: r.read32(evt_reg(line, mgr::EVT_UNK2)),
+        info,
+        unk1,
+        tmst,
+        unk2,
     }
 }
+
+const _: () = {
+    assert!(mgr::EVT_UNK1 == mgr::EVT_INFO + 4);
+    assert!(mgr::EVT_TMST == mgr::EVT_INFO + 8);
+    assert!(mgr::EVT_UNK2 == mgr::EVT_INFO + 12);
+};
 
 /// Acknowledges the event interrupt with `bits`: read-modify-write, as the
 /// record does.
