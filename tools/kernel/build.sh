@@ -2,11 +2,14 @@
 # Build (or reuse) a test kernel. Prints the build directory as seen inside
 # the chroot (/cache/...), which is the KDIR for the module build.
 #
-#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3] [san]     (default 7.3)
+#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3] [san|bench]   (default 7.3)
 #
 # `san` is the sanitizer flavour (tools/kernel/sanitizers.config: KASAN,
 # UBSAN, fault injection), built with clang (LLVM=1) because KASAN with Rust
 # requires it; its build directory is named kbuild-ARCH-SERIES-san-KEY.
+# `bench` (tools/kernel/bench.config) is the test kernel without its debug
+# checkers, for `make bench` only. A flavour's fragment overrides the
+# common ones: the last value of an option is the one requested.
 #
 # Every kernel is built with GCC, like the kernels Asahi users run, from
 # Debian's linux-source-SERIES. The Rust toolchain is the series' own (see
@@ -27,13 +30,14 @@ flavour=${3:-}
 case "$arch" in
 x86_64) karch=x86_64 image=arch/x86/boot/bzImage cross= ;;
 arm64) karch=arm64 image=arch/arm64/boot/Image cross=aarch64-linux-gnu- ;;
-*) die "usage: build.sh x86_64|arm64 [7.2|7.3]" ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]" ;;
 esac
-rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3] [san]"
+rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]"
 case "$flavour" in
 "") extra= llvm= ;;
 san) extra=tools/kernel/sanitizers.config llvm=1 ;;
-*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san]" ;;
+bench) extra=tools/kernel/bench.config llvm= ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]" ;;
 esac
 
 root=$("$ANE_TOP/tools/env/mkchroot.sh")
@@ -94,19 +98,25 @@ jobs=$(nproc)
 	KCONFIG_CONFIG="$out/.config" "$src/scripts/kconfig/merge_config.sh" -m -O "$out" \
 		"$out/.config" tools/kernel/common.config "tools/kernel/$arch.config" $extra >/dev/null
 	mk olddefconfig >/dev/null
-	# Every requested option must have survived dependency resolution.
+	# Every requested option must have survived dependency resolution: the
+	# last value a fragment gives it (a flavour overrides the common ones);
+	# "=n" is met by an option that is off or absent.
 	missing=0
+	frags="tools/kernel/common.config tools/kernel/$arch.config $extra"
 	while IFS= read -r line; do
 		case "$line" in
-		CONFIG_*=n) want="# ${line%=n} is not set" ;;
-		CONFIG_*) want=$line ;;
+		CONFIG_*) ;;
 		*) continue ;;
 		esac
-		if ! grep -qxF -- "$want" "$out/.config"; then
-			echo "kernel config: requested \"$line\" but got: $(grep -E "(^|# )${line%%=*}[= ]" "$out/.config" || echo "(absent: unmet dependency)")" >&2
-			missing=1
-		fi
-	done < <(cat tools/kernel/common.config "tools/kernel/$arch.config" $extra)
+		opt=${line%%=*}
+		[ "$(grep -h "^$opt=" $frags | tail -n 1)" = "$line" ] || continue
+		case "$line" in
+		*=n) grep -q "^$opt=" "$out/.config" || continue ;;
+		*) grep -qxF -- "$line" "$out/.config" && continue ;;
+		esac
+		echo "kernel config: requested \"$line\" but got: $(grep -E "(^|# )$opt[= ]" "$out/.config" || echo "(absent: unmet dependency)")" >&2
+		missing=1
+	done < <(cat $frags)
 	[ "$missing" = 0 ] || exit 1
 	mk
 	test -f "$out/$image"
