@@ -18,6 +18,6 @@ g=$(guest_dir x86_64-bench)
 in_chroot tools/qemu/build-guest.sh x86_64 "$kdir" "$g" >/dev/null
 in_chroot tools/qemu/boot.sh x86_64 "$kdir" "$g/initramfs.cpio.gz" bench "$g/bench.log" >/dev/null || true
 echo "--- QEMU x86_64 (TCG), simulated T8103"
-grep -E '^(bench:|null ioctl|exec\+wait|simulated|ratio|256 MiB)' "$ANE_CACHE/${g#/cache/}/bench.log"
+grep -E '^(bench:|null ioctl|exec\+wait|ratio|simulated|256 MiB)' "$ANE_CACHE/${g#/cache/}/bench.log"
 echo "--- host: userspace library"
 (cd userspace && cargo bench --quiet -p ane 2>/dev/null | grep -v '^$' || echo "(no host benchmarks)")

@@ -18,7 +18,7 @@
 //! (times the event interrupt was raised on the DART's line), `lockups`
 //! (engine register reads made while a DART fault was latched: on hardware
 //! each would hang the SoC), `accesses` (register accesses of the engine
-//! and DART windows).
+//! and DART windows) and `ns` (time spent inside them).
 //!
 //! What would hang or corrupt real hardware is logged with a line the QEMU
 //! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
@@ -130,6 +130,11 @@ pub(crate) struct SimEngine {
     /// reports them per job).
     #[pin]
     accesses: File<Atomic<u32>>,
+    /// Nanoseconds spent inside the register accessors (the model, and
+    /// with `exec` the program's run): what the benchmark subtracts to
+    /// show the driver's own share.
+    #[pin]
+    ns: File<Atomic<u64>>,
     /// The event interrupt goes to the engine's own line.
     engine_line: AtomicBool,
 }
@@ -189,6 +194,7 @@ impl SimEngine {
                 dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
                 lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
                 accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
+                ns <- dir.read_only_file(c"ns", Atomic::<u64>::new(0)),
                 engine_line: AtomicBool::new(false),
                 _dir: dir,
             }? Error),
@@ -309,16 +315,27 @@ impl SimEngine {
 
     /// A register read of the engine window.
     pub(crate) fn read32(&self, off: usize) -> u32 {
-        let mut guard = self.state.lock();
-        self.read_locked(&mut guard, off)
+        let t = Instant::<Monotonic>::now();
+        let v = self.read_locked(&mut self.state.lock(), off);
+        self.spent(t);
+        v
     }
 
     /// Reads of consecutive registers from `off` on, under one lock.
     pub(crate) fn read32_run(&self, off: usize, out: &mut [u32]) {
+        let t = Instant::<Monotonic>::now();
         let mut guard = self.state.lock();
         for (i, v) in out.iter_mut().enumerate() {
             *v = self.read_locked(&mut guard, off + 4 * i);
         }
+        drop(guard);
+        self.spent(t);
+    }
+
+    /// Counts the time since `t` as spent in the simulator.
+    fn spent(&self, t: Instant<Monotonic>) {
+        let ns = t.elapsed().as_nanos();
+        self.ns.fetch_add(u64::try_from(ns).unwrap_or(0), Relaxed);
     }
 
     fn read_locked(&self, s: &mut SimState, off: usize) -> u32 {
@@ -333,10 +350,14 @@ impl SimEngine {
 
     /// A read of the DART window.
     pub(crate) fn dart_read32(&self, off: usize) -> u32 {
+        let t = Instant::<Monotonic>::now();
         self.accesses.fetch_add(1, Relaxed);
         let mut guard = self.state.lock();
         self.catch_up(&mut guard);
-        guard.model.dart_read32(off)
+        let v = guard.model.dart_read32(off);
+        drop(guard);
+        self.spent(t);
+        v
     }
 
     /// Takes one from a fault-injection counter; whether there was one.
@@ -367,16 +388,20 @@ impl SimEngine {
     /// A register write of the engine window; a push runs the job (after
     /// `exec_delay_ms`, at the first access from then on).
     pub(crate) fn write32(&self, off: usize, val: u32) {
-        let mut guard = self.state.lock();
-        self.write_locked(&mut guard, off, val);
+        let t = Instant::<Monotonic>::now();
+        self.write_locked(&mut self.state.lock(), off, val);
+        self.spent(t);
     }
 
     /// Writes of consecutive registers from `off` on, under one lock.
     pub(crate) fn write32_run(&self, off: usize, vals: &[u32]) {
+        let t = Instant::<Monotonic>::now();
         let mut guard = self.state.lock();
         for (i, v) in vals.iter().enumerate() {
             self.write_locked(&mut guard, off + 4 * i, *v);
         }
+        drop(guard);
+        self.spent(t);
     }
 
     fn write_locked(&self, s: &mut SimState, off: usize, val: u32) {
