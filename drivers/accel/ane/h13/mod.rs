@@ -453,9 +453,10 @@ impl H13 {
         let end = seq::end_job(&self.mmio, &mut host, started, progress);
         #[cfg(ane_test)]
         self.sim_line();
-        // That look popped and acknowledged what a completion interrupt
-        // signalled: its line may take the next one.
-        {
+        // Unless a DART fault kept it from reading the engine, the last look
+        // popped and acknowledged what a completion interrupt signalled:
+        // its line may take the next one.
+        if !matches!(end.progress, Progress::DartFault(_)) {
             let line = self.irq.load(Ordering::Acquire);
             let mut w = self.waiting.lock();
             w.woken = false;
