@@ -8,8 +8,8 @@
 //! up before, and cleaned up after, without injection.
 //!
 //! Prints `FAILNTH OP N: OUTCOME fired|clean` and exits 0 when the call
-//! either failed with ENOMEM or another errno the ioctl documents, or
-//! succeeded; `clean` (the N-th site was
+//! either failed with ENOMEM or another errno the call documents (the
+//! errno it really returned), or succeeded; `clean` (the N-th site was
 //! never reached) tells the caller to stop counting. The leak check is the
 //! caller's: after the module is unloaded, a device it kept alive still
 //! holds its accel minor, so the next load does not get accel0.
@@ -78,6 +78,20 @@ fn injected<T>(
     Ok((r, fired))
 }
 
+/// The errno of a library call run under [`injected`]: the library's
+/// errors carry the failed system call's; any other error (a node that
+/// opened but identified wrongly) is a finding.
+fn lib_errno(
+    what: &str,
+    r: Result<Result<(), ane::device::Error>, Errno>,
+) -> Result<Result<(), Errno>, String> {
+    match r {
+        Ok(Ok(())) => Ok(Ok(())),
+        Ok(Err(e)) => e.errno().map(Err).ok_or_else(|| format!("{what}: {e}")),
+        Err(e) => Ok(Err(e)),
+    }
+}
+
 fn run(op: &str, n: u32) -> Result<(String, bool), String> {
     let path = "/dev/accel/accel0";
     let name = |r: &Result<(), Errno>| match r {
@@ -85,8 +99,19 @@ fn run(op: &str, n: u32) -> Result<(String, bool), String> {
         Err(e) => crate::fuzz::errno_name(*e),
     };
     if op == "open" {
-        let (r, fired) = injected(n, || Device::open(path).map(drop).map_err(|_| Errno::NOMEM))?;
-        return Ok((if r.is_ok() { "ok" } else { "open failed" }.into(), fired));
+        let (r, fired) = injected(n, || Ok(Device::open(path).map(drop)))?;
+        let r = lib_errno("open", r)?;
+        // Opening allocates (the DRM file, the client's address space):
+        // ENOMEM is all it may answer.
+        if let Err(e) = r {
+            if e != Errno::NOMEM {
+                return Err(format!(
+                    "open: {} under injection",
+                    crate::fuzz::errno_name(e)
+                ));
+            }
+        }
+        return Ok((name(&r), fired));
     }
     let d = Device::open(path).map_err(|e| e.to_string())?;
     let (r, fired) = match op {
@@ -107,8 +132,8 @@ fn run(op: &str, n: u32) -> Result<(String, bool), String> {
         }
         "mmap" => {
             let mut bo = d.bo_create(16384).map_err(|e| e.to_string())?;
-            let (r, fired) = injected(n, || bo.map().map(drop).map_err(|_| Errno::NOMEM))?;
-            (r, fired)
+            let (r, fired) = injected(n, || Ok(bo.map().map(drop)))?;
+            (lib_errno("mmap", r)?, fired)
         }
         "program_create" => {
             let s = crate::staged(&d).map_err(|e| format!("setup: {e}"))?;

@@ -109,6 +109,19 @@ pub enum Error {
     Program(Box<crate::program::ProgramError>),
 }
 
+impl Error {
+    /// The errno of a failed system call (open, an ioctl, mmap), if that
+    /// is what failed.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            Error::Open { source, .. }
+            | Error::Ioctl { source, .. }
+            | Error::Mmap { source, .. } => Some(*source),
+            _ => None,
+        }
+    }
+}
+
 /// Result of device operations.
 pub type Result<T> = std::result::Result<T, Error>;
 
