@@ -7,22 +7,5 @@ pub use ane::program::*;
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::path::PathBuf;
-
-    /// Fixture `name` in `$ANE_SHARED/fixtures`, or in
-    /// `../shared/fixtures` next to the checkout.
-    pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
-        let dir = match std::env::var_os("ANE_SHARED") {
-            Some(shared) => PathBuf::from(shared).join("fixtures"),
-            None => PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/fixtures"
-            )),
-        };
-        if !dir.is_dir() {
-            eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
-            return None;
-        }
-        Some(dir.join(name))
-    }
+    pub(crate) use ane::fixtures::path as fixture;
 }

@@ -7,7 +7,7 @@
 //! Tests that need a valid compiled program use the shared fixtures of the
 //! development checkout and say SKIPPED when it is absent.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn probe(args: &[&str]) -> Output {
@@ -47,19 +47,7 @@ fn no_device(args: &[&str]) -> String {
     exits_with(4, args)
 }
 
-/// Fixture `name` in `$ANE_SHARED/fixtures`, or in `../shared/fixtures`
-/// next to the checkout.
-fn fixture(name: &str) -> Option<PathBuf> {
-    let dir = match std::env::var_os("ANE_SHARED") {
-        Some(shared) => PathBuf::from(shared).join("fixtures"),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if !dir.is_dir() {
-        eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
-        return None;
-    }
-    Some(dir.join(name))
-}
+use ane::fixtures::path as fixture;
 
 /// An empty directory to use as `--root` (no /dev/accel, no /sys), and a
 /// 128-byte input file (a [1, 64, 1, 1] fp16 tensor) inside it.

@@ -31,6 +31,8 @@ pub use ane_hw as hw;
 pub mod anec;
 pub mod builder;
 pub mod device;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod hwx;
 pub mod mlp;
 pub mod parity;

@@ -729,22 +729,7 @@ pub(crate) mod tests {
     use crate::tensor::Shape;
     use half::f16;
 
-    /// Fixture `name` in `$ANE_SHARED/fixtures`, or in
-    /// `../shared/fixtures` next to the checkout.
-    pub(crate) fn fixture(name: &str) -> Option<PathBuf> {
-        let dir = match std::env::var_os("ANE_SHARED") {
-            Some(shared) => PathBuf::from(shared).join("fixtures"),
-            None => PathBuf::from(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../../shared/fixtures"
-            )),
-        };
-        if !dir.is_dir() {
-            eprintln!("SKIPPED: {} is absent; nothing was checked", dir.display());
-            return None;
-        }
-        Some(dir.join(name))
-    }
+    pub(crate) use crate::fixtures::path as fixture;
 
     fn spec(dims: [usize; 4]) -> TensorSpec {
         let shape = crate::tensor::Shape::new(dims[0], dims[1], dims[2], dims[3]).unwrap();

@@ -5,35 +5,14 @@
 //! HWX files, a small PRNG, and a reader for the eiln kernel archive.
 
 use std::io::Read;
-use std::path::PathBuf;
 
 use crate::tensor::Shape;
-
-/// Where the shared fixtures live: `$ANE_SHARED/fixtures`, or
-/// `../shared/fixtures` next to the checkout.
-pub(crate) fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("ANE_SHARED") {
-        Some(shared) => PathBuf::from(shared).join("fixtures"),
-        None => PathBuf::from(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/fixtures"
-        )),
-    }
-}
 
 /// The bytes of fixture `name`, or `None` (with a message) when the
 /// fixture directory is absent, as in a user's clone.
 pub(crate) fn fixture(name: &str) -> Option<Vec<u8>> {
-    let dir = fixtures_dir();
-    if !dir.is_dir() {
-        eprintln!(
-            "SKIPPED: fixture {name}: {} is absent (only the project's development \
-             checkout has ../shared); nothing was checked",
-            dir.display()
-        );
-        return None;
-    }
-    match std::fs::read(dir.join(name)) {
+    let path = crate::fixtures::path(name)?;
+    match std::fs::read(path) {
         Ok(bytes) => Some(bytes),
         Err(e) => panic!("fixture directory exists but {name} cannot be read: {e}"),
     }
