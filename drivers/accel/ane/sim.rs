@@ -245,16 +245,28 @@ impl SimEngine {
             return;
         }
         s.due = None;
-        let exec = self.exec.load(Relaxed) != 0;
-        let pt = s.attached.as_ref().map(SimPageTable::share);
         let before = s.model.dart_line_raised();
-        s.model.run_deferred(|job| {
+        let engine = self.engine(s.attached.as_ref().map(SimPageTable::share));
+        s.model.run_deferred(engine);
+        self.note_line(s, before);
+    }
+
+    /// What runs a job the model starts: its program over `pt`, or, with
+    /// `exec` off, nothing (the job finishes at once).
+    fn engine(&self, pt: Option<SimPageTable>) -> impl FnOnce(&TmJob) -> Ran {
+        let exec = self.exec.load(Relaxed) != 0;
+        move |job| {
             if exec {
                 run(pt.as_ref(), job)
             } else {
                 Ran::Finished
             }
-        });
+        }
+    }
+
+    /// Notes an event interrupt raised since the model's count was
+    /// `before`, when it goes to the engine's own line.
+    fn note_line(&self, s: &mut SimState, before: u32) {
         if s.model.dart_line_raised() != before && self.engine_line.load(Ordering::Acquire) {
             s.raised = true;
         }
@@ -415,28 +427,20 @@ impl SimEngine {
         if pushed {
             s.model.set_defer(delay != 0);
         }
+        // Only a push starts a job: the page table is shared for it alone.
         let pt = if pushed {
             s.attached.as_ref().map(SimPageTable::share)
         } else {
             None
         };
-        let exec = self.exec.load(Relaxed) != 0;
-        s.model.write(off, val, inject, |job| {
-            if exec {
-                run(pt.as_ref(), job)
-            } else {
-                Ran::Finished
-            }
-        });
+        s.model.write(off, val, inject, self.engine(pt));
         if pushed && s.model.has_deferred() {
             s.due = Some((
                 Instant::<Monotonic>::now(),
                 Delta::from_millis(i64::from(delay)),
             ));
         }
-        if s.model.dart_line_raised() != before && self.engine_line.load(Ordering::Acquire) {
-            s.raised = true;
-        }
+        self.note_line(s, before);
         self.publish(&s.model);
         Self::track(s);
     }

@@ -415,22 +415,13 @@ impl H13 {
     /// Looks at a pushed job until it ended or its time is up, waiting
     /// between looks (polling, or the opt-in interrupt), then ends it.
     pub(crate) fn complete(&self, job: &Job, mut a: Active) -> Outcome {
-        let progress = loop {
-            match self.look(&mut a) {
-                Progress::Running => {
-                    let mut host = Host {
-                        h13: self,
-                        job,
-                        res: &a.res,
-                        pushed: a.pushed,
-                    };
-                    if !seq::JobHost::pause(&mut host) {
-                        break Progress::Running;
-                    }
-                }
-                other => break other,
-            }
+        let mut host = Host {
+            h13: self,
+            job,
+            res: &a.res,
+            pushed: a.pushed,
         };
+        let progress = seq::poll_until_end(&self.mmio, &Darts(&self.darts), &mut host, &mut a.seq);
         self.finish(job, a, progress)
     }
 

@@ -439,9 +439,9 @@ pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Pro
 /// latches; stamp the network id; mask the DART lines; push; poll (DARTs
 /// first, then both lines, then idle) until done, failed or out of time;
 /// retire the queue; unmask; note the latches again unless a DART faulted.
-/// The driver runs the same steps as [`start_job`], polls and
-/// [`end_job`], so that the submitting thread can push and take a first
-/// look itself.
+/// The driver runs the same steps as [`start_job`], [`poll_until_end`]
+/// and [`end_job`], so that the submitting thread can push and take a
+/// first look itself.
 pub fn run_job(
     r: &impl Regs,
     d: &impl Dart,
@@ -449,17 +449,29 @@ pub fn run_job(
     p: &Push<'_>,
 ) -> Result<JobEnd, NotStarted> {
     let mut s = start_job(r, d, host, p)?;
-    let progress = loop {
+    let progress = poll_until_end(r, d, host, &mut s);
+    Ok(end_job(r, host, s, progress))
+}
+
+/// The middle of [`run_job`]: polls the pushed job `s`, with
+/// [`JobHost::pause`] between looks, until it is no longer running or
+/// its time is up (`Running` then).
+pub fn poll_until_end(
+    r: &impl Regs,
+    d: &impl Dart,
+    host: &mut impl JobHost,
+    s: &mut Started,
+) -> Progress {
+    loop {
         match s.completion.poll(r, d) {
             Progress::Running => {
                 if !host.pause() {
-                    break Progress::Running;
+                    return Progress::Running;
                 }
             }
-            other => break other,
+            other => return other,
         }
-    };
-    Ok(end_job(r, host, s, progress))
+    }
 }
 
 /// T6001 recovery after a failed job (record: "T6001 recovery"): the
