@@ -15,19 +15,13 @@ use std::time::{Duration, Instant};
 use ane::device::{raw, version, Device};
 use ane::hw::uapi;
 
-/// A counter of the simulator (absent on hardware): `accesses` (register
-/// accesses) or `ns` (time spent inside them).
-fn sim_counter(name: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/sys/kernel/debug/ane-sim/{name}"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
+mod sim;
+use sim::sim_counter;
 
-/// Both simulator counters.
+/// The simulator's register accesses and the time spent inside them
+/// (absent on hardware).
 fn sim_counters() -> Option<(u64, u64)> {
-    Some((sim_counter("accesses")?, sim_counter("ns")?))
+    Some((sim_counter("accesses").ok()?, sim_counter("ns").ok()?))
 }
 
 fn main() {

@@ -13,10 +13,12 @@ use std::process::ExitCode;
 mod failnth;
 mod fuzz;
 mod fwimage;
+mod sim;
 
 use ane::device::{raw, Device};
 use ane::hw::uapi::{self, param};
 use rustix::io::Errno;
+use sim::{sim_counter, SIM_DEBUGFS};
 
 type TestResult = Result<(), String>;
 type Test = (&'static str, fn(&Device) -> TestResult);
@@ -592,14 +594,6 @@ fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
     };
     let _ = raw::program_destroy(d.fd(), &mut prog);
     Ok((w.status, w.fault))
-}
-
-const SIM_DEBUGFS: &str = "/sys/kernel/debug/ane-sim";
-
-/// A read-only counter of the simulator.
-fn sim_counter(name: &str) -> Result<u64, String> {
-    let s = std::fs::read_to_string(format!("{SIM_DEBUGFS}/{name}")).map_err(|e| e.to_string())?;
-    s.trim().parse::<u64>().map_err(|e| e.to_string())
 }
 
 fn inject(what: &str, n: u32) -> TestResult {
