@@ -40,10 +40,22 @@ fi
 # Userspace, static, with the chroot's own Rust toolchain (rustc 1.85: also
 # proves the crates build with the minimum version). One target directory
 # per architecture, shared by the guests of both kernel releases.
-export CARGO_TARGET_DIR=${ANE_CARGO_TARGET:-$out/target}
+#
+# Built from one copy of the sources per cargo cache (its src/, beside its
+# target directory build/). ane-hw includes drivers/accel/ane/hw/ from
+# outside its package; Cargo records those files by absolute path but
+# shares a path package's build between checkouts of the same layout, so,
+# built from each guest's own copy, a guest would judge ane-hw fresh by the
+# files of whichever copy built it last.
+cache=${ANE_CARGO_TARGET:-$out/target}
+ws=$cache/src
+export CARGO_TARGET_DIR=$cache/build
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 export RUSTFLAGS="-C target-feature=+crt-static"
-cargo build --quiet --locked --release --manifest-path "$out/src/userspace/Cargo.toml" \
+mkdir -p "$ws/drivers/accel/ane"
+rsync -a --delete --exclude=/target --exclude=/ane-py/target /src/userspace/ "$ws/userspace/"
+rsync -a --delete /src/drivers/accel/ane/hw/ "$ws/drivers/accel/ane/hw/"
+cargo build --quiet --locked --release --manifest-path "$ws/userspace/Cargo.toml" \
 	--target "$triple" --bins
 bins=$CARGO_TARGET_DIR/$triple/release
 
@@ -73,7 +85,7 @@ fi
 # guests run the same driver, and an arm64 interpreter cannot be installed
 # beside the chroot's own).
 if [ "$arch" = x86_64 ]; then
-	/src/tools/qemu/guest-python.sh "$out/src" "$root" "${CARGO_TARGET_DIR}-py" \
+	/src/tools/qemu/guest-python.sh "$ws" "$root" "$cache/build-py" \
 		>"$out/python-build.log" 2>&1 || {
 		cat "$out/python-build.log" >&2
 		exit 1

@@ -5,7 +5,7 @@
 #
 #   guest-python.sh SRC ROOT TARGET
 #
-# SRC is the guest's source copy (SRC/userspace/ane-py is built), TARGET the
+# SRC is the userspace source copy (SRC/userspace/ane-py is built), TARGET the
 # cargo target directory of the wheel build. ROOT gets:
 # - the chroot's python3 (trixie) with its standard library, pruned of what
 #   an unattended test run never imports, and the shared libraries the
