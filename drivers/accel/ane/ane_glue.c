@@ -329,9 +329,8 @@ void ane_glue_writeq(u64 val, void __iomem *addr)
 	writeq(val, addr);
 }
 
-/* ---- interrupts -------------------------------------------------------- */
+/* ---- CPU-cluster boost ------------------------------------------------- */
 
-/* The line at @index, or a negative errno (-ENXIO: the node has none). */
 /*
  * CPU-cluster boost (omarchy-ane's ane_boost.c, measured on T8103: the
  * memory side follows the CPU clusters' performance state, and a Parakeet
@@ -340,22 +339,31 @@ void ane_glue_writeq(u64 val, void __iomem *addr)
  * request at the top frequency on every cpufreq policy. The effect shows in
  * each policy's scaling_min_freq.
  *
- * No lock: begin, end and free are called by one thread at a time (the
- * thread holding the engine, then its release), and the delayed work that
- * switches the boost off is the only other user of the state; begin and
- * free cancel it synchronously before they touch anything.
+ * Per job, begin and end take only the boost's mutex: end stamps the time
+ * and arms the delayed work only when it is not already pending, and the
+ * work, when it runs, re-arms itself for what is left of the delay after
+ * the last end (or does nothing while a job runs) before it drops the
+ * hold. So a busy engine costs two uncontended mutex sections per job, not
+ * a synchronous cancel and a timer re-arm.
  */
 #define ANE_BOOST_MAX_POLICIES 16
 
 struct ane_glue_boost {
 	struct delayed_work off;
+	/* Protects everything below. */
+	struct mutex lock;
 	unsigned int idle_ms;
 	bool on;
+	/* Between begin and end. */
+	bool active;
+	/* jiffies at the last end. */
+	unsigned long last_end;
 	unsigned int n;
 	struct cpufreq_policy *policy[ANE_BOOST_MAX_POLICIES];
 	struct freq_qos_request req[ANE_BOOST_MAX_POLICIES];
 };
 
+/* Called with b->lock held (or once nothing else can reach @b). */
 static void ane_glue_boost_release(struct ane_glue_boost *b)
 {
 	unsigned int i;
@@ -372,8 +380,18 @@ static void ane_glue_boost_off(struct work_struct *w)
 {
 	struct ane_glue_boost *b = container_of(to_delayed_work(w),
 						struct ane_glue_boost, off);
+	unsigned long until;
 
-	ane_glue_boost_release(b);
+	mutex_lock(&b->lock);
+	until = b->last_end + msecs_to_jiffies(b->idle_ms);
+	if (b->active) {
+		/* A job runs: its end arms the work again. */
+	} else if (time_before(jiffies, until)) {
+		queue_delayed_work(system_percpu_wq, &b->off, until - jiffies);
+	} else {
+		ane_glue_boost_release(b);
+	}
+	mutex_unlock(&b->lock);
 }
 
 /* NULL when @idle_ms is 0 (boost off) or on allocation failure. */
@@ -387,6 +405,7 @@ struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms)
 	if (!b)
 		return NULL;
 	INIT_DELAYED_WORK(&b->off, ane_glue_boost_off);
+	mutex_init(&b->lock);
 	b->idle_ms = idle_ms;
 	return b;
 }
@@ -398,7 +417,8 @@ void ane_glue_boost_begin(struct ane_glue_boost *b)
 
 	if (!b)
 		return;
-	cancel_delayed_work_sync(&b->off);
+	mutex_lock(&b->lock);
+	b->active = true;
 	if (!b->on) {
 		b->on = true;
 		for_each_possible_cpu(cpu) {
@@ -422,23 +442,36 @@ void ane_glue_boost_begin(struct ane_glue_boost *b)
 			b->policy[b->n++] = p;
 		}
 	}
+	mutex_unlock(&b->lock);
 }
 
 /* A job ended: the hold ends @idle_ms later unless another job starts. */
 void ane_glue_boost_end(struct ane_glue_boost *b)
 {
-	if (b)
-		mod_delayed_work(system_percpu_wq, &b->off, msecs_to_jiffies(b->idle_ms));
+	if (!b)
+		return;
+	mutex_lock(&b->lock);
+	b->active = false;
+	b->last_end = jiffies;
+	/* Already pending: it re-arms itself for the rest of the delay. */
+	if (b->on)
+		queue_delayed_work(system_percpu_wq, &b->off,
+				   msecs_to_jiffies(b->idle_ms));
+	mutex_unlock(&b->lock);
 }
 
 void ane_glue_boost_free(struct ane_glue_boost *b)
 {
 	if (!b)
 		return;
+	/* Safe against the work's own re-arming. */
 	cancel_delayed_work_sync(&b->off);
 	ane_glue_boost_release(b);
+	mutex_destroy(&b->lock);
 	kfree(b);
 }
+
+/* ---- workqueue and privileges ------------------------------------------ */
 
 /*
  * The engine's own queue for its worker: ordered (one job at a time) and
@@ -463,6 +496,8 @@ bool ane_glue_may_boost_priority(void)
 {
 	return capable(CAP_SYS_NICE);
 }
+
+/* ---- DART windows ------------------------------------------------------ */
 
 static void ane_glue_iounmap(void *addr)
 {
@@ -509,6 +544,8 @@ int ane_glue_dart_map(struct platform_device *pdev, unsigned int index,
 	return 0;
 }
 
+/* ---- interrupts -------------------------------------------------------- */
+
 /* Masks an interrupt line (another driver's: the DART's) until enabled. */
 void ane_glue_irq_disable(unsigned int irq)
 {
@@ -526,6 +563,7 @@ void ane_glue_irq_disable_nosync(unsigned int irq)
 	disable_irq_nosync(irq);
 }
 
+/* The line at @index, or a negative errno (-ENXIO: the node has none). */
 int ane_glue_irq_get_optional(struct platform_device *pdev, unsigned int index)
 {
 	return platform_get_irq_optional(pdev, index);

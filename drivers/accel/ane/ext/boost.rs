@@ -15,14 +15,11 @@ use super::glue;
 /// The boost of one device; nothing when created with a delay of 0.
 pub struct CpuBoost(*mut c_void);
 
-// SAFETY: The C state may be used from any thread; its functions need only
-// that one caller at a time uses `begin`/`end` (see `Sync`).
+// SAFETY: The C state may be used from any thread: `begin` and `end` take
+// its mutex, and its delayed work takes the same mutex.
 unsafe impl Send for CpuBoost {}
-// SAFETY: Shared references reach `begin` and `end`, which the C side
-// requires from one thread at a time: only the thread holding the engine
-// calls them (`engine.rs`: the `running` flag, taken and given back under
-// the scheduler's mutex, which also orders one holder's calls before the
-// next one's).
+// SAFETY: Shared references reach only `begin` and `end`, which serialise
+// on the C state's mutex; `free` (in `drop`) needs `&mut self`.
 unsafe impl Sync for CpuBoost {}
 
 impl CpuBoost {
@@ -38,14 +35,14 @@ impl CpuBoost {
         !self.0.is_null()
     }
 
-    /// A job starts (process context; may sleep). Only one thread at a
-    /// time may call `begin` and `end` (the engine's holder).
+    /// A job starts (process context; may sleep).
     pub fn begin(&self) {
         // SAFETY: NULL or the live boost from `new`.
         unsafe { glue::ane_glue_boost_begin(self.0) }
     }
 
-    /// A job ended.
+    /// A job ended (process context; may sleep): the hold ends the
+    /// boost's delay after the last end, unless another job begins.
     pub fn end(&self) {
         // SAFETY: NULL or the live boost from `new`.
         unsafe { glue::ane_glue_boost_end(self.0) }
