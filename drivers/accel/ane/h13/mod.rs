@@ -113,9 +113,6 @@ impl seq::Dart for Darts<'_> {
     }
 }
 
-/// Poll period while waiting for a job without the completion interrupt.
-pub(crate) const POLL_US: i64 = 20;
-
 /// Poll period with the completion interrupt: only a safety net.
 const IRQ_POLL_MS: u32 = 1;
 
@@ -672,7 +669,10 @@ impl JobHost for Host<'_> {
         let h = self.h13;
         let line = h.irq.load(Ordering::Acquire);
         if line == 0 {
-            fsleep(Delta::from_micros(POLL_US));
+            // Every 20 µs at first, backing off with the job's age.
+            let age = u64::try_from(self.pushed.elapsed().as_nanos() / 1000).unwrap_or(0);
+            let us = seq::poll_interval_us(age);
+            fsleep(Delta::from_micros(i64::try_from(us).unwrap_or(i64::MAX)));
             return true;
         }
         let mut w = h.waiting.lock();

@@ -542,3 +542,37 @@ fn mmio_trace_matches_the_record_t6001() {
     assert_eq!(t8103[..a], t6001[..b]);
     compare("t6001", &t6001[b..]);
 }
+
+/// The looks a job of `job_us` gets from its push to the look that sees it
+/// ended, with `pause` between looks (the looks themselves take no time).
+fn looks_until_seen(job_us: u64, pause: impl Fn(u64) -> u64) -> (u64, u64) {
+    let (mut t, mut looks) = (0u64, 1u64);
+    while t < job_us {
+        t += pause(t);
+        looks += 1;
+    }
+    (looks, t - job_us)
+}
+
+#[test]
+fn the_poll_backs_off_with_the_jobs_age_and_stays_prompt() {
+    // Young jobs are looked at every 20 µs, old ones at most every 1 ms.
+    assert_eq!(seq::poll_interval_us(0), seq::POLL_MIN_US);
+    assert_eq!(seq::poll_interval_us(1_000), seq::POLL_MIN_US);
+    assert_eq!(seq::poll_interval_us(6_400), 100);
+    assert_eq!(seq::poll_interval_us(10_000_000), seq::POLL_MAX_US);
+    for job_us in [5u64, 100, 1_000, 10_000, 138_000, 1_900_000] {
+        let (looks, late) = looks_until_seen(job_us, seq::poll_interval_us);
+        let (fixed, _) = looks_until_seen(job_us, |_| seq::POLL_MIN_US);
+        // Never later than 1/64 of the job, or one minimum pause.
+        assert!(
+            late <= (job_us / seq::POLL_BACKOFF).max(seq::POLL_MIN_US),
+            "{job_us} µs: seen {late} µs late"
+        );
+        assert!(looks <= fixed, "{job_us} µs: {looks} looks");
+        if job_us >= 100_000 {
+            // The encoder-sized job: a sixteenth of the fixed period's looks.
+            assert!(looks * 16 <= fixed, "{job_us} µs: {looks} vs {fixed} looks");
+        }
+    }
+}
