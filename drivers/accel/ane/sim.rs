@@ -20,7 +20,9 @@
 //! each would hang the SoC), `accesses` (register accesses of the engine
 //! and DART windows) and `ns` (time spent inside them, counted only while
 //! `timing` is 1: reading the clock twice per access costs about a tenth of
-//! a simulated round trip, so the benchmark measures without it first).
+//! a simulated round trip, so the benchmark measures without it first),
+//! `attaches` (address spaces attached to the engine) and `attached` (1
+//! while one is).
 //!
 //! What would hang or corrupt real hardware is logged with a line the QEMU
 //! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
@@ -140,6 +142,12 @@ pub(crate) struct SimEngine {
     /// 1: `ns` is counted.
     #[pin]
     timing: File<Atomic<u32>>,
+    /// Address spaces attached (the IOMMU attaches of real hardware).
+    #[pin]
+    attaches: File<Atomic<u32>>,
+    /// 1 while an address space is attached.
+    #[pin]
+    attached: File<Atomic<u32>>,
     /// The event interrupt goes to the engine's own line.
     engine_line: AtomicBool,
 }
@@ -205,6 +213,8 @@ impl SimEngine {
                 accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
                 ns <- dir.read_only_file(c"ns", Atomic::<u64>::new(0)),
                 timing <- dir.read_write_file(c"timing", Atomic::<u32>::new(0)),
+                attaches <- dir.read_only_file(c"attaches", Atomic::<u32>::new(0)),
+                attached <- dir.read_only_file(c"attached", Atomic::<u32>::new(0)),
                 engine_line: AtomicBool::new(false),
                 _dir: dir,
             }? Error),
@@ -219,6 +229,8 @@ impl SimEngine {
             pr_err!("ane-sim: UNMAPPED-BUSY: address space switched under a running engine\n");
         }
         s.attached = Some(pt.share());
+        self.attaches.fetch_add(1, Relaxed);
+        self.attached.store(1, Relaxed);
     }
 
     /// Detaches the page table.
@@ -231,6 +243,7 @@ impl SimEngine {
             pt.set_live(None);
         }
         s.live = false;
+        self.attached.store(0, Relaxed);
     }
 
     /// Marks what the attached table's running job reaches (when that

@@ -1271,6 +1271,53 @@ fn idle_engine_runs_in_exec(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// Runs the sum program once on `r` (opened on `d`); its status.
+fn run_ready(d: &Device, r: &Ready<'_>) -> Result<Option<ane::device::JobStatus>, String> {
+    let mut a = r.exec_args();
+    raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+    d.wait(a.job_id, std::time::Duration::from_secs(20))
+        .map_err(|e| e.to_string())
+}
+
+fn space_kept_between_a_clients_jobs(d: &Device) -> TestResult {
+    require_fault_injection()?;
+    require_h13(d)?;
+    let done = Some(ane::device::JobStatus::Done);
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let before = sim_counter("attaches")?;
+    for i in 0..3 {
+        let st = run_ready(d, &r)?;
+        check!(st == done, "job {i}: {st:?}");
+    }
+    let own = sim_counter("attaches")?.wrapping_sub(before);
+    check!(own <= 1, "three jobs of one client: {own} attaches");
+    check!(
+        sim_counter("attached")? == 1,
+        "the client's space was detached after its job"
+    );
+    {
+        // Another client's job: its space replaces the first.
+        let d2 = Device::open(d.path()).map_err(|e| e.to_string())?;
+        let r2 = ready(&d2).map_err(|e| format!("setup: {e}"))?;
+        let st = run_ready(&d2, &r2)?;
+        check!(st == done, "the other client's job: {st:?}");
+        let all = sim_counter("attaches")?.wrapping_sub(before);
+        check!(
+            all == own + 1,
+            "another client's job: {all} attaches in all"
+        );
+    }
+    // The engine is idle: its space goes before the power does.
+    wait_suspended(d)?;
+    check!(
+        sim_counter("attached")? == 0,
+        "an address space stayed attached across runtime suspend"
+    );
+    let st = run_ready(d, &r)?;
+    check!(st == done, "job after resume: {st:?}");
+    Ok(())
+}
+
 fn close_fd_with_pending_job(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     {
@@ -1966,6 +2013,10 @@ fn main() -> ExitCode {
         (
             "an idle engine runs the job in EXEC; a running one goes to the worker",
             idle_engine_runs_in_exec,
+        ),
+        (
+            "a client's address space stays attached between its jobs",
+            space_kept_between_a_clients_jobs,
         ),
         ("close fd with a job pending", close_fd_with_pending_job),
         (

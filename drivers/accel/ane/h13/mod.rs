@@ -19,7 +19,12 @@
 //!    references shipped), or from the opt-in interrupt; the DARTs are
 //!    looked at before every look at the engine;
 //! 5. done: the queue is retired, a change of the error latches reported
-//!    (they are not a fault criterion), the address space detached.
+//!    (they are not a fault criterion).
+//!
+//! The address space stays attached after a job that ended DONE, so its
+//! client's next job needs no IOMMU attach; it is detached, always with the
+//! engine idle, before another client's is attached, before the device
+//! runtime-suspends and at unbind.
 //!
 //! Containment: a job that timed out or faulted may still be running, so
 //! its buffers stay mapped and its address space attached ([`Held`]) until
@@ -49,7 +54,7 @@ use crate::hw::tm::{
 };
 use crate::hw::uapi::{engine_state, fault, job_status};
 use crate::job::{Job, JobRes};
-use crate::vm::AddressSpace;
+use crate::vm::{AddressSpace, Vm};
 
 /// A register window: the hardware's, or (test flavour) the simulator's.
 pub(crate) enum Mmio {
@@ -116,11 +121,14 @@ impl seq::Dart for Darts<'_> {
 /// Poll period with the completion interrupt: only a safety net.
 const IRQ_POLL_MS: u32 = 1;
 
-/// Resources of failed jobs, kept until the engine is proven stopped.
+/// What the engine's DMA may reach.
 struct Held {
+    /// Resources of failed jobs, kept until the engine is proven stopped.
     jobs: KVec<JobRes>,
     /// A power cycle happened since they were kept (T8103).
     cycled: bool,
+    /// The address space attached to the engine, if any.
+    attached: Option<Arc<Vm>>,
 }
 
 /// Between the (opt-in) completion interrupt and the polling worker.
@@ -214,6 +222,7 @@ impl H13 {
                 held <- new_mutex!(Held {
                     jobs: KVec::new(),
                     cycled: false,
+                    attached: None,
                 }),
                 waiting <- new_mutex!(Waiting {
                     woken: false,
@@ -258,7 +267,13 @@ impl H13 {
         // Without power the engine runs nothing, on either SoC: buffers
         // kept from a failed job may go once the device is back (the power
         // is really off only after this returns).
-        self.held.lock().cycled = true;
+        let mut h = self.held.lock();
+        h.cycled = true;
+        if h.jobs.is_empty() {
+            // The last job ended DONE: the engine is idle.
+            self.detach_locked(&mut h);
+        }
+        drop(h);
         if self.recovery == Recovery::PowerCycle {
             // T8103 loses the task manager's state too, and with it a wedge.
             let _ = self.state.compare_exchange(
@@ -316,12 +331,19 @@ impl H13 {
         self.free_held(freed);
     }
 
-    /// Frees held jobs the engine was proven not to use any more: each
-    /// address space is detached, then the resources dropped.
+    /// Frees held jobs the engine was proven not to use any more: the
+    /// attached address space is detached if it is one of theirs, then the
+    /// resources dropped.
     fn free_held(&self, jobs: KVec<JobRes>) {
-        for res in jobs {
-            self.detach(res.vm.space());
+        let mut h = self.held.lock();
+        if jobs
+            .iter()
+            .any(|res| h.attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, &res.vm)))
+        {
+            self.detach_locked(&mut h);
         }
+        drop(h);
+        drop(jobs);
     }
 
     /// Runs one job to its end (the device is powered: the job held a
@@ -358,7 +380,7 @@ impl H13 {
         if !self.enabled.swap(true, Ordering::AcqRel) {
             seq::enable(&self.mmio);
         }
-        if let Err(e) = self.attach(res.vm.space()) {
+        if let Err(e) = self.switch_to(&res.vm) {
             pr_warn!("cannot attach the job's address space: {:?}\n", e);
             return Started::Ended(Outcome::new(job_status::FAULT, 0));
         }
@@ -396,7 +418,7 @@ impl H13 {
                 Started::Ended(Outcome::new(job_status::TIMEOUT, 0))
             }
             Err(NotStarted::Unstamped) => {
-                self.detach(res.vm.space());
+                // Nothing was pushed: the space may stay attached.
                 pr_warn!("job {}: cannot stamp the network id\n", job.id);
                 Started::Ended(Outcome::new(job_status::FAULT, 0))
             }
@@ -473,7 +495,7 @@ impl H13 {
                         after
                     );
                 }
-                self.detach(res.vm.space());
+                // The space stays attached for its client's next job.
                 Outcome::new(job_status::DONE, 0)
             }
             Progress::DartFault(e) => {
@@ -590,6 +612,7 @@ impl H13 {
         }
         let mut h = self.held.lock();
         if h.jobs.is_empty() {
+            self.detach_locked(&mut h);
             return;
         }
         let jobs = core::mem::take(&mut h.jobs);
@@ -606,8 +629,33 @@ impl H13 {
         core::mem::forget(jobs);
     }
 
-    /// Points the engine's DMA at `space`: attaches the client's IOMMU
-    /// domain, or the simulator's page table.
+    /// Points the engine's DMA at `vm` (the engine is idle: only the holder
+    /// of the engine calls this, before its push). Nothing to do when it is
+    /// attached already; another client's space is detached first, unless
+    /// it belongs to a failed job whose buffers are held (`EBUSY`: never
+    /// switched under an engine that may still run).
+    fn switch_to(&self, vm: &Arc<Vm>) -> Result {
+        let mut h = self.held.lock();
+        if h.attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, vm)) {
+            return Ok(());
+        }
+        if !h.jobs.is_empty() {
+            return Err(EBUSY);
+        }
+        self.detach_locked(&mut h);
+        self.attach(vm.space())?;
+        h.attached = Some(vm.clone());
+        Ok(())
+    }
+
+    /// Detaches the attached address space, if any; the engine is idle.
+    fn detach_locked(&self, h: &mut Held) {
+        if let Some(vm) = h.attached.take() {
+            self.detach(vm.space());
+        }
+    }
+
+    /// Attaches the client's IOMMU domain, or the simulator's page table.
     fn attach(&self, space: &AddressSpace) -> Result {
         match (&self.mmio, space) {
             (Mmio::Hw(_), AddressSpace::Iommu(d)) => d.attach(),
