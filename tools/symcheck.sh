@@ -70,12 +70,20 @@ for n, d in zip(names, demangle(names)):
     rust_exports.setdefault(d, n)
 
 # Symbols a module references only because the kernel it was built
-# against has lockdep (the test kernels enable PROVE_LOCKING, the target
-# does not): INIT_WORK and friends call them there and nothing in a kernel
-# without lockdep.
-LOCKDEP_ONLY = {"lockdep_init_map_type"}
+# against has lockdep and debug mutexes (the test kernels enable
+# PROVE_LOCKING, the target does not): INIT_WORK, mutex_init, mutex_lock and
+# mutex_destroy expand to them there. Each maps to what the same code calls
+# in a kernel without them, which the target must export (None: nothing,
+# an empty inline).
+LOCKDEP_ONLY = {
+    "lockdep_init_map_type": None,
+    "mutex_init_lockdep": "mutex_init_generic",
+    "mutex_lock_nested": "mutex_lock",
+    "mutex_destroy": None,
+}
 lockdep_only = [s for s in c_syms if s in LOCKDEP_ONLY and s not in exports]
-missing = []
+missing = [LOCKDEP_ONLY[s] for s in lockdep_only
+           if LOCKDEP_ONLY[s] and LOCKDEP_ONLY[s] not in exports]
 from_modules = []
 for s in c_syms:
     if s in lockdep_only:
@@ -107,7 +115,8 @@ for _, d in rust_needed:
 for m in from_modules:
     print(f"symcheck: provided by a module, not vmlinux: {m}")
 for m in lockdep_only:
-    print(f"symcheck: lockdep-only (absent from a kernel without lockdep, like the target): {m}")
+    instead = f", {LOCKDEP_ONLY[m]} there" if LOCKDEP_ONLY[m] else ""
+    print(f"symcheck: lockdep-only (absent from a kernel without lockdep, like the target{instead}): {m}")
 problems = []
 if doc:
     named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", open(doc).read()))
