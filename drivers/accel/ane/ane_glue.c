@@ -380,14 +380,15 @@ static void ane_glue_boost_off(struct work_struct *w)
 {
 	struct ane_glue_boost *b = container_of(to_delayed_work(w),
 						struct ane_glue_boost, off);
-	unsigned long until;
+	unsigned long now = jiffies, until;
 
 	mutex_lock(&b->lock);
 	until = b->last_end + msecs_to_jiffies(b->idle_ms);
 	if (b->active) {
 		/* A job runs: its end arms the work again. */
-	} else if (time_before(jiffies, until)) {
-		queue_delayed_work(system_percpu_wq, &b->off, until - jiffies);
+	} else if (time_before(now, until)) {
+		/* One reading of jiffies: the rest of the delay, never negative. */
+		queue_delayed_work(system_percpu_wq, &b->off, until - now);
 	} else {
 		ane_glue_boost_release(b);
 	}
