@@ -357,10 +357,8 @@ impl SimEngine {
 
     /// A register read of the engine window.
     pub(crate) fn read32(&self, off: usize) -> u32 {
-        let t = self.clock();
-        self.accesses.fetch_add(1, Relaxed);
-        let v = self.read_locked(&mut self.state.lock(), off);
-        self.spent(t);
+        let mut v = 0;
+        self.read32_run(off, core::slice::from_mut(&mut v));
         v
     }
 
@@ -400,15 +398,6 @@ impl SimEngine {
     fn count(&self, n: usize) {
         self.accesses
             .fetch_add(u32::try_from(n).unwrap_or(u32::MAX), Relaxed);
-    }
-
-    fn read_locked(&self, s: &mut SimState, off: usize) -> u32 {
-        Self::check_powered(s, off);
-        self.catch_up(s);
-        let v = s.model.read(off);
-        self.publish(s);
-        Self::track(s);
-        v
     }
 
     /// A read of the DART window.
@@ -451,10 +440,7 @@ impl SimEngine {
     /// A register write of the engine window; a push runs the job (after
     /// `exec_delay_ms`, at the first access from then on).
     pub(crate) fn write32(&self, off: usize, val: u32) {
-        let t = self.clock();
-        self.accesses.fetch_add(1, Relaxed);
-        self.write_locked(&mut self.state.lock(), off, val);
-        self.spent(t);
+        self.write32_run(off, core::slice::from_ref(&val));
     }
 
     /// Writes of consecutive registers from `off` on, under one lock.
@@ -463,58 +449,43 @@ impl SimEngine {
         self.count(vals.len());
         let mut guard = self.state.lock();
         let s = &mut *guard;
+        // What an access does besides the model's write, once for the run.
+        Self::check_powered(s, off);
+        self.catch_up(s);
+        let before = s.model.dart_line_raised();
         let push = tm::tm_reg(tm::mgr::PUSH);
-        if (off..off + 4 * vals.len()).contains(&push) {
-            for (i, v) in vals.iter().enumerate() {
-                self.write_locked(s, off + 4 * i, *v);
+        for (i, v) in vals.iter().enumerate() {
+            let off = off + 4 * i;
+            if off == push {
+                self.push_locked(s, *v);
+            } else {
+                // Only a push runs a job.
+                s.model.write(off, *v, None, |_| Ran::Finished);
             }
-        } else {
-            // No push: what an access does besides the model's write, once
-            // for the run.
-            Self::check_powered(s, off);
-            self.catch_up(s);
-            let before = s.model.dart_line_raised();
-            for (i, v) in vals.iter().enumerate() {
-                s.model.write(off + 4 * i, *v, None, |_| Ran::Finished);
-            }
-            self.note_line(s, before);
-            self.publish(s);
-            Self::track(s);
         }
+        self.note_line(s, before);
+        self.publish(s);
+        Self::track(s);
         drop(guard);
         self.spent(t);
     }
 
-    fn write_locked(&self, s: &mut SimState, off: usize, val: u32) {
-        let pushed = off == tm::tm_reg(tm::mgr::PUSH);
-        let inject = if pushed { self.inject() } else { None };
-        Self::check_powered(s, off);
-        self.catch_up(s);
-        let before = s.model.dart_line_raised();
-        let delay = if pushed {
-            self.exec_delay_ms.load(Relaxed)
-        } else {
-            0
-        };
-        if pushed {
-            s.model.set_defer(delay != 0);
-        }
-        // Only a push starts a job: the page table is shared for it alone.
-        let pt = if pushed {
-            s.attached.as_ref().map(SimPageTable::share)
-        } else {
-            None
-        };
-        s.model.write(off, val, inject, self.engine(pt));
-        if pushed && s.model.has_deferred() {
+    /// The PUSH register written: the model starts the job, with the next
+    /// fault injection, over the attached page table (deferred by
+    /// `exec_delay_ms`).
+    fn push_locked(&self, s: &mut SimState, val: u32) {
+        let inject = self.inject();
+        let delay = self.exec_delay_ms.load(Relaxed);
+        s.model.set_defer(delay != 0);
+        let pt = s.attached.as_ref().map(SimPageTable::share);
+        s.model
+            .write(tm::tm_reg(tm::mgr::PUSH), val, inject, self.engine(pt));
+        if s.model.has_deferred() {
             s.due = Some((
                 Instant::<Monotonic>::now(),
                 Delta::from_millis(i64::from(delay)),
             ));
         }
-        self.note_line(s, before);
-        self.publish(s);
-        Self::track(s);
     }
 }
 
