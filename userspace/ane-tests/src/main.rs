@@ -567,12 +567,7 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
         handle: r.prog,
         pad: 0,
     };
-    let mut a = r.exec_args();
-    raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
-    let st = d
-        .wait(a.job_id, std::time::Duration::from_secs(20))
-        .map_err(|e| e.to_string())?
-        .ok_or("job still pending after 20 s")?;
+    let st = run_ready(d, &r)?.ok_or("job still pending after 20 s")?;
     let _ = raw::program_destroy(d.fd(), &mut prog);
     Ok(st)
 }
