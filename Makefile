@@ -7,10 +7,14 @@
 #   make fmt-check       rustfmt check of every Rust source
 #   make demo            build everything in the project's chroot, boot QEMU,
 #                        load and unload the driver, show what happened
-#   make check           every test: host cargo tests, module builds, QEMU runs
+#   make check           the gate CI runs (at most 60 minutes on 2 cores from an
+#                        empty cache): host tests, the arm64 and sanitizer
+#                        kernels' module builds and QEMU suites, installation
+#   make check-full      every test: the gate, then all kernels and boots,
+#                        fail-nth, failslab fuzz, the 10^4-call fuzz
 #   make bench           benchmarks (printed, not tests)
 #   make fuzz            ane-fuzz, 10^5 ioctls per simulated SoC table in QEMU
-#                        (make check runs a 10^4 pass)
+#                        (make check-full runs a 10^4 pass, make check 10^3)
 #
 # KDIR must be a configured kernel build tree with Rust support; see the check
 # below for exactly what it needs. ARCH, LLVM and CROSS_COMPILE are passed
@@ -23,7 +27,7 @@ LLVM ?= $(shell grep -qx 'CONFIG_CC_IS_CLANG=y' $(KDIR)/include/config/auto.conf
 KBUILD_ARGS := $(if $(LLVM),LLVM=$(LLVM)) $(if $(ARCH),ARCH=$(ARCH)) $(if $(CROSS_COMPILE),CROSS_COMPILE=$(CROSS_COMPILE)) \
 	$(if $(CLIPPY),CLIPPY=$(CLIPPY)) $(if $(ANE_TEST),ANE_TEST=$(ANE_TEST)) $(if $(ANE_WERROR),ANE_WERROR=$(ANE_WERROR)) $(if $(V),V=$(V))
 
-.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check bench fuzz
+.PHONY: all modules kdir-check clean modules_install fmt fmt-check demo check check-full bench fuzz
 
 all: modules
 
@@ -85,6 +89,9 @@ demo:
 
 check:
 	tools/check.sh
+
+check-full:
+	tools/check.sh full
 
 
 bench:

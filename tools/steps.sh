@@ -6,6 +6,7 @@
 ANE_RESULTS=()
 ANE_PASSED=0
 ANE_FAILED=0
+ANE_T0=${ANE_T0:-$(date +%s)}
 # The heading mark of a step: "===" for make check's own steps, "---" for
 # the checks inside one of them.
 ANE_STEP_MARK=${ANE_STEP_MARK:-===}
@@ -19,9 +20,16 @@ step() {
 	printf '\n%s %s\n' "$ANE_STEP_MARK" "$name"
 	rc=0
 	"$@" || rc=$?
+	printf '%s %s: %s s (rc %s; %s s since the start)\n' "$ANE_STEP_MARK" "${name%%:*}" \
+		"$(($(date +%s) - t0))" "$rc" "$(($(date +%s) - ANE_T0))"
 	if [ "$rc" = 0 ]; then
 		ANE_PASSED=$((ANE_PASSED + 1))
 		ANE_RESULTS+=("PASS  $name ($(($(date +%s) - t0)) s)")
+	elif [ "$rc" = 124 ]; then
+		# A QEMU run that hit its time limit (tools/qemu/judge.sh):
+		# counted as failed, shown apart from a test failure.
+		ANE_FAILED=$((ANE_FAILED + 1))
+		ANE_RESULTS+=("TIMEOUT  $name ($(($(date +%s) - t0)) s)")
 	else
 		ANE_FAILED=$((ANE_FAILED + 1))
 		ANE_RESULTS+=("FAIL  $name ($(($(date +%s) - t0)) s)")
@@ -34,6 +42,7 @@ step() {
 summary() {
 	printf '\n=== %s\n' "${1:-summary}"
 	printf '%s\n' "${ANE_RESULTS[@]}"
+	printf 'total: %s s\n' "$(($(date +%s) - ANE_T0))"
 	printf '%s passed, %s failed\n' "$ANE_PASSED" "$ANE_FAILED"
 	[ "$ANE_FAILED" = 0 ]
 }

@@ -17,7 +17,9 @@
 #     no LLVM=1 for a GCC kernel, modinfo of the built ane.ko (aliases of
 #     the four compatibles, licence, vermagic);
 #   - x86_64 kernel: the same, with BUILD_EXCLUSIVE_ARCH widened by a
-#     --directive of this test (dkms.conf itself says aarch64 only);
+#     --directive of this test (dkms.conf itself says aarch64 only); make
+#     check passes the clang-built sanitizer kernel, so DKMS must add
+#     LLVM=1 there, and only there;
 #   - without that directive, an x86_64 build is skipped (exit 77);
 #   - skipped (exit 77): a kernel without CONFIG_RUST, a kernel with its own
 #     ANE driver (CONFIG_DRM_ACCEL_ANE), a kernel older than 7.1;
@@ -35,9 +37,10 @@ set -euo pipefail
 
 if [ "${ANE_IN_CHROOT:-}" != 1 ]; then
 	top=$(cd "$(dirname "$0")/../.." && pwd)
-	kx=$("$top/tools/kernel/build.sh" x86_64 7.3)
-	ka=$("$top/tools/kernel/build.sh" arm64 7.3)
-	ka72=$("$top/tools/kernel/build.sh" arm64 7.2)
+	# The kernels make check passes (ANE_KDIR_*), or these.
+	kx=${ANE_KDIR_X86:-$("$top/tools/kernel/build.sh" x86_64 7.3 san)}
+	ka=${ANE_KDIR_ARM:-$("$top/tools/kernel/build.sh" arm64 7.3)}
+	ka72=${ANE_KDIR_ARM72:-$("$top/tools/kernel/build.sh" arm64 7.2 prep)}
 	exec "$top/tools/env/run.sh" /usr/bin/env ANE_IN_CHROOT=1 ANE_KDIR_X86="$kx" ANE_KDIR_ARM="$ka" \
 		ANE_KDIR_ARM72="$ka72" tools/dkms/check.sh "$@"
 fi
@@ -89,8 +92,14 @@ build_for() {
 	echo "built $ko"
 	grep "are usable; rustc matches" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log" ||
 		{ echo "PRE_BUILD did not run" >&2; return 1; }
-	# A GCC-built kernel: DKMS appends LLVM=1 only for a clang-built one.
-	if grep -q "LLVM=1" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log"; then
+	# DKMS appends LLVM=1 for a clang-built kernel, and only for one.
+	if grep -qx 'CONFIG_CC_IS_CLANG=y' "$kdir/include/config/auto.conf"; then
+		grep -q "LLVM=1" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log" || {
+			echo "the module of a clang-built kernel was built without LLVM=1" >&2
+			return 1
+		}
+		echo "clang-built kernel: built with LLVM=1"
+	elif grep -q "LLVM=1" "/var/lib/dkms/ane/$version/$rel/$arch/log/make.log"; then
 		echo "the module of a GCC-built kernel was built with LLVM=1" >&2
 		return 1
 	fi
@@ -98,7 +107,7 @@ build_for() {
 }
 step "dkms build, arm64 7.3 test kernel (aarch64, rustc 1.85) + modinfo" build_for aarch64 "$ANE_KDIR_ARM"
 step "dkms build, arm64 7.2 test kernel (aarch64, backports rustc) + modinfo" build_for aarch64 "$ANE_KDIR_ARM72"
-step "dkms build, x86_64 test kernel (arch widened by the test) + modinfo" \
+step "dkms build, x86_64 kernel (arch widened by the test) + modinfo" \
 	build_for x86_64 "$ANE_KDIR_X86" --directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$"
 
 # expect_rc WANT COMMAND...: the command's exit status must be WANT

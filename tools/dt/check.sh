@@ -57,7 +57,8 @@ pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 venv_key=$( { echo "py $pyver"; cat tools/dt/dtschema-requirements.txt; } | sha256sum | cut -c1-16)
 venv=/cache/dtschema-venv-$venv_key
 setup_venv() {
-	[ -f "$venv/.ane-ready" ] && return 0
+	[ -f "$venv/.ane-ready" ] && { echo "[ane-cache] hit ${venv#/cache/}"; return 0; }
+	echo "[ane-cache] build ${venv#/cache/}"
 	exec {lockfd}>/cache/.lock-dtschema-venv
 	flock "$lockfd"
 	[ -f "$venv/.ane-ready" ] && return 0
@@ -77,7 +78,8 @@ cp dts/bindings/apple,t8103-ane.yaml "$work/bindings/npu/"
 schema_key=$( { echo "dtschema $dtschema_ver"; echo "$ksrc"; cat dts/bindings/apple,t8103-ane.yaml; } | sha256sum | cut -c1-16)
 schema=/cache/dt-processed-schema/$schema_key.json
 make_schema() {
-	[ -s "$schema" ] && return 0
+	[ -s "$schema" ] && { echo "[ane-cache] hit ${schema#/cache/}"; return 0; }
+	echo "[ane-cache] build ${schema#/cache/}"
 	mkdir -p /cache/dt-processed-schema
 	exec {lockfd2}>/cache/.lock-dt-processed-schema
 	flock "$lockfd2"

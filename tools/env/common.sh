@@ -15,6 +15,10 @@ mkdir -p "$ANE_CACHE"
 log() { printf '[ane-env] %s\n' "$*" >&2; }
 die() { printf '[ane-env] error: %s\n' "$*" >&2; exit 1; }
 
+# cache_note hit|build NAME: say what a cached artefact's key decided, so a
+# run's log shows which of its inputs changed (make check prints these).
+cache_note() { printf '[ane-cache] %s %s\n' "$1" "$2" >&2; }
+
 # hash_of FILE...: a short stable hash of the files' contents.
 hash_of() { cat "$@" | sha256sum | cut -c1-16; }
 

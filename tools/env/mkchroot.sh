@@ -7,6 +7,7 @@ source "$(dirname "$0")/common.sh"
 
 dir=$(chroot_dir)
 if [ -f "$dir/.ane-ready" ]; then
+	[ -n "${ANE_CHROOT_QUIET:-}" ] || cache_note hit "${dir##*/}"
 	echo "$dir"
 	exit 0
 fi
@@ -22,6 +23,7 @@ if ! command -v mmdebstrap >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >&2
 fi
 
+cache_note build "${dir##*/}"
 mirror=$(debian_mirror)
 pkgs=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$ANE_TOP/tools/env/packages.txt" | paste -sd, -)
 log "building chroot $dir from $mirror (trixie + trixie-backports)"

@@ -16,7 +16,7 @@ if [ "${1:-}" = "-w" ]; then
 fi
 [ $# -gt 0 ] || die "usage: run.sh [-w DIR] COMMAND..."
 
-root=$("$ANE_TOP/tools/env/mkchroot.sh")
+root=$(ANE_CHROOT_QUIET=1 "$ANE_TOP/tools/env/mkchroot.sh")
 shared=${ANE_SHARED:-$(cd "$ANE_TOP/.." && pwd)/shared}
 
 exec unshare --mount --propagation private -- /bin/bash -euo pipefail -c '

@@ -2,7 +2,7 @@
 # Build (or reuse) a test kernel. Prints the build directory as seen inside
 # the chroot (/cache/...), which is the KDIR for the module build.
 #
-#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3] [san|bench]   (default 7.3)
+#   tools/kernel/build.sh x86_64|arm64 [7.2|7.3] [san|bench|prep]   (default 7.3)
 #
 # `san` is the sanitizer flavour (tools/kernel/sanitizers.config: KASAN,
 # UBSAN, fault injection), built with clang (LLVM=1) because KASAN with Rust
@@ -30,14 +30,16 @@ flavour=${3:-}
 case "$arch" in
 x86_64) karch=x86_64 image=arch/x86/boot/bzImage cross= ;;
 arm64) karch=arm64 image=arch/arm64/boot/Image cross=aarch64-linux-gnu- ;;
-*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]" ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench|prep]" ;;
 esac
-rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]"
+rust=$(kernel_rust "$series") || die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench|prep]"
+target=all
 case "$flavour" in
 "") extra= llvm= ;;
 san) extra=tools/kernel/sanitizers.config llvm=1 ;;
 bench) extra=tools/kernel/bench.config llvm= ;;
-*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench]" ;;
+prep) extra= llvm= target=modules_prepare ;;
+*) die "usage: build.sh x86_64|arm64 [7.2|7.3] [san|bench|prep]" ;;
 esac
 
 root=$("$ANE_TOP/tools/env/mkchroot.sh")
@@ -60,21 +62,24 @@ key=$( { echo "recipe $ANE_KERNEL_RECIPE $srcver $toolchain"; cat "${frags[@]}";
 src=linux-src-$srcver
 out=kbuild-$arch-$series${flavour:+-$flavour}-$key
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
+	cache_note hit "$out"
 	echo "/cache/$out"
 	exit 0
 fi
 with_lock "kernel-$arch-$series"
 if [ -f "$ANE_CACHE/$out/.ane-ready" ]; then
+	cache_note hit "$out"
 	echo "/cache/$out"
 	exit 0
 fi
+cache_note build "$out"
 
 log "building the $arch $series kernel ($srcver; $toolchain) in $ANE_CACHE/$out"
 start=$(date +%s)
 jobs=$(nproc)
 "$ANE_TOP/tools/env/run.sh" /bin/bash -euo pipefail -c '
 	src=/cache/$1 out=/cache/$2 karch=$3 image=$4 jobs=$5 arch=$6 series=$7 cross=$8 toolpath=$9
-	extra=${10} llvm=${11}
+	extra=${10} llvm=${11} target=${12}
 	# One unpacked source per version, shared by the architectures (the
 	# lock is held only while unpacking).
 	(
@@ -118,11 +123,19 @@ jobs=$(nproc)
 		missing=1
 	done < <(cat $frags)
 	[ "$missing" = 0 ] || exit 1
-	mk
-	test -f "$out/$image"
-	test -f "$out/rust/libkernel.rmeta"
-	test -f "$out/Module.symvers"
-' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" "$series" "$cross" "$toolpath" "$extra" "$llvm" >"$ANE_CACHE/$out.log" 2>&1 || {
+	if [ "$target" = modules_prepare ]; then
+		mk modules_prepare
+		test -f "$out/rust/libkernel.rmeta"
+		test -f "$out/rust/libmacros.so"
+		: >"$out/Module.symvers"
+		touch "$out/.ane-prepared-only"
+	else
+		mk
+		test -f "$out/$image"
+		test -f "$out/rust/libkernel.rmeta"
+		test -f "$out/Module.symvers"
+	fi
+' build "$src" "$out" "$karch" "$image" "$jobs" "$arch" "$series" "$cross" "$toolpath" "$extra" "$llvm" "$target" >"$ANE_CACHE/$out.log" 2>&1 || {
 	tail -n 40 "$ANE_CACHE/$out.log" >&2
 	die "kernel build failed; full log: $ANE_CACHE/$out.log"
 }

@@ -7,7 +7,10 @@
 #   comes first in PATH;
 # - an arm64 kernel built on another machine architecture gets its GCC
 #   cross compiler (CROSS_COMPILE=aarch64-linux-gnu-, unless already set);
-# - a clang-built kernel gets LLVM=1.
+# - a clang-built kernel gets LLVM=1;
+# - a tree prepared only for modules (tools/kernel/build.sh ... prep: no
+#   vmlinux, an empty Module.symvers) gets KBUILD_MODPOST_WARN=1, so that
+#   modpost lists the kernel symbols it cannot resolve as warnings.
 #
 #   with-toolchain.sh KDIR COMMAND...
 set -eu
@@ -27,5 +30,9 @@ if [ -z "${CROSS_COMPILE:-}" ] && [ "$(uname -m)" != aarch64 ] &&
 	grep -qx 'CONFIG_ARM64=y' "$kdir/include/config/auto.conf" 2>/dev/null; then
 	CROSS_COMPILE=aarch64-linux-gnu-
 	export CROSS_COMPILE
+fi
+if [ -f "$kdir/.ane-prepared-only" ]; then
+	KBUILD_MODPOST_WARN=1
+	export KBUILD_MODPOST_WARN
 fi
 exec "$@"

@@ -10,7 +10,10 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 venv_key=$( { echo "py $pyver"; cat "$top/tools/py/requirements.txt"; } | sha256sum | cut -c1-16)
 venv=/cache/py-venv-$venv_key
-if [ ! -f "$venv/.ane-ready" ]; then
+if [ -f "$venv/.ane-ready" ]; then
+	echo "[ane-cache] hit ${venv#/cache/}" >&2
+else
+	echo "[ane-cache] build ${venv#/cache/}" >&2
 	exec {lockfd}>/cache/.lock-py-venv
 	flock "$lockfd"
 	if [ ! -f "$venv/.ane-ready" ]; then

@@ -7,7 +7,11 @@
 # TESTS is a comma-separated list of tools/qemu/tests/*.sh names. Exit status
 # 0 only when every test passed AND the kernel log shows no problem (a
 # warning, BUG, oops, lockdep splat, kmemleak report, sanitizer report,
-# panic, stall); 1 otherwise. The run is bounded by ANE_QEMU_TIMEOUT seconds.
+# panic, stall); 124 when the run hit its time limit (tools/qemu/judge.sh
+# names the test that was running); 1 otherwise. The run is bounded by
+# ANE_QEMU_TIMEOUT seconds (tools/check.sh sets it per run, at least four
+# times what the run takes on the machine the limits were measured on, so
+# that a machine twice as slow uses at most half of it).
 set -euo pipefail
 arch=$1 kdir=$2 initrd=$3 tests=$4 log=$5 dtb=${6:-}
 timeout_s=${ANE_QEMU_TIMEOUT:-600}
@@ -34,4 +38,4 @@ secs=$(($(date +%s) - start))
 # Strip the carriage returns of the serial console.
 sed -i 's/\r$//' "$log"
 
-exec "$(dirname "$0")/judge.sh" "$log" "$tests" "$rc" "$secs" "$arch"
+exec "$(dirname "$0")/judge.sh" "$log" "$tests" "$rc" "$secs" "$arch" "$timeout_s"

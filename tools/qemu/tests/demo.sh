@@ -8,15 +8,15 @@ modprobe ane sim_soc=0x8103
 echo "### ane-probe info"
 ane-probe info
 echo "### ane-probe doctor"
-ane-probe doctor --receipt /tmp/doctor.json || fail "doctor"
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json || fail "doctor"
 echo "### ane-probe parity"
-ane-probe parity --timeout-ms 60000 2>/dev/null || fail "parity"
+ane-probe parity --timeout-ms "$GUEST_JOB_TIMEOUT_MS" 2>/dev/null || fail "parity"
 echo "### ane-probe mlp"
-ane-probe mlp --timeout-ms 60000 2>/dev/null || fail "mlp"
+ane-probe mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS" 2>/dev/null || fail "mlp"
 if [ -f /fixtures/tinygrad_sum.hwx ]; then
 	echo "### ane-probe run --program tinygrad_sum.hwx (1.0 + 2.0, 64 elements)"
 	sum_inputs
-	ane-probe run --program /fixtures/tinygrad_sum.hwx \
+	ane-probe run --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --program /fixtures/tinygrad_sum.hwx \
 		--in 5=/tmp/one.bin --in 6=/tmp/two.bin \
 		--out 4=/tmp/sum.bin --expect 4=/tmp/three.bin || fail "run"
 	cmp /tmp/sum.bin /tmp/three.bin || fail "run: sum differs"

@@ -63,7 +63,7 @@ dmesg | grep -q "CONFIG_GET exchange failed: SharedMalloc" || fail "no SHAREDMAL
 modprobe ane sim_soc=0x6021
 ane-ioctl-tests --h14 || fail "h14 suite"
 # doctor on the simulated M2 Max: the firmware rung runs and passes.
-ane-probe doctor --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed on T6021"; }
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed on T6021"; }
 grep -q "^ok   firmware" /tmp/doctor.txt || fail "doctor: no firmware rung on T6021"
 modprobe -r ane
 # Faults in a running firmware: an error status (the call is refused in

@@ -56,3 +56,11 @@ sum_inputs() {
 		i=$((i + 1))
 	done
 }
+
+# How long ane-probe waits for a job that must complete (--timeout-ms).
+# The guests run under QEMU's emulation, the simulated engine executing
+# programs in the kernel, on shared machines possibly several times slower
+# than the one the suites were timed on: the default (5 s for doctor, meant
+# for real hardware) is not what a test may hinge on. A hung job still
+# fails, and the run's own limit bounds the total (tools/check.sh).
+GUEST_JOB_TIMEOUT_MS=120000

@@ -27,7 +27,7 @@ head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"
 
 # doctor: every rung passes on the simulated T8103 (no device tree; the
 # firmware rung does not apply), and the receipt says so.
-ane-probe doctor --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
 cat /tmp/doctor.txt
 for rung in kernel module device node job parity; do
 	grep -q "^ok   $rung " /tmp/doctor.txt || fail "doctor: rung $rung did not pass"
@@ -38,32 +38,32 @@ grep -q '"verdict": "pass"' /tmp/doctor.json || fail "doctor receipt: no pass"
 # parity on the device and on the model: every cell exact.
 for mode in "" "--model"; do
 	rc=0
-	ane-probe parity $mode --timeout-ms 60000 > /tmp/parity.txt || rc=$?
+	ane-probe parity $mode --timeout-ms "$GUEST_JOB_TIMEOUT_MS" > /tmp/parity.txt || rc=$?
 	cat /tmp/parity.txt
 	expect_eq "parity $mode exit code" "$rc" 0
 	expect_eq "parity $mode exact cells" "$(grep -c '| exact$' /tmp/parity.txt)" 7
 	if grep -q "FAIL" /tmp/parity.txt; then fail "parity $mode: a cell failed"; fi
 done
-ane-probe --json parity --cells add_mul,select > /tmp/parity.json
+ane-probe --json parity --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --cells add_mul,select > /tmp/parity.json
 grep -q '"verdict": "pass"' /tmp/parity.json || fail "parity --json: no pass"
 grep -q '"executor": "device"' /tmp/parity.json || fail "parity --json: not on the device"
 
 # The MLP: two programs, layer 1's output BO bound as layer 2's input.
-ane-probe mlp --timeout-ms 60000
-ane-probe --json mlp --seed 3 > /tmp/mlp.json
+ane-probe mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS"
+ane-probe --json mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp.json
 grep -q '"verdict": "pass"' /tmp/mlp.json || fail "mlp --json: no pass"
 
 # run: tinygrad's sum of two [1, 64, 1, 1] fp16 tensors (1.0 + 2.0 = 3.0).
 if [ -f /fixtures/tinygrad_sum.hwx ]; then
 	sum_inputs
 	expect_eq "input size" "$(wc -c < /tmp/one.bin | tr -d ' ')" 128
-	ane-probe run --program /fixtures/tinygrad_sum.hwx \
+	ane-probe run --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --program /fixtures/tinygrad_sum.hwx \
 		--in 5=/tmp/one.bin --in 6=/tmp/two.bin \
 		--out 4=/tmp/sum.bin --expect 4=/tmp/three.bin
 	cmp /tmp/sum.bin /tmp/three.bin || fail "run: sum differs"
 
 	# bench: a receipt with a pass verdict.
-	ane-probe bench --program /fixtures/tinygrad_sum.hwx -n 5 --warmup 1 \
+	ane-probe bench --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --program /fixtures/tinygrad_sum.hwx -n 5 --warmup 1 \
 		--receipt /tmp/r.json
 	grep -q '"verdict": *"pass"' /tmp/r.json || fail "bench receipt: no pass verdict"
 	grep -q '"schema": "ane-probe/bench-receipt"' /tmp/r.json || fail "bench receipt: no schema"

@@ -170,7 +170,7 @@ fn run(op: &str, n: u32) -> Result<(String, bool), String> {
                 raw::exec(d.fd(), &mut a).map_err(|e| format!("setup EXEC: {e}"))?;
                 let mut w = uapi::Wait {
                     job_id: a.job_id,
-                    timeout_ns: ane::device::monotonic_ns() + 30_000_000_000,
+                    timeout_ns: crate::job_deadline(),
                     ..Default::default()
                 };
                 injected(n, || raw::wait(d.fd(), &mut w))?

@@ -1306,7 +1306,7 @@ impl Fuzzer {
         while let Some(j) = self.jobs.pop() {
             let mut w = uapi::Wait {
                 job_id: j.id,
-                timeout_ns: ane::device::monotonic_ns() + 30_000_000_000,
+                timeout_ns: crate::job_deadline(),
                 ..Default::default()
             };
             let r = raw::wait(self.d.fd(), &mut w);
@@ -1857,6 +1857,7 @@ fn known_good(d: Device) -> Result<(), String> {
     // Every parity cell (built programs, no fixtures needed) within its
     // bound, then the compiled sum fixture against the CPU reference.
     let mut exec = ane::parity::DeviceExecutor::new(&d);
+    exec.timeout = std::time::Duration::from_nanos(crate::JOB_TIMEOUT_NS.unsigned_abs());
     let cells = ane::parity::cells();
     for c in &cells {
         let r = ane::parity::run_cell(c, &mut exec);

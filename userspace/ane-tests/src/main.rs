@@ -390,6 +390,20 @@ fn fixture(name: &str) -> Option<ane::hwx::Hwx> {
     ane::hwx::Hwx::parse(&bytes).ok()
 }
 
+/// How long the tests wait for a job that must complete. The guests run
+/// under QEMU's emulation, with the simulated engine executing programs in
+/// the kernel, on shared machines that may be several times slower than the
+/// one the suites were timed on: a wait that must succeed is given two
+/// minutes, so the machine's speed never decides a test (a hung job still
+/// fails it, and the run's own limit, tools/check.sh, bounds the total).
+/// Tests of the timeout itself use their own short deadlines.
+pub(crate) const JOB_TIMEOUT_NS: i64 = 120_000_000_000;
+
+/// [`JOB_TIMEOUT_NS`] from now, as WAIT's absolute deadline.
+pub(crate) fn job_deadline() -> i64 {
+    ane::device::monotonic_ns() + JOB_TIMEOUT_NS
+}
+
 const SKIP: &str = "SKIP";
 const SKIP_RETENTION: &str = "SKIP-RETENTION";
 const SKIP_FIRMWARE: &str = "SKIP-FIRMWARE";
@@ -579,7 +593,7 @@ fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
     raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
     let mut w = uapi::Wait {
         job_id: a.job_id,
-        timeout_ns: ane::device::monotonic_ns() + 20_000_000_000,
+        timeout_ns: job_deadline(),
         ..Default::default()
     };
     raw::wait(d.fd(), &mut w).map_err(|e| format!("WAIT: {e}"))?;
@@ -1582,7 +1596,7 @@ fn exec_with(
     if res.is_ok() {
         let mut w = uapi::Wait {
             job_id: a.job_id,
-            timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+            timeout_ns: job_deadline(),
             ..Default::default()
         };
         let _ = raw::wait(d.fd(), &mut w);
@@ -1616,7 +1630,7 @@ fn exec_extended(d: &Device, tail: u8) -> Result<(), Errno> {
     raw::exec(d.fd(), &mut a)?;
     let mut w = uapi::Wait {
         job_id: a.job_id,
-        timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+        timeout_ns: job_deadline(),
         ..Default::default()
     };
     raw::wait(d.fd(), &mut w)
@@ -1839,7 +1853,7 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
         raw::exec(d.fd(), &mut a)?;
         let mut w = uapi::Wait {
             job_id: a.job_id,
-            timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+            timeout_ns: job_deadline(),
             ..Default::default()
         };
         raw::wait(d.fd(), &mut w)?;
