@@ -390,8 +390,20 @@ distro() {
 	confs "$root" >"$work/$dname.confs"
 	step "$dname: update-m1n1 before ane-dt packs the stock trees" \
 		eval 'update_m1n1 "$root" && judge "$root" stock'
+	# Only the file the installed script sources may change.
+	only_conf_changed() {
+		local want changed
+		want=$(sed -n 's/^\[ -e \([^ ]*\) \] && \. \1$/\1/p' "$root/usr/bin/update-m1n1")
+		confs "$root" >"$work/$dname.confs.installed"
+		changed=$(comm -13 <(sort "$work/$dname.confs") <(sort "$work/$dname.confs.installed") | cut -d' ' -f1)
+		if [ "$changed" != "$want" ]; then
+			echo "ane-dt changed: ${changed:-nothing}; /usr/bin/update-m1n1 reads $want"
+			return 1
+		fi
+		echo "changed: $want, the file /usr/bin/update-m1n1 sources; no other"
+	}
 	step "$dname: ane-dt status, ane-dt install (docs/install.md section 5)" \
-		eval 'ane_dt "$root" status && ane_dt "$root" install'
+		eval 'ane_dt "$root" status && ane_dt "$root" install && only_conf_changed'
 	step "$dname: update-m1n1 exits 0 and the payload's $BOARD tree has the ANE node" \
 		eval 'update_m1n1 "$root" && judge "$root" ane'
 	step "$dname: ane-dt install again changes nothing" \
