@@ -31,6 +31,9 @@ options:
   --dtbs DIR       the stock DTB directory instead of the automatic choice
   --overlays DIR   the compiled overlays (default /usr/share/ane/dt)
   --delivery WAY   m1n1 or omarchy instead of the automatic choice
+  --m1n1-config FILE
+                   update-m1n1's configuration file instead of the one the
+                   installed update-m1n1 sources
   --root DIR       operate on a system tree below DIR (tests, chroots)
 
 Never use a GRUB `devicetree` line instead: it replaces the tree m1n1 fixes
@@ -50,6 +53,14 @@ fn main() -> ExitCode {
                 Delivery::from_name(&v)
                     .map(|d| env.delivery = Some(d))
                     .ok_or_else(|| format!("--delivery takes m1n1 or omarchy, not '{v}'"))
+            }),
+            "--m1n1-config" => value("--m1n1-config").and_then(|v| {
+                if v.starts_with('/') {
+                    env.m1n1_conf = Some(v);
+                    Ok(())
+                } else {
+                    Err(format!("--m1n1-config takes an absolute path, not '{v}'"))
+                }
             }),
             "--root" => value("--root").map(|v| env.root = PathBuf::from(v)),
             "-h" | "--help" => {
