@@ -401,9 +401,12 @@ distro() {
 			return 1
 		fi
 		echo "changed: $want, the file /usr/bin/update-m1n1 sources; no other"
+		# The line docs/install.md shows for each distribution.
+		grep -qxF "    update-m1n1: /usr/bin/update-m1n1 reads $want" "$work/install.out" ||
+			{ echo "ane-dt install did not say 'update-m1n1: /usr/bin/update-m1n1 reads $want'"; return 1; }
 	}
 	step "$dname: ane-dt status, ane-dt install (docs/install.md section 5)" \
-		eval 'ane_dt "$root" status && ane_dt "$root" install && only_conf_changed'
+		eval 'ane_dt "$root" status && ane_dt "$root" install | tee "$work/install.out" && only_conf_changed'
 	step "$dname: update-m1n1 exits 0 and the payload's $BOARD tree has the ANE node" \
 		eval 'update_m1n1 "$root" && judge "$root" ane'
 	step "$dname: ane-dt install again changes nothing" \
