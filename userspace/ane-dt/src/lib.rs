@@ -1105,7 +1105,9 @@ pub fn verify(base: &Fdt, merged: &[u8], board: &Board) -> Result<(), Error> {
     }
     for p in base.nodes.keys() {
         if base.phandle(p).is_some() && m.phandle(p) != base.phandle(p) {
-            return refuse(format!("merged tree: the phandle of {p} changed"));
+            return refuse(format!(
+                "merged tree: the phandle of {p} changed (fdtoverlay before dtc 1.7.1 renumbers a node an overlay fragment labels: install dtc 1.7.1 or newer)"
+            ));
         }
     }
     if m.has_node("/__symbols__") && !base.has_node("/__symbols__")
@@ -1289,6 +1291,8 @@ pub fn remove(env: &Env) -> Result<String, Error> {
             unhook(env, &c, &mut report)?;
         }
     }
+    // A record whose block is gone already (the file was replaced by hand).
+    let _ = fs::remove_dir_all(env.at(HOOK_DIR));
     let sdir = env.at(STATE_DIR);
     let mut removed = false;
     let mut removed_dtbs = false;
