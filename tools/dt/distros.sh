@@ -381,6 +381,34 @@ ane_dt() {
 	return "${PIPESTATUS[0]}"
 }
 
+# A pacman upgrade of linux-asahi: the old modules directory goes, the new
+# one comes (the hook's trigger); the tree ane-dt merged from is gone.
+alarm_upgrade() {
+	local root=$1 old=/usr/lib/modules/7.1.13-3-1-ARCH new=/usr/lib/modules/7.1.14-1-1-ARCH
+	mv "$root$old" "$root$new"
+	echo "$new/dtbs" >"$root/.stock-dir"
+	update_m1n1 "$root"
+	judge "$root" stock
+	mv "$root$new" "$root$old"
+	echo "$old/dtbs" >"$root/.stock-dir"
+}
+
+# Fedora installs kernels side by side and points /boot/dtb at the newest.
+# When the board's tree did not change, the merged copy stays valid, and
+# the other trees come from the new kernel through /boot/dtb.
+fedora_new_kernel() {
+	local root=$1 old new=7.1.14-400.asahi.fc44.aarch64+16k
+	old=$(readlink "$root/boot/dtb")
+	mkdir -p "$root/boot/dtb-$new"
+	cp -a "$root/boot/$old/apple" "$root/boot/dtb-$new/"
+	fdtput -t s "$root/boot/dtb-$new/apple/t8103-j274.dtb" / model "the new kernel's j274 tree"
+	ln -sfn "dtb-$new" "$root/boot/dtb"
+	update_m1n1 "$root"
+	judge "$root" ane
+	ln -sfn "$old" "$root/boot/dtb"
+	rm -rf "$root/boot/dtb-$new"
+}
+
 # --- per distribution --------------------------------------------------------
 distro() {
 	local dname=$1 root=$work/root-$1
@@ -421,6 +449,10 @@ distro() {
 	}
 	step "$dname: after a kernel update changes the stock tree, update-m1n1 exits 0 and packs it" kernel_update
 	cp "$work/$dname.stock" "$stock"
+	case $dname in
+	alarm) step "alarm: after a linux-asahi upgrade replaces /usr/lib/modules/<kver>, update-m1n1 exits 0 and packs the new kernel's trees" strict alarm_upgrade "$root" ;;
+	fedora) step "fedora: a new kernel with the same board tree: update-m1n1 keeps the ANE node and takes the new kernel's other trees" strict fedora_new_kernel "$root" ;;
+	esac
 	removed() {
 		ane_dt "$root" remove || return 1
 		confs "$root" >"$work/$dname.confs.after"
