@@ -83,7 +83,7 @@ if [ "${ANE_IN_CHROOT:-}" != 1 ] && ! dtc_new_enough; then
 	dt=()
 	if [ -n "${ANE_DT:-}" ]; then
 		case $(realpath "$ANE_DT") in
-		"$top"/*) dt=(ANE_DT="/src/${ANE_DT_REL:-$(realpath --relative-to="$top" "$ANE_DT")}") ;;
+		"$top"/*) dt=(ANE_DT="/src/$(realpath --relative-to="$top" "$ANE_DT")") ;;
 		*) echo "ANE_DT must lie inside the repository to be seen in the chroot" >&2; exit 2 ;;
 		esac
 	fi
