@@ -5,6 +5,19 @@
 //! Enough to answer the questions `ane-dt` asks of a board tree: which nodes
 //! exist, what a property holds, the largest phandle. Writing is left to
 //! dtc's tools (`fdtput`, `fdtoverlay`).
+//!
+//! Why not the `fdt` crate (issue 27 asked): measured against 0.1.5, the
+//! newest non-alpha release, it reads the same nodes and property bytes as
+//! this reader from the live j414c tree (659 nodes), the 7.3 t8103-j274
+//! tree (320) and our t6021 overlay (42), but it **panics** on damaged
+//! input where this reader returns an error: with one byte of the blob set
+//! to 0x00, 0xff or 0x7f at about 2,000 positions per file, 1,385 of 6,054
+//! (live tree), 2,294 of 6,129 (t8103-j274) and 3,623 of 10,506 (overlay)
+//! variants panicked (slice index out of range, `assertion failed: bad
+//! node`). ane-dt reads trees from `--dtbs`, `/boot` and `--overlays`, and a
+//! damaged one must be refused with its file named, not abort the tool
+//! midway through an install. (0.2.0 is an alpha and MPL-2.0-licensed.)
+//! `damaged_blobs_are_errors_not_panics` below holds this reader to that.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -351,6 +364,26 @@ mod tests {
             .end()
             .end();
         b.finish()
+    }
+
+    /// Every truncation and one-byte corruption of a tree is an error or a
+    /// tree, never a panic (the property the `fdt` crate lacks; see the
+    /// module comment).
+    #[test]
+    fn damaged_blobs_are_errors_not_panics() {
+        let good = sample();
+        for cut in 0..good.len() {
+            assert!(Fdt::parse(&good[..cut]).is_err(), "truncated at {cut}");
+        }
+        let mut errors = 0;
+        for i in 0..good.len() {
+            for v in [0x00, 0xff, 0x7f, 0x01, 0x02, 0x03, 0x09] {
+                let mut bad = good.clone();
+                bad[i] = v;
+                errors += usize::from(Fdt::parse(&bad).is_err());
+            }
+        }
+        assert!(errors > good.len(), "corruptions mostly detected: {errors}");
     }
 
     #[test]

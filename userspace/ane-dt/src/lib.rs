@@ -12,10 +12,18 @@
 //!   `/usr/lib/modules/<newest>/dtbs[/apple]` on Arch), never modified;
 //! - `/var/lib/ane-dt/dtbs/apple/*.dtb`: links to the stock DTBs, and the
 //!   merged one for this board;
-//! - `/var/lib/ane-dt/update-m1n1.sh`: sets `DTBS` to that directory, but
-//!   only while the stock DTB it was made from is unchanged (after a kernel
-//!   update the stock trees are used until `ane-dt install` runs again);
-//! - one marked block at the end of `/etc/default/update-m1n1` sources it;
+//! - `/var/lib/ane-dt/update-m1n1.sh`: sets `DTBS` to the glob
+//!   `/var/lib/ane-dt/dtbs/apple/*.dtb`, but only while the stock DTB it was
+//!   made from is unchanged (after a kernel update the stock trees are used
+//!   until `ane-dt install` runs again). A glob, not the directory: every
+//!   update-m1n1 runs `cat "$M1N1" $DTBS`, which expands it, but the
+//!   asahi-alarm fork has no directory expansion and would fail with "Is a
+//!   directory" (and with it the pacman hook);
+//! - one marked block at the end of update-m1n1's configuration file sources
+//!   it. Which file that is, is read from the installed script itself (the
+//!   file it sources: `/etc/default/update-m1n1` upstream and on Arch,
+//!   `/etc/sysconfig/update-m1n1` on Fedora); `remove` restores that file
+//!   byte for byte (or removes it again if install created it);
 //! - `/var/lib/ane-dt/backup`: the configuration and stock DTB as they were
 //!   before the first install.
 //!
@@ -65,6 +73,74 @@ pub struct Env {
     pub board: Option<String>,
     /// How the overlay reaches the boot payload; detected when `None`.
     pub delivery: Option<Delivery>,
+    /// update-m1n1's configuration file, absolute; read from the installed
+    /// script when `None`.
+    pub m1n1_conf: Option<String>,
+}
+
+/// The installed update-m1n1, as far as ane-dt needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct M1n1Script {
+    /// The script (absolute), if one is installed.
+    pub script: Option<String>,
+    /// The configuration file it sources (absolute), where the block goes.
+    pub conf: String,
+    /// How `conf` was chosen, for the user.
+    pub how: String,
+    /// Whether the script uses `$DTBS` unquoted, so that a glob or list of
+    /// files works (`None`: no script to ask).
+    pub takes_list: Option<bool>,
+}
+
+/// The absolute configuration files a shell script sources (`. /path` or
+/// `source /path`, alone or after `&&`), in order, except function
+/// libraries; paths built from variables are skipped.
+pub fn sourced_configs(script: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in script.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            continue;
+        }
+        for part in line.split("&&").flat_map(|p| p.split(';')) {
+            let part = part.trim();
+            let Some(arg) = part
+                .strip_prefix(". ")
+                .or_else(|| part.strip_prefix("source "))
+            else {
+                continue;
+            };
+            let arg = arg.trim().trim_matches(|c| c == '"' || c == '\'');
+            if arg.starts_with('/')
+                && !arg.contains('$')
+                && !arg.contains(char::is_whitespace)
+                && !arg.ends_with(".sh")
+                && !out.iter().any(|o| o == arg)
+            {
+                out.push(arg.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a shell script uses `$DTBS` (or `${DTBS}`) unquoted somewhere,
+/// as every known update-m1n1 does in `cat "$M1N1" $DTBS`: then the shell
+/// splits and expands a glob or a list of files in it.
+pub fn uses_dtbs_unquoted(script: &str) -> bool {
+    script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .any(|l| {
+            ["$DTBS", "${DTBS}"].iter().any(|v| {
+                l.match_indices(v).any(|(i, _)| {
+                    let before = l[..i].chars().next_back();
+                    let after = l[i + v.len()..].chars().next();
+                    before.is_some_and(char::is_whitespace)
+                        && after.is_none_or(|c| c.is_whitespace() || c == ';')
+                })
+            })
+        })
 }
 
 /// How the overlay reaches the device trees update-m1n1 packs.
@@ -98,8 +174,18 @@ impl Delivery {
 
 /// The directory ane-dt owns.
 pub const STATE_DIR: &str = "/var/lib/ane-dt";
-/// update-m1n1's configuration, sourced by it as a shell script.
+/// update-m1n1's configuration when the installed script names none
+/// (upstream asahi-scripts' and Arch's default).
 pub const M1N1_CONF: &str = "/etc/default/update-m1n1";
+/// Where the distributions install update-m1n1, in the order looked at.
+pub const M1N1_SCRIPTS: &[&str] = &[
+    "/usr/bin/update-m1n1",
+    "/usr/local/bin/update-m1n1",
+    "/usr/sbin/update-m1n1",
+];
+/// What `DTBS` is set to: every tree of the merged set, as a glob the
+/// script's unquoted `$DTBS` expands.
+pub const DTBS_GLOB: &str = "/var/lib/ane-dt/dtbs/apple/*.dtb";
 /// The installed overlays.
 pub const OVERLAYS: &str = "/usr/share/ane/dt";
 /// omarchy-mac-boot's package-overlay directory: `PREFIX/NAME.dtbo`.
@@ -122,6 +208,7 @@ impl Default for Env {
             dtbs: None,
             board: None,
             delivery: None,
+            m1n1_conf: None,
         }
     }
 }
@@ -262,6 +349,8 @@ pub struct State {
     pub placed: Option<String>,
     /// Whether ane-dt created the placed file's directory.
     pub placed_dir_created: bool,
+    /// update-m1n1: the configuration file that holds the block.
+    pub conf: Option<String>,
 }
 
 impl State {
@@ -278,6 +367,9 @@ impl State {
         if let Some(p) = &self.placed {
             let _ = writeln!(t, "placed={p}");
             let _ = writeln!(t, "placed_dir_created={}", self.placed_dir_created);
+        }
+        if let Some(c) = &self.conf {
+            let _ = writeln!(t, "conf={c}");
         }
         t
     }
@@ -298,6 +390,7 @@ impl State {
             delivery: get("delivery").map_or(Some(Delivery::M1n1), |d| Delivery::from_name(&d))?,
             placed: get("placed"),
             placed_dir_created: get("placed_dir_created").as_deref() == Some("true"),
+            conf: get("conf"),
         })
     }
 }
@@ -407,10 +500,86 @@ impl Env {
         )
     }
 
-    fn hook_present(&self) -> bool {
-        fs::read_to_string(self.at(M1N1_CONF))
+    /// The installed update-m1n1 and the configuration file it reads:
+    /// `--m1n1-config`, else the file the installed script sources, else
+    /// upstream's `/etc/default/update-m1n1` (and `how` says so).
+    pub fn m1n1_script(&self) -> M1n1Script {
+        let found = M1N1_SCRIPTS
+            .iter()
+            .find_map(|s| Some((*s, fs::read_to_string(self.at(s)).ok()?)));
+        let takes_list = found.as_ref().map(|(_, text)| uses_dtbs_unquoted(text));
+        let script = found.as_ref().map(|(s, _)| s.to_string());
+        let (conf, how) = if let Some(c) = &self.m1n1_conf {
+            (c.clone(), "chosen with --m1n1-config".to_string())
+        } else {
+            match &found {
+                None => (
+                    M1N1_CONF.to_string(),
+                    format!(
+                        "no update-m1n1 installed ({}); assuming {M1N1_CONF}",
+                        M1N1_SCRIPTS.join(", ")
+                    ),
+                ),
+                Some((s, text)) => {
+                    let confs = sourced_configs(text);
+                    match confs.as_slice() {
+                        [] => (
+                            M1N1_CONF.to_string(),
+                            format!("{s} sources no configuration file ane-dt recognizes; assuming {M1N1_CONF}"),
+                        ),
+                        [c] => (c.clone(), format!("{s} reads {c}")),
+                        [.., c] => (
+                            c.clone(),
+                            format!("{s} reads {}; using the last, which wins", confs.join(", ")),
+                        ),
+                    }
+                }
+            }
+        };
+        M1n1Script {
+            script,
+            conf,
+            how,
+            takes_list,
+        }
+    }
+
+    /// The configuration files that may hold an ane-dt block: the one the
+    /// state names, the one update-m1n1 reads now, and upstream's default
+    /// (where earlier ane-dt versions always put it).
+    fn conf_candidates(&self) -> Vec<String> {
+        let mut c: Vec<String> = Vec::new();
+        let st = self.state().and_then(|s| s.conf);
+        for p in [
+            st,
+            Some(self.m1n1_script().conf),
+            Some(M1N1_CONF.to_string()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if !c.contains(&p) {
+                c.push(p);
+            }
+        }
+        c
+    }
+
+    fn has_block(&self, conf: &str) -> bool {
+        fs::read_to_string(self.at(conf))
             .map(|t| t.lines().any(|l| l == BEGIN))
             .unwrap_or(false)
+    }
+
+    /// The configuration file holding an ane-dt block, if any.
+    fn hooked_conf(&self) -> Option<String> {
+        self.conf_candidates()
+            .into_iter()
+            .find(|c| self.has_block(c))
+    }
+
+    fn hook_present(&self) -> bool {
+        self.hooked_conf().is_some()
     }
 }
 
@@ -542,13 +711,18 @@ pub fn status(env: &Env) -> Result<String, Error> {
             }
         );
     }
+    let m = env.m1n1_script();
+    let _ = writeln!(s, "m1n1 conf:  {} ({})", m.conf, m.how);
     let _ = writeln!(
         s,
         "update-m1n1: {}",
-        if env.hook_present() {
-            format!("{M1N1_CONF} sources {STATE_DIR}/update-m1n1.sh")
-        } else {
-            format!("{M1N1_CONF} not hooked")
+        match env.hooked_conf() {
+            Some(c) if c == m.conf => format!("{c} sources {STATE_DIR}/update-m1n1.sh"),
+            Some(c) => format!(
+                "{c} sources {STATE_DIR}/update-m1n1.sh, but update-m1n1 reads {}: run `ane-dt install` again",
+                m.conf
+            ),
+            None => format!("{} not hooked", m.conf),
         }
     );
     let running = running_ane_nodes(&env.at("/sys/firmware/devicetree/base"));
@@ -608,27 +782,27 @@ pub fn backup(env: &Env) -> Result<String, Error> {
         ));
     }
     fs::create_dir_all(&bdir).map_err(io(format!("creating {}", bdir.display())))?;
-    match fs::read(env.at(M1N1_CONF)) {
-        Ok(conf) => {
-            if env.hook_present() {
+    let conf = env.m1n1_script().conf;
+    match fs::read(env.at(&conf)) {
+        Ok(text) => {
+            if env.has_block(&conf) {
                 return refuse(format!(
-                    "{M1N1_CONF} already holds the ane-dt block but no backup exists; run `ane-dt remove` first"
+                    "{conf} already holds the ane-dt block but no backup exists; run `ane-dt remove` first"
                 ));
             }
-            fs::write(bdir.join("update-m1n1"), conf).map_err(io("writing the backup"))?
+            fs::write(bdir.join("update-m1n1"), text).map_err(io("writing the backup"))?
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             fs::write(bdir.join("update-m1n1.absent"), b"").map_err(io("writing the backup"))?
         }
-        Err(e) => return Err(Error::Io(format!("reading {M1N1_CONF}"), e)),
+        Err(e) => return Err(Error::Io(format!("reading {conf}"), e)),
     }
     let stock = format!("{dir}/{}.dtb", board.dtb);
     fs::copy(env.at(&stock), bdir.join(format!("{}.dtb", board.dtb)))
         .map_err(io(format!("copying {stock}")))?;
-    fs::write(bdir.join("done"), format!("stock={stock}\n")).map_err(io("writing the backup"))?;
-    Ok(format!(
-        "saved {M1N1_CONF} and {stock} to {STATE_DIR}/backup\n"
-    ))
+    fs::write(bdir.join("done"), format!("stock={stock}\nconf={conf}\n"))
+        .map_err(io("writing the backup"))?;
+    Ok(format!("saved {conf} and {stock} to {STATE_DIR}/backup\n"))
 }
 
 /// Installs the overlay for this board the way this system takes it
@@ -677,9 +851,9 @@ fn trial_merge(
 /// stock tree. Nothing else is written but ane-dt's state.
 fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     let board = env.board()?;
-    if env.hook_present() {
+    if let Some(c) = env.hooked_conf() {
         return refuse(format!(
-            "{M1N1_CONF} holds an ane-dt block from an update-m1n1 install; run `ane-dt remove` first"
+            "{c} holds an ane-dt block from an update-m1n1 install; run `ane-dt remove` first"
         ));
     }
     let ovl = env.overlay_path(board);
@@ -737,12 +911,14 @@ fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         delivery: Delivery::Omarchy,
         placed: Some(placed.clone()),
         placed_dir_created: created,
+        conf: None,
     };
     fs::write(env.at(STATE_DIR).join("state"), st.to_text()).map_err(io("writing the state"))?;
     let _ = writeln!(
         report,
-        "placed {}-ane as {placed} (it merges into {stock}); {M1N1_CONF} untouched",
-        board.overlay
+        "placed {}-ane as {placed} (it merges into {stock}); {} untouched",
+        board.overlay,
+        env.m1n1_script().conf
     );
     let _ = writeln!(
         report,
@@ -794,6 +970,13 @@ fn enabled_ane_nodes(fdt: &Fdt) -> Vec<String> {
 /// Merges the overlay for this board and hooks update-m1n1 up to the result.
 fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     let board = env.board()?;
+    let m = env.m1n1_script();
+    if m.takes_list == Some(false) {
+        return refuse(format!(
+            "{} never uses $DTBS unquoted, so it cannot take the list of device trees ane-dt would give it in DTBS; nothing changed (please report this update-m1n1)",
+            m.script.as_deref().unwrap_or("update-m1n1")
+        ));
+    }
     let ovl = env.overlay_path(board);
     if !ovl.is_file() {
         return refuse(format!("{} is missing (install ane-tools)", ovl.display()));
@@ -826,11 +1009,14 @@ fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         let merged_ok = fs::read(&merged)
             .map(|b| sha256::hex(&b) == st.merged_sha256)
             .unwrap_or(false);
+        let fragment_ok = fs::read_to_string(sdir.join("update-m1n1.sh"))
+            .is_ok_and(|f| f == fragment(&stock, &stock_sha));
         if st.stock == stock
             && st.stock_sha256 == stock_sha
             && st.overlay_sha256 == ovl_sha
             && merged_ok
-            && env.hook_present()
+            && fragment_ok
+            && env.hooked_conf().as_deref() == Some(m.conf.as_str())
         {
             return Ok(format!(
                 "already installed for {} from {stock}; nothing to do\n",
@@ -839,7 +1025,8 @@ fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         }
     }
 
-    let mut report = backup(env)?;
+    let mut report = format!("update-m1n1: {}\n", m.how);
+    report += &backup(env)?;
 
     // Merge into a new DTB set next to the old one, check it, then swap.
     let new = sdir.join("dtbs.new");
@@ -878,11 +1065,19 @@ fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         delivery: Delivery::M1n1,
         placed: None,
         placed_dir_created: false,
+        conf: Some(m.conf.clone()),
     };
     fs::write(sdir.join("state"), st.to_text()).map_err(io("writing the state"))?;
     fs::write(sdir.join("update-m1n1.sh"), fragment(&stock, &stock_sha))
         .map_err(io("writing the fragment"))?;
-    hook(env)?;
+    // A block in a file this update-m1n1 does not read (an older ane-dt's
+    // /etc/default on Fedora) is moved to the one it reads.
+    for c in env.conf_candidates() {
+        if c != m.conf && env.has_block(&c) {
+            unhook(env, &c, &mut report)?;
+        }
+    }
+    hook(env, &m.conf, &mut report)?;
     let _ = writeln!(
         report,
         "merged {}-ane into {} ({} other stock DTBs linked) in {STATE_DIR}/dtbs",
@@ -890,7 +1085,8 @@ fn install_m1n1(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
     );
     let _ = writeln!(
         report,
-        "update-m1n1 now takes its device trees from there. Next: `sudo update-m1n1`, reboot, then `ane-probe info`."
+        "update-m1n1 now takes its device trees from there (DTBS={DTBS_GLOB}, set in {}). Next: `sudo update-m1n1`, reboot, then `ane-probe info`.",
+        m.conf
     );
     Ok(report)
 }
@@ -909,7 +1105,9 @@ pub fn verify(base: &Fdt, merged: &[u8], board: &Board) -> Result<(), Error> {
     }
     for p in base.nodes.keys() {
         if base.phandle(p).is_some() && m.phandle(p) != base.phandle(p) {
-            return refuse(format!("merged tree: the phandle of {p} changed"));
+            return refuse(format!(
+                "merged tree: the phandle of {p} changed (fdtoverlay before dtc 1.7.1 renumbers a node an overlay fragment labels: install dtc 1.7.1 or newer)"
+            ));
         }
     }
     if m.has_node("/__symbols__") && !base.has_node("/__symbols__")
@@ -945,16 +1143,38 @@ pub fn fragment(stock: &str, stock_sha: &str) -> String {
          unset ane_dt_stock ane_dt_sum\n",
         stock = sq(stock),
         sum = sq(stock_sha),
-        dtbs = sq(&format!("{STATE_DIR}/dtbs")),
+        dtbs = sq(DTBS_GLOB),
     )
 }
 
-fn hook(env: &Env) -> Result<(), Error> {
-    if env.hook_present() {
+/// Where `hook` records what the configuration file was before it added
+/// the block: `hook/conf` names the file, `hook/before` holds its bytes, or
+/// `hook/absent` says it did not exist.
+const HOOK_DIR: &str = "/var/lib/ane-dt/hook";
+
+/// Appends the block to `conf` (creating the file if needed) and records
+/// what the file was before, so that `unhook` can restore it exactly.
+fn hook(env: &Env, conf: &str, report: &mut String) -> Result<(), Error> {
+    if env.has_block(conf) {
         return Ok(());
     }
-    let path = env.at(M1N1_CONF);
-    let mut text = fs::read_to_string(&path).unwrap_or_default();
+    let path = env.at(conf);
+    let hdir = env.at(HOOK_DIR);
+    let _ = fs::remove_dir_all(&hdir);
+    fs::create_dir_all(&hdir).map_err(io(format!("creating {HOOK_DIR}")))?;
+    let before = match fs::read(&path) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::Io(format!("reading {conf}"), e)),
+    };
+    match &before {
+        Some(b) => fs::write(hdir.join("before"), b),
+        None => fs::write(hdir.join("absent"), b""),
+    }
+    .and_then(|()| fs::write(hdir.join("conf"), conf))
+    .map_err(io(format!("writing {HOOK_DIR}")))?;
+    let mut text = String::from_utf8(before.unwrap_or_default())
+        .map_err(|_| Error::Refused(format!("{conf} is not UTF-8 text; not touching it")))?;
     if !text.is_empty() && !text.ends_with('\n') {
         text.push('\n');
     }
@@ -966,18 +1186,76 @@ fn hook(env: &Env) -> Result<(), Error> {
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent).map_err(io(format!("creating {}", parent.display())))?;
     }
-    write_atomic(&path, text.as_bytes())
+    write_atomic(&path, text.as_bytes())?;
+    let _ = writeln!(report, "added the ane-dt block to {conf}");
+    Ok(())
 }
 
+/// Takes the block out of `conf` again: the file exactly as it was before
+/// `hook` (bytes and mode; removed if hook created it) when nothing else
+/// changed in it since, else the file minus the block's lines.
+fn unhook(env: &Env, conf: &str, report: &mut String) -> Result<(), Error> {
+    let path = env.at(conf);
+    let text = fs::read_to_string(&path).map_err(io(format!("reading {conf}")))?;
+    let mut out = String::new();
+    let mut inside = false;
+    for line in text.split_inclusive('\n') {
+        let l = line.trim_end_matches('\n');
+        if l == BEGIN {
+            inside = true;
+        } else if inside && l == END {
+            inside = false;
+        } else if !inside {
+            out.push_str(line);
+        }
+    }
+    let hdir = env.at(HOOK_DIR);
+    let recorded = fs::read_to_string(hdir.join("conf")).is_ok_and(|c| c == conf);
+    let absent = if recorded {
+        hdir.join("absent").is_file()
+    } else {
+        // Hooked by an earlier ane-dt, which recorded only the first backup.
+        env.at(&format!("{STATE_DIR}/backup/update-m1n1.absent"))
+            .is_file()
+    };
+    let before = if recorded {
+        fs::read(hdir.join("before")).ok()
+    } else {
+        None
+    };
+    if absent && out.trim().is_empty() {
+        fs::remove_file(&path).map_err(io(format!("removing {conf}")))?;
+        let _ = writeln!(report, "removed {conf} (ane-dt had created it)");
+    } else if let Some(b) = before.filter(|b| {
+        out.as_bytes() == b.as_slice() || out.as_bytes() == [b.as_slice(), b"\n"].concat()
+    }) {
+        write_atomic(&path, &b)?;
+        let _ = writeln!(report, "restored {conf} as it was before `ane-dt install`");
+    } else {
+        write_atomic(&path, out.as_bytes())?;
+        let _ = writeln!(report, "removed the ane-dt block from {conf}");
+    }
+    if recorded {
+        fs::remove_dir_all(&hdir).map_err(io(format!("removing {HOOK_DIR}")))?;
+    }
+    Ok(())
+}
+
+/// Replaces `path` by `data` atomically, keeping the mode of the file it
+/// replaces.
 fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
     let tmp = path.with_extension("ane-dt.tmp");
     fs::write(&tmp, data).map_err(io(format!("writing {}", tmp.display())))?;
+    if let Ok(meta) = fs::metadata(path) {
+        fs::set_permissions(&tmp, meta.permissions())
+            .map_err(io(format!("setting the mode of {}", tmp.display())))?;
+    }
     fs::rename(&tmp, path).map_err(io(format!("replacing {}", path.display())))
 }
 
-/// Undoes `install`: drops the block from update-m1n1's configuration (or the
-/// file, if ane-dt created it), the merged DTB set, the fragment and the
-/// state. The backup is kept.
+/// Undoes `install`: restores update-m1n1's configuration as it was (or
+/// removes the file, if ane-dt created it), drops the merged DTB set, the
+/// fragment and the state. The backup is kept.
 pub fn remove(env: &Env) -> Result<String, Error> {
     let mut report = String::new();
     if let Some(st) = env.state().filter(|st| st.delivery == Delivery::Omarchy) {
@@ -1008,32 +1286,13 @@ pub fn remove(env: &Env) -> Result<String, Error> {
             }
         }
     }
-    let path = env.at(M1N1_CONF);
-    if env.hook_present() {
-        let text = fs::read_to_string(&path).map_err(io(format!("reading {M1N1_CONF}")))?;
-        let mut out = String::new();
-        let mut inside = false;
-        for line in text.lines() {
-            if line == BEGIN {
-                inside = true;
-            } else if inside && line == END {
-                inside = false;
-            } else if !inside {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        let created = env
-            .at(&format!("{STATE_DIR}/backup/update-m1n1.absent"))
-            .is_file();
-        if created && out.trim().is_empty() {
-            fs::remove_file(&path).map_err(io(format!("removing {M1N1_CONF}")))?;
-            let _ = writeln!(report, "removed {M1N1_CONF} (ane-dt had created it)");
-        } else {
-            write_atomic(&path, out.as_bytes())?;
-            let _ = writeln!(report, "removed the ane-dt block from {M1N1_CONF}");
+    for c in env.conf_candidates() {
+        if env.has_block(&c) {
+            unhook(env, &c, &mut report)?;
         }
     }
+    // A record whose block is gone already (the file was replaced by hand).
+    let _ = fs::remove_dir_all(env.at(HOOK_DIR));
     let sdir = env.at(STATE_DIR);
     let mut removed = false;
     let mut removed_dtbs = false;

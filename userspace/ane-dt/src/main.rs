@@ -8,78 +8,100 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use ane_dt::{backup, install, remove, status, Delivery, DtcMerger, Env, Error};
+use clap::{Parser, Subcommand, ValueEnum};
 
-const USAGE: &str = "\
-usage: ane-dt [OPTIONS] status|install|backup|remove
+use ane_dt::{backup, install, remove, status, Delivery, DtcMerger, Env, Error, OVERLAYS};
 
-  status    what the board, the stock and merged device trees and update-m1n1's
-            configuration look like (read-only)
-  install   Arch Linux ARM, Fedora: merge the ANE overlay into a copy of this
-            board's stock DTB and point update-m1n1 at it. Omarchy (omarchy-mac-boot
-            installed): place the overlay in its package-overlay directory
-            /usr/lib/omarchy-mac-boot/dtb-overlays/<board>/ instead. Says which.
-            Then run `sudo update-m1n1` and reboot
-  backup    save update-m1n1's configuration and the stock DTB (install does
-            this on its first run)
-  remove    undo exactly what install did; then run `sudo update-m1n1` and
-            reboot
-
-options:
-  --board NAME     the board's DTB name (t8103-j274, ...) instead of the
-                   running device tree's
-  --dtbs DIR       the stock DTB directory instead of the automatic choice
-  --overlays DIR   the compiled overlays (default /usr/share/ane/dt)
-  --delivery WAY   m1n1 or omarchy instead of the automatic choice
-  --root DIR       operate on a system tree below DIR (tests, chroots)
-
+const AFTER: &str = "\
 Never use a GRUB `devicetree` line instead: it replaces the tree m1n1 fixes
-up at every boot.";
+up at every boot.
+
+Exit codes: 0 done (or nothing to do), 1 refused or failed, 2 usage.";
+
+/// Install the Apple Neural Engine device-tree overlay into the device trees
+/// update-m1n1 puts into the boot payload.
+#[derive(Debug, Parser)]
+#[command(version, after_help = AFTER, arg_required_else_help = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// The board's DTB name (t8103-j274, ...) instead of the running device
+    /// tree's.
+    #[arg(long, global = true, value_name = "NAME")]
+    board: Option<String>,
+    /// The stock DTB directory instead of the automatic choice.
+    #[arg(long, global = true, value_name = "DIR")]
+    dtbs: Option<String>,
+    /// The compiled overlays.
+    #[arg(long, global = true, value_name = "DIR", default_value = OVERLAYS)]
+    overlays: String,
+    /// How the overlay reaches the payload instead of the automatic choice.
+    #[arg(long, global = true, value_name = "WAY")]
+    delivery: Option<Way>,
+    /// update-m1n1's configuration file instead of the one the installed
+    /// update-m1n1 sources.
+    #[arg(long = "m1n1-config", global = true, value_name = "FILE", value_parser = absolute)]
+    m1n1_config: Option<String>,
+    /// Operate on a system tree below DIR (tests, chroots).
+    #[arg(long, global = true, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// What the board, the stock and merged device trees and update-m1n1's
+    /// configuration look like (read-only).
+    Status,
+    /// Arch Linux ARM, Fedora: merge the ANE overlay into a copy of this
+    /// board's stock DTB and point update-m1n1 at it, in the configuration
+    /// file the installed update-m1n1 reads. Omarchy (omarchy-mac-boot
+    /// installed): place the overlay in its package-overlay directory
+    /// /usr/lib/omarchy-mac-boot/dtb-overlays/<board>/ instead. Says which.
+    /// Then run `sudo update-m1n1` and reboot.
+    Install,
+    /// Save update-m1n1's configuration and the stock DTB (install does this
+    /// on its first run).
+    Backup,
+    /// Undo exactly what install did; then run `sudo update-m1n1` and
+    /// reboot.
+    Remove,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Way {
+    /// A merged DTB set update-m1n1's DTBS points at (Arch Linux ARM, Fedora).
+    M1n1,
+    /// omarchy-mac-boot's package-overlay directory (Omarchy).
+    Omarchy,
+}
+
+fn absolute(v: &str) -> Result<String, String> {
+    if v.starts_with('/') {
+        Ok(v.to_string())
+    } else {
+        Err(format!("takes an absolute path, not '{v}'"))
+    }
+}
 
 fn main() -> ExitCode {
-    let mut env = Env::default();
-    let mut cmd = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut value = |name: &str| args.next().ok_or_else(|| format!("{name} needs a value"));
-        let r = match a.as_str() {
-            "--board" => value("--board").map(|v| env.board = Some(v)),
-            "--dtbs" => value("--dtbs").map(|v| env.dtbs = Some(v)),
-            "--overlays" => value("--overlays").map(|v| env.overlays = v),
-            "--delivery" => value("--delivery").and_then(|v| {
-                Delivery::from_name(&v)
-                    .map(|d| env.delivery = Some(d))
-                    .ok_or_else(|| format!("--delivery takes m1n1 or omarchy, not '{v}'"))
-            }),
-            "--root" => value("--root").map(|v| env.root = PathBuf::from(v)),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            "-V" | "--version" => {
-                println!("ane-dt {}", env!("CARGO_PKG_VERSION"));
-                return ExitCode::SUCCESS;
-            }
-            c @ ("status" | "install" | "backup" | "remove") if cmd.is_none() => {
-                cmd = Some(c.to_string());
-                Ok(())
-            }
-            other => Err(format!("unexpected argument '{other}'")),
-        };
-        if let Err(e) = r {
-            eprintln!("ane-dt: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    }
-    let result = match cmd.as_deref() {
-        Some("status") => status(&env),
-        Some("install") => install(&env, &DtcMerger),
-        Some("backup") => backup(&env),
-        Some("remove") => remove(&env),
-        _ => {
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
+    // clap exits with 2 on usage errors (and 0 for --help/--version).
+    let cli = Cli::parse();
+    let env = Env {
+        root: cli.root,
+        overlays: cli.overlays,
+        dtbs: cli.dtbs,
+        board: cli.board,
+        delivery: cli.delivery.map(|w| match w {
+            Way::M1n1 => Delivery::M1n1,
+            Way::Omarchy => Delivery::Omarchy,
+        }),
+        m1n1_conf: cli.m1n1_config,
+    };
+    let result = match cli.command {
+        Command::Status => status(&env),
+        Command::Install => install(&env, &DtcMerger),
+        Command::Backup => backup(&env),
+        Command::Remove => remove(&env),
     };
     match result {
         Ok(text) => {

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
 //! SHA-256, to recognise the stock DTB a merged copy was made from without
-//! depending on an external command: the shared hardware crate's
-//! implementation (the one the driver checks the firmware pin with).
+//! depending on an external command: the `sha2` crate.
+
+use sha2::{Digest, Sha256};
 
 /// The SHA-256 digest of `data`.
 pub fn digest(data: &[u8]) -> [u8; 32] {
-    ane_hw::fw::sha256::digest(data)
+    Sha256::digest(data).into()
 }
 
 /// The digest as lowercase hex, as `sha256sum` prints it.

@@ -12,7 +12,10 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use ane_dt::fdt::{Builder, Fdt};
-use ane_dt::{backup, fragment, install, remove, status, DtcMerger, Env, Error, Merger};
+use ane_dt::{
+    backup, fragment, install, remove, sourced_configs, status, uses_dtbs_unquoted, DtcMerger, Env,
+    Error, Merger,
+};
 
 static SEQ: AtomicUsize = AtomicUsize::new(0);
 
@@ -320,7 +323,7 @@ fn install_status_idempotent_remove() {
 
     // Remove restores the configuration exactly and keeps the backup.
     let out = remove(&e).unwrap();
-    assert!(out.contains("removed the ane-dt block"), "{out}");
+    assert!(out.contains("restored /etc/default/update-m1n1"), "{out}");
     assert_eq!(
         read(&t.root, "/etc/default/update-m1n1"),
         M1N1_ORIG.as_bytes()
@@ -482,7 +485,7 @@ fn fragment_switches_dtbs_only_while_the_stock_tree_is_unchanged() {
             String::from_utf8(o.stderr).unwrap(),
         )
     };
-    assert_eq!(run().0, "/var/lib/ane-dt/dtbs");
+    assert_eq!(run().0, "/var/lib/ane-dt/dtbs/apple/*.dtb");
     fs::write(&stock, b"updated kernel tree").unwrap();
     let (dtbs, err) = run();
     assert_eq!(dtbs, "stock-set");
@@ -760,4 +763,215 @@ fn without_omarchy_the_m1n1_way_is_taken_and_said() {
     assert!(!exists(&t.root, "/usr/lib/omarchy-mac-boot"));
     let state = String::from_utf8(read(&t.root, "/var/lib/ane-dt/state")).unwrap();
     assert!(state.contains("delivery=m1n1\n"), "{state}");
+}
+
+/// A stand-in update-m1n1 that reads `conf` and uses `$DTBS` as `use_line`
+/// says (the shapes of the real scripts, which tools/dt/distros.sh runs).
+fn put_script(root: &Path, conf: &str, use_line: &str) {
+    put(
+        root,
+        "/usr/bin/update-m1n1",
+        format!(
+            "#!/bin/sh\nset -e\n\n[ -e {conf} ] && . {conf}\n\nif [ -e \"$(dirname \"$0\")\"/functions.sh ]; then\n    . \"$(dirname \"$0\")\"/functions.sh\nelse\n    . /usr/share/asahi-scripts/functions.sh\nfi\n: ${{CONFIG:=/etc/m1n1.conf}}\nif [ -z \"$DTBS\" ]; then exit 1; fi\n{use_line}\n"
+        )
+        .as_bytes(),
+    );
+}
+
+fn mode(root: &Path, abs: &str) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(root.join(abs.trim_start_matches('/')))
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+fn set_mode(root: &Path, abs: &str, m: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(
+        root.join(abs.trim_start_matches('/')),
+        fs::Permissions::from_mode(m),
+    )
+    .unwrap();
+}
+
+#[test]
+fn the_config_file_comes_from_the_installed_script() {
+    let script = "#!/bin/sh\n# . /etc/not-this\n[ -e /etc/sysconfig/update-m1n1 ] && . /etc/sysconfig/update-m1n1\n. \"$(dirname \"$0\")\"/functions.sh\nsource /usr/share/asahi-scripts/functions.sh\ncat \"$M1N1\" $DTBS >\"${TARGET}.new\"\n";
+    assert_eq!(sourced_configs(script), ["/etc/sysconfig/update-m1n1"]);
+    assert!(uses_dtbs_unquoted(script));
+    assert!(uses_dtbs_unquoted("cat x ${DTBS}\n"));
+    assert!(!uses_dtbs_unquoted(
+        "cat \"$M1N1\" \"$DTBS\" >x\n[ -d \"$DTBS\" ]\n# cat $DTBS\n"
+    ));
+    assert!(!uses_dtbs_unquoted("echo $DTBSX\n"));
+    assert_eq!(
+        sourced_configs("[ -e /a ] && . /a\n. /b; . /a\n"),
+        ["/a", "/b"]
+    );
+
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let e = env(&t);
+    // No script: upstream's file, said so.
+    let m = e.m1n1_script();
+    assert_eq!(m.conf, "/etc/default/update-m1n1");
+    assert!(m.how.contains("no update-m1n1 installed"), "{}", m.how);
+    assert_eq!(m.takes_list, None);
+    // Fedora's shape.
+    put_script(
+        &t.root,
+        "/etc/sysconfig/update-m1n1",
+        "cat \"$M1N1\" $DTBS >\"${TARGET}.new\"",
+    );
+    let m = e.m1n1_script();
+    assert_eq!(m.conf, "/etc/sysconfig/update-m1n1");
+    assert_eq!(
+        m.how,
+        "/usr/bin/update-m1n1 reads /etc/sysconfig/update-m1n1"
+    );
+    assert_eq!(m.takes_list, Some(true));
+    // --m1n1-config wins.
+    let e2 = Env {
+        m1n1_conf: Some("/etc/mine".into()),
+        ..env(&t)
+    };
+    assert_eq!(e2.m1n1_script().conf, "/etc/mine");
+}
+
+#[test]
+fn fedora_shape_hooks_sysconfig_and_remove_restores_it_exactly() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    put_script(
+        &t.root,
+        "/etc/sysconfig/update-m1n1",
+        "cat \"$M1N1\" $DTBS >\"${TARGET}.new\"",
+    );
+    // No final newline, an unusual mode: both must come back.
+    let orig = b"M1N1=/usr/lib64/m1n1/m1n1.bin\nDTBS=\"/boot/dtb\"";
+    put(&t.root, "/etc/sysconfig/update-m1n1", orig);
+    set_mode(&t.root, "/etc/sysconfig/update-m1n1", 0o600);
+    let e = Env {
+        dtbs: Some(STOCK.into()),
+        ..env(&t)
+    };
+    let out = install(&e, &FakeMerger::good()).unwrap();
+    assert!(
+        out.contains("update-m1n1: /usr/bin/update-m1n1 reads /etc/sysconfig/update-m1n1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("added the ane-dt block to /etc/sysconfig/update-m1n1"),
+        "{out}"
+    );
+    let conf = String::from_utf8(read(&t.root, "/etc/sysconfig/update-m1n1")).unwrap();
+    assert!(
+        conf.starts_with("M1N1=/usr/lib64/m1n1/m1n1.bin\nDTBS=\"/boot/dtb\"\n# BEGIN ane-dt"),
+        "{conf}"
+    );
+    assert_eq!(mode(&t.root, "/etc/sysconfig/update-m1n1"), 0o600);
+    // /etc/default is not what this update-m1n1 reads: untouched.
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    assert!(status(&e)
+        .unwrap()
+        .contains("update-m1n1: /etc/sysconfig/update-m1n1 sources"));
+    assert!(install(&e, &FakeMerger::good())
+        .unwrap()
+        .contains("nothing to do"));
+
+    let out = remove(&e).unwrap();
+    assert!(out.contains("restored /etc/sysconfig/update-m1n1"), "{out}");
+    assert_eq!(read(&t.root, "/etc/sysconfig/update-m1n1"), orig);
+    assert_eq!(mode(&t.root, "/etc/sysconfig/update-m1n1"), 0o600);
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    assert!(!exists(&t.root, "/var/lib/ane-dt/hook"));
+}
+
+#[test]
+fn an_edited_config_keeps_the_edit_on_remove() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let e = Env {
+        dtbs: Some(STOCK.into()),
+        ..env(&t)
+    };
+    install(&e, &FakeMerger::good()).unwrap();
+    let mut conf = read(&t.root, "/etc/default/update-m1n1");
+    conf.extend_from_slice(b"CONFIG=/etc/m1n1-mine.conf\n");
+    put(&t.root, "/etc/default/update-m1n1", &conf);
+    let out = remove(&e).unwrap();
+    assert!(out.contains("removed the ane-dt block"), "{out}");
+    assert_eq!(
+        String::from_utf8(read(&t.root, "/etc/default/update-m1n1")).unwrap(),
+        format!("{M1N1_ORIG}CONFIG=/etc/m1n1-mine.conf\n")
+    );
+}
+
+#[test]
+fn a_script_that_quotes_dtbs_is_refused_and_nothing_is_written() {
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    put_script(
+        &t.root,
+        "/etc/default/update-m1n1",
+        "cat \"$M1N1\" \"$DTBS\" >\"${TARGET}.new\"",
+    );
+    let before = snapshot(&t.root);
+    let e = Env {
+        dtbs: Some(STOCK.into()),
+        ..env(&t)
+    };
+    match install(&e, &FakeMerger::good()) {
+        Err(Error::Refused(m)) => assert!(
+            m.contains("/usr/bin/update-m1n1 never uses $DTBS unquoted"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(snapshot(&t.root), before);
+}
+
+#[test]
+fn a_block_in_a_file_update_m1n1_does_not_read_moves_to_the_one_it_reads() {
+    // ane-dt 0.1.0 on Fedora: the block went to /etc/default.
+    let t = fake_system(&["apple,j274", "apple,t8103"]);
+    let e = Env {
+        dtbs: Some(STOCK.into()),
+        ..env(&t)
+    };
+    install(&e, &FakeMerger::good()).unwrap();
+    put_script(
+        &t.root,
+        "/etc/sysconfig/update-m1n1",
+        "cat \"$M1N1\" $DTBS >\"${TARGET}.new\"",
+    );
+    put(
+        &t.root,
+        "/etc/sysconfig/update-m1n1",
+        b"DTBS=\"/boot/dtb\"\n",
+    );
+    let s = status(&e).unwrap();
+    assert!(
+        s.contains("but update-m1n1 reads /etc/sysconfig/update-m1n1"),
+        "{s}"
+    );
+    let out = install(&e, &FakeMerger::good()).unwrap();
+    assert!(out.contains("restored /etc/default/update-m1n1"), "{out}");
+    assert!(
+        out.contains("added the ane-dt block to /etc/sysconfig/update-m1n1"),
+        "{out}"
+    );
+    assert_eq!(
+        read(&t.root, "/etc/default/update-m1n1"),
+        M1N1_ORIG.as_bytes()
+    );
+    remove(&e).unwrap();
+    assert_eq!(
+        read(&t.root, "/etc/sysconfig/update-m1n1"),
+        b"DTBS=\"/boot/dtb\"\n"
+    );
 }
