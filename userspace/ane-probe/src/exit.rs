@@ -116,9 +116,14 @@ pub enum Error {
     /// A firmware container that cannot be unwrapped.
     #[error("firmware: {0}")]
     Firmware(String),
-    /// The host engine model cannot run the program (`--model`).
+    /// The host engine model cannot lay out the program (`--model`).
     #[error("{0}")]
     Model(String),
+    /// The host engine model refused to execute the program: something it
+    /// does not model, or a program that is wrong for it. Never a device
+    /// failure.
+    #[error("program not supported by the model: {0}")]
+    ModelRefused(ane::hw::engine::EngineError),
 }
 
 impl Error {
@@ -133,7 +138,7 @@ impl Error {
             | Error::Mlp(_)
             | Error::Firmware(_) => USAGE,
             Error::Program(ProgramError::Read { .. }) => USAGE,
-            Error::Program(_) | Error::Model(_) => PROGRAM_INVALID,
+            Error::Program(_) | Error::Model(_) | Error::ModelRefused(_) => PROGRAM_INVALID,
             Error::NoDevice { .. } | Error::Unusable { .. } => NO_DEVICE,
             // A device that is there but cannot be used by us (no
             // permission, another driver, another ABI) is no device; the
@@ -181,6 +186,20 @@ mod tests {
         assert_eq!(Error::NoDevice { dir: "/x".into() }.code(), NO_DEVICE);
         assert_eq!(Error::Device(device::Error::NoDevice).code(), NO_DEVICE);
         assert_eq!(Error::Model("refused".into()).code(), PROGRAM_INVALID);
+        let refused =
+            Error::ModelRefused(ane::hw::engine::EngineError::TdTooLarge { td_size: 0x1000 });
+        assert_eq!(refused.code(), PROGRAM_INVALID);
+        assert_eq!(
+            crate::receipt::Verdict::of_error(&refused),
+            crate::receipt::Verdict::NotSupportedByModel
+        );
+        assert_eq!(
+            crate::receipt::Verdict::of_error(&refused).code(),
+            PROGRAM_INVALID
+        );
+        assert!(refused
+            .to_string()
+            .starts_with("program not supported by the model: TD size 0x1000"));
         assert_eq!(
             Error::Device(device::Error::Ioctl {
                 ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",

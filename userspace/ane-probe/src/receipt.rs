@@ -277,6 +277,10 @@ pub enum Verdict {
     Mismatch,
     /// An ioctl failed or a job timed out, faulted or was aborted.
     DeviceFailure,
+    /// The host engine model does not execute this program (`--model`).
+    NotSupportedByModel,
+    /// The kernel's validator refused the program.
+    ProgramInvalid,
 }
 
 impl Verdict {
@@ -285,6 +289,28 @@ impl Verdict {
         match self {
             Verdict::Pass => crate::exit::OK,
             Verdict::Mismatch | Verdict::DeviceFailure => crate::exit::FAILURE,
+            Verdict::NotSupportedByModel | Verdict::ProgramInvalid => crate::exit::PROGRAM_INVALID,
+        }
+    }
+
+    /// The verdict of a run that ended with `e`: a program the model or
+    /// the kernel refuses is not a device failure.
+    pub fn of_error(e: &crate::exit::Error) -> Verdict {
+        match e {
+            crate::exit::Error::ModelRefused(_) => Verdict::NotSupportedByModel,
+            e if e.code() == crate::exit::PROGRAM_INVALID => Verdict::ProgramInvalid,
+            _ => Verdict::DeviceFailure,
+        }
+    }
+
+    /// In words, for the text outputs.
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Mismatch => "mismatch",
+            Verdict::DeviceFailure => "device failure",
+            Verdict::NotSupportedByModel => "program not supported by the model",
+            Verdict::ProgramInvalid => "program invalid",
         }
     }
 }

@@ -279,7 +279,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
         // device's.
         Err(e @ Error::Write { .. }) => return Err(e),
         Err(e) => {
-            report.verdict = Verdict::DeviceFailure;
+            report.verdict = Verdict::of_error(&e);
             report.error = Some(e.to_string());
             e.code()
         }
@@ -335,14 +335,7 @@ fn print_text(r: &RunReport) {
     if let Some(ns) = r.elapsed_ns {
         println!("elapsed:  {} (EXEC to completion)", human_ns(ns));
     }
-    println!(
-        "verdict:  {}",
-        match r.verdict {
-            Verdict::Pass => "pass",
-            Verdict::Mismatch => "mismatch",
-            Verdict::DeviceFailure => "device failure",
-        }
-    );
+    println!("verdict:  {}", r.verdict.text());
 }
 
 #[cfg(test)]

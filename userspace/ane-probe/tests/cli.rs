@@ -650,3 +650,84 @@ fn run_and_bench_on_the_model() {
         &program,
     ]);
 }
+
+/// tinygrad's ReLU with TDSkip set in its TD: valid for the container and
+/// the validator, but not something the engine model executes.
+fn model_refused_program(s: &Scene) -> Option<String> {
+    let bytes = std::fs::read(fixture("tinygrad_relu.hwx")?).unwrap();
+    let hwx = ane::hwx::Hwx::parse(&bytes).unwrap();
+    let w6 = hwx.td_file_offset() + 4 * 6;
+    let mut bytes = bytes.clone();
+    bytes[w6 + 1] |= 1 << 1; // W6 bit 9: TDSkip.
+    let path = s.file("skip.hwx");
+    std::fs::write(&path, bytes).unwrap();
+    Some(path)
+}
+
+/// A program the engine model refuses is an unsupported program (exit 3),
+/// not a device failure, in text and JSON, with the model's reason in
+/// words rather than a debug dump.
+#[test]
+fn a_program_the_model_refuses_exits_3_as_not_supported() {
+    let s = Scene::new();
+    let Some(p) = model_refused_program(&s) else {
+        return;
+    };
+    let input = s.file("in.bin");
+    std::fs::write(&input, [0u8; 154]).unwrap();
+    let run = |json: bool| {
+        let mut args = vec![];
+        if json {
+            args.push("--json");
+        }
+        let inp = format!("image={input}");
+        args.extend(["run", "--model", "--program", &p, "--in", &inp, "--root"]);
+        let root = s.root();
+        args.push(&root);
+        let o = probe(&args);
+        assert_eq!(code(&o), 3, "{}", stderr(&o));
+        o
+    };
+    let o = run(false);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(
+        out.contains("verdict:  program not supported by the model"),
+        "{out}"
+    );
+    assert!(!out.contains("device failure"), "{out}");
+    assert!(
+        err.contains("program not supported by the model")
+            && err.contains("the engine model does not support TD skip"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Unsupported {") && !err.contains("feature:"),
+        "{err}"
+    );
+    let o = run(true);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "not-supported-by-model");
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("program not supported by the model: TD 0:"),
+        "{e}"
+    );
+
+    let receipt = s.file("r.json");
+    let o = probe(&[
+        "bench",
+        "--model",
+        "--program",
+        &p,
+        "-n",
+        "2",
+        "--receipt",
+        &receipt,
+        "--root",
+        &s.root(),
+    ]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("program not supported by the model"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(v["verdict"], "not-supported-by-model");
+}
