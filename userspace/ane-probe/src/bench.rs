@@ -214,7 +214,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
     })();
     drop(bar);
     receipt.timings = stats::summarize(&receipt.samples_ns);
-    receipt.header.timestamp = receipt::now();
+    receipt.header.head.timestamp = receipt::now();
     match result {
         Ok(()) if receipt.runs.mismatched > 0 => {
             receipt.verdict = Verdict::Mismatch;
