@@ -60,7 +60,7 @@ pub const HELP_CHECK: &str = "Exit codes:
 pub const HELP_DOCTOR: &str = "Exit codes:
   0  every rung passed
   1  a rung failed (the output names it and the next step)
-  2  usage error (bad arguments, a receipt that cannot be written)";
+  2  usage error (bad arguments, a receipt that cannot be written, a file under /proc or /sys that exists but cannot be read)";
 
 /// `firmware`.
 pub const HELP_FIRMWARE: &str = "Exit codes:
