@@ -29,7 +29,7 @@ head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"
 # firmware rung does not apply), and the receipt says so.
 ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
 cat /tmp/doctor.txt
-for rung in kernel module device node job parity; do
+for rung in soc kernel module device node job parity; do
 	grep -q "^ok   $rung " /tmp/doctor.txt || fail "doctor: rung $rung did not pass"
 done
 grep -q "^skip firmware" /tmp/doctor.txt || fail "doctor: the firmware rung ran on H13"

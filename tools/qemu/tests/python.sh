@@ -56,13 +56,14 @@ else
 fi
 
 modprobe -r ane
-# Without the module: Device() raises NoDeviceError and model() falls back
-# to the host engine model with a warning (skipped above, a device existed).
+# Without the module: Device(), model() and Model() raise NoDeviceError,
+# never falling back on their own; device="model" is the host engine model
+# (skipped above, a device existed).
 rc=0
-pytest -q -rs -k no_device_falls_back /ane-py/tests > /tmp/pytest-nodev.txt 2>&1 || rc=$?
+pytest -q -rs -k no_device_fails_loudly /ane-py/tests > /tmp/pytest-nodev.txt 2>&1 || rc=$?
 cat /tmp/pytest-nodev.txt
 expect_eq "pytest without a device exit code" "$rc" 0
 if [ -d /fixtures ]; then
-	grep -q "^1 passed" /tmp/pytest-nodev.txt || fail "the no-device fallback test did not run"
+	grep -q "^1 passed" /tmp/pytest-nodev.txt || fail "the no-device test did not run"
 fi
 kmemleak_scan

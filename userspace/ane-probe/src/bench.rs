@@ -214,7 +214,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
     })();
     drop(bar);
     receipt.timings = stats::summarize(&receipt.samples_ns);
-    receipt.header.timestamp = receipt::now();
+    receipt.header.head.timestamp = receipt::now();
     match result {
         Ok(()) if receipt.runs.mismatched > 0 => {
             receipt.verdict = Verdict::Mismatch;
@@ -226,7 +226,7 @@ pub fn bench(ctx: &Ctx, args: &BenchArgs) -> Result<u8, Error> {
         Ok(()) => {}
         Err(e @ Error::Write { .. }) => return Err(e),
         Err(e) => {
-            receipt.verdict = Verdict::DeviceFailure;
+            receipt.verdict = Verdict::of_error(&e);
             receipt.error = Some(e.to_string());
         }
     }
@@ -285,14 +285,7 @@ fn print_text(r: &Receipt, path: Option<&std::path::Path>) {
             t.slot, t.name, t.dims, t.sha256
         );
     }
-    println!(
-        "verdict:  {}",
-        match r.verdict {
-            Verdict::Pass => "pass",
-            Verdict::Mismatch => "mismatch",
-            Verdict::DeviceFailure => "device failure",
-        }
-    );
+    println!("verdict:  {}", r.verdict.text());
     if let Some(p) = path {
         println!("receipt:  {}", p.display());
     }

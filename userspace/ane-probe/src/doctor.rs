@@ -5,9 +5,16 @@
 //! Each rung runs only when every rung below it passed, and each ends with
 //! a verdict and, when it did not pass, the next step to take:
 //!
+//! 0. `soc`: whether this Mac can have the ANE driver at all, and by which
+//!    path: H13 (M1, M1 Pro/Max: the host programs the engine), H14 (M2
+//!    Pro/Max: the driver starts the ANE's firmware), or not supported
+//!    (plain M2 T8112, M2 Ultra, M3, M4, ...: no hardware record in this
+//!    project), and whether an overlay describes the board's ANE. It comes
+//!    first so that nobody installs headers, Rust metadata and a DKMS
+//!    module for a machine the driver cannot serve;
 //! 1. `kernel`: the running kernel, and whether its headers (with the Rust
-//!    metadata an out-of-tree Rust module needs) are installed, unless the
-//!    module is loaded already;
+//!    metadata an out-of-tree Rust module needs, `rust/libkernel.rmeta`)
+//!    are installed, unless the module is loaded already;
 //! 2. `module`: the `ane` module is loaded;
 //! 3. `device`: a device-tree node of the driver's, enabled and bound, with
 //!    its power domains (or, without a device tree, the simulated device);
@@ -19,13 +26,16 @@
 //! It only reads sysfs, procfs and the device tree and submits jobs through
 //! the driver: nothing the hardware record marks as dangerous (no register
 //! access, no power-state write, no firmware release). The whole run is
-//! written to one JSON receipt (`--receipt`, default `ane-doctor.json`) a
-//! user can attach to a bug report. Exit code 0 when every rung passed, 1
-//! otherwise.
+//! written to one JSON receipt a user can attach to a bug report:
+//! `--receipt FILE`, by default `$XDG_STATE_HOME/ane-probe/doctor.json`
+//! (`~/.local/state/ane-probe/doctor.json` without `XDG_STATE_HOME`), never
+//! the current directory unasked. Exit codes ([`exit::HELP_DOCTOR`]): 0
+//! when every rung passed, 1 when one failed, 2 on a usage error.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use ane::hw::soc::{Generation, SocId, SocInfo};
 use ane::parity::{self, DeviceExecutor, Verdict};
 use ane::system::{self, SysRoot, SystemInfo};
 use clap::Args;
@@ -39,9 +49,11 @@ use crate::session;
 /// `doctor`'s arguments.
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
-    /// Where to write the JSON receipt.
-    #[arg(long, value_name = "FILE", default_value = "ane-doctor.json")]
-    receipt: PathBuf,
+    /// Where to write the JSON receipt [default:
+    /// $XDG_STATE_HOME/ane-probe/doctor.json, or
+    /// ~/.local/state/ane-probe/doctor.json without XDG_STATE_HOME].
+    #[arg(long, value_name = "FILE")]
+    receipt: Option<PathBuf>,
     /// How long the tiny job and each parity cell may take.
     #[arg(long, value_name = "N", default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..=600_000))]
@@ -50,6 +62,110 @@ pub struct DoctorArgs {
 
 /// The `schema` of the receipt.
 pub const SCHEMA: &str = "ane-probe/doctor";
+
+/// The receipt's default place, from the environment (`XDG_STATE_HOME`,
+/// then `HOME`, as the XDG base directory specification has it); `None`
+/// when neither is set to an absolute path.
+pub fn default_receipt(xdg_state_home: Option<&str>, home: Option<&str>) -> Option<PathBuf> {
+    let abs = |v: Option<&str>| v.filter(|v| v.starts_with('/')).map(PathBuf::from);
+    abs(xdg_state_home)
+        .or_else(|| abs(home).map(|h| h.join(".local/state")))
+        .map(|d| d.join("ane-probe/doctor.json"))
+}
+
+/// Apple SoCs the driver has no entry for, with why.
+const UNSUPPORTED: &[(&str, &str)] = &[
+    ("apple,t8112", "T8112 (M2)"),
+    ("apple,t6022", "T6022 (M2 Ultra)"),
+    ("apple,t8122", "T8122 (M3)"),
+    ("apple,t6030", "T6030 (M3 Pro)"),
+    ("apple,t6031", "T6031 (M3 Max)"),
+    ("apple,t6034", "T6034 (M3 Max)"),
+    ("apple,t8132", "T8132 (M4)"),
+    ("apple,t6040", "T6040 (M4 Pro)"),
+    ("apple,t6041", "T6041 (M4 Max)"),
+];
+
+/// What the driver does on a SoC of its table.
+fn path_of(s: &SocInfo) -> &'static str {
+    match s.generation {
+        Generation::H13 => "H13 path: the host programs the engine's task manager",
+        Generation::H14 => "H14 path: the driver starts the ANE's firmware, which you supply from your macOS 13.5 restore image (ane-probe firmware)",
+    }
+}
+
+/// Rung 0: is this Mac supported, by which path, and does an overlay
+/// describe its ANE.
+fn soc(info: &SystemInfo) -> Outcome {
+    // The test flavour's simulated device (QEMU): bound without a node.
+    if let Some(dev) = info.module.bound.iter().find(|d| d.of_node.is_none()) {
+        let sim = info
+            .accel_nodes
+            .iter()
+            .filter_map(|a| a.state.as_ref()?.soc_id.as_deref())
+            .filter_map(|id| u32::from_str_radix(id.trim_start_matches("0x"), 16).ok())
+            .find_map(SocId::from_raw)
+            .map(|id| {
+                let s = id.info();
+                format!(" {:?} ({}), {}", s.id, s.marketing, path_of(s))
+            })
+            .unwrap_or_default();
+        return Ok(format!(
+            "{} bound without a device-tree node: the test flavour's simulated device{sim}",
+            dev.name
+        ));
+    }
+    let Some(dt) = &info.device_tree else {
+        return Err((
+            "no device tree: this is not an Apple silicon Mac running Asahi Linux".into(),
+            "the driver needs an M1 (T8103), M1 Pro/Max (T6000/T6001) or M2 Pro/Max (T6020/T6021) Mac running Asahi Linux".into(),
+        ));
+    };
+    let compat = &dt.compatible;
+    let board = compat.first().map_or("?", String::as_str);
+    if let Some(s) = compat.iter().find_map(|c| SocInfo::by_root_compatible(c)) {
+        let name = format!("{:?} ({})", s.id, s.marketing);
+        let path = path_of(s);
+        if dt.ane_nodes.iter().any(|n| n.supported) {
+            return Ok(format!(
+                "{name}: supported, {path}; the device tree describes its ANE already"
+            ));
+        }
+        if let Some(b) = ane_dt::boards::by_root_compatible(compat) {
+            return Ok(format!(
+                "{name}: supported, {path}; overlay {} for {} ({})",
+                b.overlay, b.name, b.dtb
+            ));
+        }
+        return Err((
+            format!("{name}: the driver knows this SoC ({path}), but no overlay describes the ANE of board {board} yet"),
+            "nothing to install until an overlay exists for this board: M1 Pro, M1 Ultra and M2 Pro have none (docs/install.md section 1, dts/README.md)".into(),
+        ));
+    }
+    if let Some((_, name)) = UNSUPPORTED
+        .iter()
+        .find(|(c, _)| compat.iter().any(|x| x == c))
+    {
+        return Err((
+            format!("{name}: not supported: this project has no hardware record for its ANE (no confirmed registers, power domains or firmware), so the driver has no entry for it"),
+            "no setup step helps on this Mac; do not install the headers, ane-rust-meta or the DKMS module for it (docs/install.md section 1 lists the supported Macs)".into(),
+        ));
+    }
+    if compat.iter().any(|c| c.starts_with("apple,")) {
+        return Err((
+            format!(
+                "an Apple machine whose SoC the driver does not know (compatible: {})",
+                compat.join(", ")
+            ),
+            "no setup step helps on this Mac (docs/install.md section 1 lists the supported Macs)"
+                .into(),
+        ));
+    }
+    Err((
+        format!("not an Apple silicon Mac (compatible: {})", compat.join(", ")),
+        "the driver needs an M1 (T8103), M1 Pro/Max (T6000/T6001) or M2 Pro/Max (T6020/T6021) Mac running Asahi Linux".into(),
+    ))
+}
 
 /// How a rung ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -141,6 +257,9 @@ impl Ladder {
     }
 }
 
+/// The Rust metadata of the kernel crate, below the build tree.
+pub const RUST_META: &str = "rust/libkernel.rmeta";
+
 /// Rung 1: the kernel, and its headers when the module is not loaded.
 fn kernel(root: &Path, info: &SystemInfo) -> Outcome {
     let Some(release) = info.kernel.clone() else {
@@ -159,10 +278,16 @@ fn kernel(root: &Path, info: &SystemInfo) -> Outcome {
             "install the headers of the running kernel (linux-asahi-headers or kernel-16k-devel), then the ane DKMS package (docs/install.md)".into(),
         ));
     }
-    if !build.join("rust/kernel.rmeta").is_file() {
+    // The kernel's crate is `kernel`, its metadata `libkernel.rmeta` (as
+    // the Makefile's kdir-check, the DKMS pre-build check and
+    // ane-rust-meta look for it).
+    if !build.join(RUST_META).is_file() {
         return Err((
-            format!("{release}: headers without the kernel's Rust metadata"),
-            "install ane-rust-meta, which rebuilds it for these headers (docs/install.md)".into(),
+            format!(
+                "{release}: headers without the kernel's Rust metadata ({} is missing)",
+                build.join(RUST_META).display()
+            ),
+            "Fedora: install kernel-16k-devel for this exact kernel (it ships rust/); Arch/Omarchy: run ane-rust-meta, which rebuilds it for these headers (docs/install.md section 2)".into(),
         ));
     }
     Ok(format!("{release}; headers with Rust metadata"))
@@ -342,13 +467,37 @@ fn parity_all(root: &Path, timeout: Duration) -> Outcome {
 
 /// `ane-probe doctor`.
 pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
-    crate::common::check_writable("receipt".into(), &args.receipt)?;
+    let receipt = match &args.receipt {
+        Some(r) => r.clone(),
+        None => {
+            let env = |k| std::env::var(k).ok();
+            let r = default_receipt(env("XDG_STATE_HOME").as_deref(), env("HOME").as_deref())
+                .ok_or_else(|| Error::Write {
+                    what: "receipt".into(),
+                    path: "$XDG_STATE_HOME/ane-probe/doctor.json".into(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "neither XDG_STATE_HOME nor HOME is set; pass --receipt FILE",
+                    ),
+                })?;
+            if let Some(dir) = r.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| Error::Write {
+                    what: "receipt directory".into(),
+                    path: dir.to_owned(),
+                    source,
+                })?;
+            }
+            r
+        }
+    };
+    crate::common::check_writable("receipt".into(), &receipt)?;
     let timeout = Duration::from_millis(args.timeout_ms);
     let info = system::system_info(&SysRoot::new(&ctx.root))?;
     let mut l = Ladder {
         rungs: Vec::new(),
         failed: false,
     };
+    l.rung("soc", || soc(&info));
     l.rung("kernel", || kernel(&ctx.root, &info));
     l.rung("module", || module(&info));
     l.rung("device", || device(&info));
@@ -377,9 +526,9 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
         verdict: if failed { "fail" } else { "pass" },
     };
     let json = serde_json::to_string_pretty(&report)?;
-    std::fs::write(&args.receipt, format!("{json}\n")).map_err(|source| Error::Write {
+    std::fs::write(&receipt, format!("{json}\n")).map_err(|source| Error::Write {
         what: "receipt".into(),
-        path: args.receipt.clone(),
+        path: receipt.clone(),
         source,
     })?;
     if ctx.json {
@@ -396,7 +545,7 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
                 println!("     next: {n}");
             }
         }
-        println!("receipt: {}", args.receipt.display());
+        println!("receipt: {}", receipt.display());
     }
     Ok(if failed { exit::FAILURE } else { exit::OK })
 }

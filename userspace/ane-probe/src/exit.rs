@@ -32,13 +32,46 @@ pub const PROGRAM_INVALID: u8 = 3;
 /// No usable device.
 pub const NO_DEVICE: u8 = 4;
 
-/// The table above, for `--help`.
-pub const HELP: &str = "Exit codes:
+/// The table above, for the top-level `--help`; each command's `--help`
+/// lists only the codes it can return (the constants below).
+pub const HELP: &str = "Exit codes (each command's --help lists the ones it returns):
+  0  success
+  1  output differs, a check failed, or the device failed (ioctl error, job timeout or fault)
+  2  usage error (bad arguments, unreadable files)
+  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model)
+  4  no usable ANE device (run, bench, parity and mlp: use --model to run on the host engine model)";
+
+/// `run` and `bench`.
+pub const HELP_JOB: &str = "Exit codes:
   0  success
   1  output differs, or the device failed (ioctl error, job timeout or fault)
   2  usage error (bad arguments, unreadable files)
-  3  program invalid (malformed, refused by the kernel's validator or the host model)
+  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model)
   4  no usable ANE device (use --model to run on the host engine model)";
+
+/// `parity` and `mlp`.
+pub const HELP_CHECK: &str = "Exit codes:
+  0  every result within its bound
+  1  a result beyond its bound, or the device failed
+  2  usage error (bad arguments)
+  4  no usable ANE device (use --model to run on the host engine model)";
+
+/// `doctor`.
+pub const HELP_DOCTOR: &str = "Exit codes:
+  0  every rung passed
+  1  a rung failed (the output names it and the next step)
+  2  usage error (bad arguments, a receipt that cannot be written, a file under /proc or /sys that exists but cannot be read)";
+
+/// `firmware`.
+pub const HELP_FIRMWARE: &str = "Exit codes:
+  0  the pinned T6021 firmware (installed with --out)
+  1  not the pinned firmware (nothing is written)
+  2  usage error (unreadable file, malformed container)";
+
+/// `info`.
+pub const HELP_INFO: &str = "Exit codes:
+  0  the machine described
+  2  a file under /proc or /sys that exists cannot be read";
 
 /// Everything that ends a command early. Each variant knows its exit code
 /// ([`Error::code`]).
@@ -116,9 +149,14 @@ pub enum Error {
     /// A firmware container that cannot be unwrapped.
     #[error("firmware: {0}")]
     Firmware(String),
-    /// The host engine model cannot run the program (`--model`).
+    /// The host engine model cannot lay out the program (`--model`).
     #[error("{0}")]
     Model(String),
+    /// The host engine model refused to execute the program: something it
+    /// does not model, or a program that is wrong for it. Never a device
+    /// failure.
+    #[error("program not supported by the model: {0}")]
+    ModelRefused(ane::hw::engine::EngineError),
 }
 
 impl Error {
@@ -133,7 +171,7 @@ impl Error {
             | Error::Mlp(_)
             | Error::Firmware(_) => USAGE,
             Error::Program(ProgramError::Read { .. }) => USAGE,
-            Error::Program(_) | Error::Model(_) => PROGRAM_INVALID,
+            Error::Program(_) | Error::Model(_) | Error::ModelRefused(_) => PROGRAM_INVALID,
             Error::NoDevice { .. } | Error::Unusable { .. } => NO_DEVICE,
             // A device that is there but cannot be used by us (no
             // permission, another driver, another ABI) is no device; the
@@ -181,6 +219,20 @@ mod tests {
         assert_eq!(Error::NoDevice { dir: "/x".into() }.code(), NO_DEVICE);
         assert_eq!(Error::Device(device::Error::NoDevice).code(), NO_DEVICE);
         assert_eq!(Error::Model("refused".into()).code(), PROGRAM_INVALID);
+        let refused =
+            Error::ModelRefused(ane::hw::engine::EngineError::TdTooLarge { td_size: 0x1000 });
+        assert_eq!(refused.code(), PROGRAM_INVALID);
+        assert_eq!(
+            crate::receipt::Verdict::of_error(&refused),
+            crate::receipt::Verdict::NotSupportedByModel
+        );
+        assert_eq!(
+            crate::receipt::Verdict::of_error(&refused).code(),
+            PROGRAM_INVALID
+        );
+        assert!(refused
+            .to_string()
+            .starts_with("program not supported by the model: TD size 0x1000"));
         assert_eq!(
             Error::Device(device::Error::Ioctl {
                 ioctl: "DRM_IOCTL_ANE_PROGRAM_CREATE",

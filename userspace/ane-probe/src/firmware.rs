@@ -175,7 +175,7 @@ pub fn firmware(json: bool, args: &FirmwareArgs) -> Result<u8, Error> {
             "pinned": ok,
             "error": pinned.as_ref().err(),
         });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", crate::receipt::headed_json("ane-probe/firmware", &v)?);
     } else {
         println!("file:      {}", args.file.display());
         println!(

@@ -30,11 +30,17 @@
 //!   the driver's pin and installs it with `--out`; exit 1 when it is not
 //!   the pinned image.
 //!
-//! `--json` (any command) prints one JSON object instead of text. A
+//! - `doctor [--receipt FILE]`: the first-contact ladder, from "is this
+//!   Mac supported, and by which path" to the parity cells ([`doctor`]).
+//!
+//! `--json` (any command) prints one JSON object instead of text, which
+//! starts with the same head (`schema` = `ane-probe/<command>`,
+//! `schema_version`, `tool`, `timestamp`: [`receipt::Head`]). A
 //! progress bar is drawn on stderr during `bench` and `parity` when stderr
 //! is a terminal and `--json` is not given.
 //!
-//! Exit codes ([`exit`], also in `--help`): 0 success, 1 output differs or
+//! Exit codes ([`exit`]; each command's `--help` lists the ones it
+//! returns): 0 success, 1 output differs or
 //! device failure (ioctl failure, job timeout or fault, a parity cell or
 //! MLP layer beyond its bound), 2 usage error (bad arguments or files, an
 //! unknown parity cell; clap's usage errors included), 3 program invalid,
@@ -79,29 +85,32 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Describe the machine, device tree, module and accel nodes (read-only).
+    #[command(after_help = exit::HELP_INFO)]
     Info,
-    /// The first-contact ladder: kernel, module, device-tree node, accel
-    /// node, firmware (M2 Pro/Max), one tiny job, the parity cells; each
-    /// rung with its verdict and next step, and a JSON receipt.
-    #[command(after_help = exit::HELP)]
+    /// The first-contact ladder: is this Mac supported (and by which
+    /// path), kernel, module, device-tree node, accel node, firmware (M2
+    /// Pro/Max), one tiny job, the parity cells; each rung with its verdict
+    /// and next step, and a JSON receipt.
+    #[command(after_help = exit::HELP_DOCTOR)]
     Doctor(doctor::DoctorArgs),
     /// Run a compiled program (HWX or .anec) once on given inputs.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::HELP_JOB)]
     Run(run::RunArgs),
     /// Time repeated runs of a compiled program and write a receipt.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::HELP_JOB)]
     Bench(bench::BenchArgs),
     /// Run the parity cells on the device (or the engine model) against
     /// the CPU reference.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::HELP_CHECK)]
     Parity(parity::ParityArgs),
     /// Run a two-layer MLP chained through a resident buffer against the
     /// CPU reference.
-    #[command(after_help = exit::HELP)]
+    #[command(after_help = exit::HELP_CHECK)]
     Mlp(mlp::MlpArgs),
     /// Check the T6021 firmware (the .im4p from your macOS 13.5 restore
     /// image, or its Mach-O payload) against the driver's pin; install it
     /// with --out.
+    #[command(after_help = exit::HELP_FIRMWARE)]
     Firmware(firmware::FirmwareArgs),
 }
 
@@ -301,7 +310,7 @@ fn print_info(info: &SystemInfo) {
 fn info(ctx: &common::Ctx) -> Result<u8, exit::Error> {
     let info = system::system_info(&SysRoot::new(&ctx.root))?;
     if ctx.json {
-        println!("{}", serde_json::to_string_pretty(&info)?);
+        println!("{}", receipt::headed_json("ane-probe/info", &info)?);
     } else {
         print_info(&info);
     }

@@ -151,18 +151,60 @@ impl std::fmt::Display for DeviceInfo {
     }
 }
 
-/// The fields every JSON report of `bench`, `parity` and `mlp` starts with
-/// (flattened into it: the keys stand at the top level).
+/// The fields every `--json` output of ane-probe starts with (flattened
+/// into it: the keys stand at the top level). [`Head::new`] is the one
+/// place they are made.
 #[derive(Clone, Debug, Serialize)]
-pub struct Header {
-    /// The report's schema name.
+pub struct Head {
+    /// The output's schema name, `ane-probe/<what>`.
     pub schema: &'static str,
     /// Its version.
     pub schema_version: u32,
     /// This tool.
     pub tool: Tool,
-    /// When the run ended, RFC 3339 UTC.
+    /// When the output was made (a run: when it ended), RFC 3339 UTC.
     pub timestamp: String,
+}
+
+impl Head {
+    /// The head of a `schema` output made now.
+    pub fn new(schema: &'static str, schema_version: u32) -> Head {
+        Head {
+            schema,
+            schema_version,
+            tool: tool(),
+            timestamp: now(),
+        }
+    }
+}
+
+/// Any JSON body under the [`Head`]: what the commands whose output has
+/// no header of its own print.
+#[derive(Serialize)]
+pub struct Headed<'a, T: Serialize> {
+    /// The head.
+    #[serde(flatten)]
+    pub head: Head,
+    /// The body, an object whose keys follow the head's.
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+/// `body` as pretty JSON under a [`Head`] of `schema`, version 1.
+pub fn headed_json<T: Serialize>(schema: &'static str, body: &T) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(&Headed {
+        head: Head::new(schema, 1),
+        body,
+    })
+}
+
+/// The [`Head`] and the machine facts every report of `doctor`, `bench`,
+/// `parity` and `mlp` starts with (flattened into it).
+#[derive(Clone, Debug, Serialize)]
+pub struct Header {
+    /// Schema, version, tool, timestamp.
+    #[serde(flatten)]
+    pub head: Head,
     /// The host.
     pub host: Host,
     /// The kernel module.
@@ -176,10 +218,7 @@ impl Header {
     /// `root`.
     pub fn new(schema: &'static str, schema_version: u32, root: &Path) -> Header {
         Header {
-            schema,
-            schema_version,
-            tool: tool(),
-            timestamp: now(),
+            head: Head::new(schema, schema_version),
             host: host(),
             module: module(root),
             board: board(root),
@@ -277,6 +316,10 @@ pub enum Verdict {
     Mismatch,
     /// An ioctl failed or a job timed out, faulted or was aborted.
     DeviceFailure,
+    /// The host engine model does not execute this program (`--model`).
+    NotSupportedByModel,
+    /// The kernel's validator refused the program.
+    ProgramInvalid,
 }
 
 impl Verdict {
@@ -285,6 +328,28 @@ impl Verdict {
         match self {
             Verdict::Pass => crate::exit::OK,
             Verdict::Mismatch | Verdict::DeviceFailure => crate::exit::FAILURE,
+            Verdict::NotSupportedByModel | Verdict::ProgramInvalid => crate::exit::PROGRAM_INVALID,
+        }
+    }
+
+    /// The verdict of a run that ended with `e`: a program the model or
+    /// the kernel refuses is not a device failure.
+    pub fn of_error(e: &crate::exit::Error) -> Verdict {
+        match e {
+            crate::exit::Error::ModelRefused(_) => Verdict::NotSupportedByModel,
+            e if e.code() == crate::exit::PROGRAM_INVALID => Verdict::ProgramInvalid,
+            _ => Verdict::DeviceFailure,
+        }
+    }
+
+    /// In words, for the text outputs.
+    pub fn text(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Mismatch => "mismatch",
+            Verdict::DeviceFailure => "device failure",
+            Verdict::NotSupportedByModel => "program not supported by the model",
+            Verdict::ProgramInvalid => "program invalid",
         }
     }
 }
@@ -422,10 +487,12 @@ mod tests {
         let samples = vec![1000, 1200, 1100];
         Receipt {
             header: Header {
-                schema: SCHEMA,
-                schema_version: SCHEMA_VERSION,
-                tool: tool(),
-                timestamp: rfc3339(0),
+                head: Head {
+                    schema: SCHEMA,
+                    schema_version: SCHEMA_VERSION,
+                    tool: tool(),
+                    timestamp: rfc3339(0),
+                },
                 host: host(),
                 module: Module::default(),
                 board: Board::default(),

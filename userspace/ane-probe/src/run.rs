@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::common::{check_writable, Ctx, JobArgs};
 use crate::exit::{self, Error};
 use crate::program::ProgramFile;
-use crate::receipt::{self, DeviceInfo, ProgramInfo, TensorHash, Tool, Verdict};
+use crate::receipt::{self, DeviceInfo, Head, ProgramInfo, TensorHash, Verdict};
 use crate::session::{open_device, ModelSession, Runner, Session};
 use crate::slots::{self, parse_slot_arg, Resolved, SlotArg, TensorData};
 use crate::stats::human_ns;
@@ -61,13 +61,15 @@ pub struct ExpectResult {
     pub passed: bool,
 }
 
+/// The `schema` of `run --json`.
+pub const SCHEMA: &str = "ane-probe/run";
+
 /// What `run --json` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
-    /// This tool.
-    pub tool: Tool,
-    /// When the run ended, RFC 3339 UTC.
-    pub timestamp: String,
+    /// [`SCHEMA`], version 1, tool, when the run ended.
+    #[serde(flatten)]
+    pub head: Head,
     /// The program.
     pub program: ProgramInfo,
     /// The device (absent if it could not be queried).
@@ -192,8 +194,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
     let executor = if dev.is_some() { "device" } else { "model" };
 
     let mut report = RunReport {
-        tool: receipt::tool(),
-        timestamp: String::new(),
+        head: Head::new(SCHEMA, 1),
         program: receipt::program_info(prog),
         device: None,
         priority: args.job.priority.name(),
@@ -247,7 +248,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
         }
         Ok(())
     })();
-    report.timestamp = receipt::now();
+    report.head.timestamp = receipt::now();
     let code = match result {
         Ok(()) => {
             let failed: Vec<String> = report
@@ -279,7 +280,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8, Error> {
         // device's.
         Err(e @ Error::Write { .. }) => return Err(e),
         Err(e) => {
-            report.verdict = Verdict::DeviceFailure;
+            report.verdict = Verdict::of_error(&e);
             report.error = Some(e.to_string());
             e.code()
         }
@@ -335,14 +336,7 @@ fn print_text(r: &RunReport) {
     if let Some(ns) = r.elapsed_ns {
         println!("elapsed:  {} (EXEC to completion)", human_ns(ns));
     }
-    println!(
-        "verdict:  {}",
-        match r.verdict {
-            Verdict::Pass => "pass",
-            Verdict::Mismatch => "mismatch",
-            Verdict::DeviceFailure => "device failure",
-        }
-    );
+    println!("verdict:  {}", r.verdict.text());
 }
 
 #[cfg(test)]

@@ -229,7 +229,7 @@ impl Runner for ModelSession {
         let t0 = Instant::now();
         self.run
             .execute(&self.options)
-            .map_err(|e| Error::Model(format!("the engine model refused the program: {e:?}")))?;
+            .map_err(Error::ModelRefused)?;
         Ok(t0.elapsed())
     }
 }

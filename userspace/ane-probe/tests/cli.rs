@@ -517,38 +517,67 @@ fn firmware_broken_container_exits_2_naming_the_field() {
     assert!(stderr(&o).contains("magic"), "{}", stderr(&o));
 }
 
-/// `doctor` on an empty root: the first rung fails (no kernel release),
-/// every later one is skipped, the receipt says so, and the exit code is 1.
-/// With a kernel release but no headers, the first rung names the fix.
+/// Writes `contents` to `rel` below the scene's root.
+fn put(s: &Scene, rel: &str, contents: &[u8]) {
+    let p = s.dir.path().join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, contents).unwrap();
+}
+
+/// A root compatible list as the device tree stores it.
+fn compat(list: &[&str]) -> Vec<u8> {
+    list.iter()
+        .flat_map(|c| [c.as_bytes(), b"\0"].concat())
+        .collect()
+}
+
+/// Runs `doctor` below the scene's root; its exit code, stdout and receipt.
+fn doctor(s: &Scene) -> (i32, String, serde_json::Value) {
+    let receipt = s.file("doctor.json");
+    let o = probe(&["doctor", "--root", &s.root(), "--receipt", &receipt]);
+    let v = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    (code(&o), String::from_utf8_lossy(&o.stdout).into_owned(), v)
+}
+
+/// `doctor` on an empty root: the first rung (is this Mac supported)
+/// fails, every later one is skipped, the receipt says so, and the exit
+/// code is 1.
 #[test]
 fn doctor_stops_at_the_first_failed_rung_and_writes_a_receipt() {
     let s = Scene::new();
-    let receipt = s.file("doctor.json");
-    let o = probe(&["doctor", "--root", &s.root(), "--receipt", &receipt]);
-    assert_eq!(code(&o), 1, "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    let (rc, out, v) = doctor(&s);
+    assert_eq!(rc, 1, "{out}");
     assert_eq!(v["schema"], "ane-probe/doctor");
     assert_eq!(v["verdict"], "fail");
     let rungs = v["rungs"].as_array().unwrap();
     let names: Vec<&str> = rungs.iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["kernel", "module", "device", "node", "firmware", "job", "parity"]
+        ["soc", "kernel", "module", "device", "node", "firmware", "job", "parity"]
     );
     assert_eq!(rungs[0]["verdict"], "fail");
     assert!(rungs[0]["next"].is_string());
+    assert!(out.contains("FAIL soc       no device tree"), "{out}");
     assert!(
         rungs[1..].iter().all(|r| r["verdict"] == "skip"),
         "{rungs:?}"
     );
 
-    // A kernel release, no headers, no module: rung 1 says what to install.
-    let proc_kernel = s.dir.path().join("proc/sys/kernel");
-    std::fs::create_dir_all(&proc_kernel).unwrap();
-    std::fs::write(proc_kernel.join("osrelease"), "7.1.13-3-1-ARCH\n").unwrap();
-    let o = probe(&["doctor", "--root", &s.root(), "--receipt", &receipt]);
-    assert_eq!(code(&o), 1, "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    // An M1 Mac mini with a kernel release, no headers, no module: rung 0
+    // names the path, rung 1 says what to install.
+    put(&s, "proc/sys/kernel/osrelease", b"7.1.13-3-1-ARCH\n");
+    put(
+        &s,
+        "sys/firmware/devicetree/base/compatible",
+        &compat(&["apple,j274", "apple,t8103", "apple,arm-platform"]),
+    );
+    let (rc, out, _) = doctor(&s);
+    assert_eq!(rc, 1, "{out}");
+    assert!(
+        out.contains("ok   soc       T8103 (M1): supported, H13 path")
+            && out.contains("overlay t8103 for Mac mini (M1, 2020)"),
+        "{out}"
+    );
     assert!(out.contains("FAIL kernel"), "{out}");
     assert!(out.contains("7.1.13-3-1-ARCH: no kernel headers"), "{out}");
     assert!(out.contains("next: install the headers"), "{out}");
@@ -561,6 +590,145 @@ fn doctor_stops_at_the_first_failed_rung_and_writes_a_receipt() {
         "/nonexistent/dir/r.json",
     ]);
     assert_eq!(code(&e), 2, "{}", stderr(&e));
+}
+
+/// The kernel's Rust metadata is `rust/libkernel.rmeta` (the crate is
+/// `kernel`): headers that hold it pass rung `kernel`, and a missing one
+/// names that file and the per-distribution fix.
+#[test]
+fn doctor_finds_the_kernels_rust_metadata() {
+    let s = Scene::new();
+    put(
+        &s,
+        "proc/sys/kernel/osrelease",
+        b"7.1.13-402.asahi.fc44.aarch64+16k\n",
+    );
+    put(
+        &s,
+        "proc/device-tree/compatible",
+        &compat(&["apple,j316c", "apple,t6001", "apple,arm-platform"]),
+    );
+    let build = "lib/modules/7.1.13-402.asahi.fc44.aarch64+16k/build";
+    put(&s, &format!("{build}/Makefile"), b"");
+    let (_, out, _) = doctor(&s);
+    assert!(
+        out.contains("FAIL kernel") && out.contains("rust/libkernel.rmeta is missing"),
+        "{out}"
+    );
+    assert!(
+        out.contains("kernel-16k-devel") && out.contains("ane-rust-meta"),
+        "{out}"
+    );
+    put(&s, &format!("{build}/rust/libkernel.rmeta"), b"");
+    let (rc, out, v) = doctor(&s);
+    assert_eq!(rc, 1, "{out}");
+    assert!(
+        out.contains("ok   soc       T6000 (M1 Pro/Max): supported"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "ok   kernel    7.1.13-402.asahi.fc44.aarch64+16k; headers with Rust metadata"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("FAIL module"), "{out}");
+    assert_eq!(v["rungs"][1]["verdict"], "pass");
+}
+
+/// Rung `soc` comes first and says whether the Mac is supported and how,
+/// before any setup step is asked for.
+#[test]
+fn doctor_names_the_socs_path_first() {
+    let case = |list: &[&str]| {
+        let s = Scene::new();
+        put(&s, "proc/sys/kernel/osrelease", b"7.1.13-3-1-ARCH\n");
+        put(&s, "sys/firmware/devicetree/base/compatible", &compat(list));
+        let (rc, out, v) = doctor(&s);
+        assert_eq!(v["rungs"][0]["name"], "soc");
+        (rc, out, v)
+    };
+    // Plain M2: no hardware record, said so, and nothing below runs.
+    let (rc, out, v) = case(&["apple,j413", "apple,t8112", "apple,arm-platform"]);
+    assert_eq!(rc, 1);
+    assert!(
+        out.contains(
+            "FAIL soc       T8112 (M2): not supported: this project has no hardware record"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("do not install the headers"), "{out}");
+    assert_eq!(v["rungs"][1]["verdict"], "skip");
+    // M2 Max: the firmware path.
+    let (_, out, _) = case(&["apple,j414c", "apple,t6021", "apple,arm-platform"]);
+    assert!(
+        out.contains("ok   soc       T6021 (M2 Max): supported, H14 path: the driver starts the ANE's firmware"),
+        "{out}"
+    );
+    // M1 Pro: the driver knows the SoC, but no overlay describes the board.
+    let (_, out, _) = case(&["apple,j314s", "apple,t6000", "apple,arm-platform"]);
+    assert!(
+        out.contains("FAIL soc       T6000 (M1 Pro/Max): the driver knows this SoC")
+            && out.contains("no overlay describes the ANE of board apple,j314s"),
+        "{out}"
+    );
+    // An Apple SoC nobody has listed, and a machine that is no Mac.
+    let (_, out, _) = case(&["apple,j999", "apple,t9999"]);
+    assert!(
+        out.contains("FAIL soc       an Apple machine whose SoC"),
+        "{out}"
+    );
+    let (_, out, _) = case(&["linux,dummy-virt"]);
+    assert!(
+        out.contains("FAIL soc       not an Apple silicon Mac"),
+        "{out}"
+    );
+}
+
+/// Without --receipt the receipt goes where `doctor --help` says:
+/// $XDG_STATE_HOME/ane-probe/doctor.json, else
+/// ~/.local/state/ane-probe/doctor.json; never the current directory.
+#[test]
+fn doctor_writes_the_receipt_where_the_help_says() {
+    let help = String::from_utf8_lossy(&probe(&["doctor", "--help"]).stdout).into_owned();
+    assert!(
+        help.contains("$XDG_STATE_HOME/ane-probe/doctor.json")
+            && help.contains("~/.local/state/ane-probe/doctor.json"),
+        "{help}"
+    );
+    let s = Scene::new();
+    let cwd = s.dir.path().join("cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let run = |env: &[(&str, &std::path::Path)]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ane-probe"));
+        c.args(["doctor", "--root", &s.root()])
+            .current_dir(&cwd)
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("HOME");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let home = s.dir.path().join("home");
+    let o = run(&[("HOME", &home)]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    let at = home.join(".local/state/ane-probe/doctor.json");
+    assert!(at.is_file(), "no receipt at {}", at.display());
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("receipt: {}", at.display())));
+    let state = s.dir.path().join("state");
+    let o = run(&[("HOME", &home), ("XDG_STATE_HOME", &state)]);
+    assert_eq!(code(&o), 1, "{}", stderr(&o));
+    assert!(state.join("ane-probe/doctor.json").is_file());
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "wrote into the CWD"
+    );
+    // Neither set: a usage error that says what to pass.
+    let o = run(&[]);
+    assert_eq!(code(&o), 2, "{}", stderr(&o));
+    assert!(stderr(&o).contains("--receipt"), "{}", stderr(&o));
 }
 
 /// `run --model` and `bench --model`: tinygrad's compiled sum on the host
@@ -649,4 +817,375 @@ fn run_and_bench_on_the_model() {
         "--program",
         &program,
     ]);
+}
+
+/// tinygrad's ReLU with TDSkip set in its TD: valid for the container and
+/// the validator, but not something the engine model executes.
+fn model_refused_program(s: &Scene) -> Option<String> {
+    let bytes = std::fs::read(fixture("tinygrad_relu.hwx")?).unwrap();
+    let hwx = ane::hwx::Hwx::parse(&bytes).unwrap();
+    let w6 = hwx.td_file_offset() + 4 * 6;
+    let mut bytes = bytes.clone();
+    bytes[w6 + 1] |= 1 << 1; // W6 bit 9: TDSkip.
+    let path = s.file("skip.hwx");
+    std::fs::write(&path, bytes).unwrap();
+    Some(path)
+}
+
+/// A program the engine model refuses is an unsupported program (exit 3),
+/// not a device failure, in text and JSON, with the model's reason in
+/// words rather than a debug dump.
+#[test]
+fn a_program_the_model_refuses_exits_3_as_not_supported() {
+    let s = Scene::new();
+    let Some(p) = model_refused_program(&s) else {
+        return;
+    };
+    let input = s.file("in.bin");
+    std::fs::write(&input, [0u8; 154]).unwrap();
+    let run = |json: bool| {
+        let mut args = vec![];
+        if json {
+            args.push("--json");
+        }
+        let inp = format!("image={input}");
+        args.extend(["run", "--model", "--program", &p, "--in", &inp, "--root"]);
+        let root = s.root();
+        args.push(&root);
+        let o = probe(&args);
+        assert_eq!(code(&o), 3, "{}", stderr(&o));
+        o
+    };
+    let o = run(false);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(
+        out.contains("verdict:  program not supported by the model"),
+        "{out}"
+    );
+    assert!(!out.contains("device failure"), "{out}");
+    assert!(
+        err.contains("program not supported by the model")
+            && err.contains("the engine model does not support TD skip"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("Unsupported {") && !err.contains("feature:"),
+        "{err}"
+    );
+    let o = run(true);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "not-supported-by-model");
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.starts_with("program not supported by the model: TD 0:"),
+        "{e}"
+    );
+
+    let receipt = s.file("r.json");
+    let o = probe(&[
+        "bench",
+        "--model",
+        "--program",
+        &p,
+        "-n",
+        "2",
+        "--receipt",
+        &receipt,
+        "--root",
+        &s.root(),
+    ]);
+    assert_eq!(code(&o), 3, "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("program not supported by the model"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(v["verdict"], "not-supported-by-model");
+}
+
+/// The `Exit codes:` table of `args --help`: (code, text) pairs, and the
+/// help's text before it.
+fn exit_table(args: &[&str]) -> (Vec<(i32, String)>, String) {
+    let o = probe(args);
+    assert_eq!(code(&o), 0, "{args:?}");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let at = out
+        .find("Exit codes")
+        .unwrap_or_else(|| panic!("{args:?}: no exit codes in --help: {out}"));
+    let table = out[at..]
+        .lines()
+        .skip(1)
+        .map_while(|l| {
+            let l = l.trim();
+            let (c, text) = l.split_once("  ")?;
+            Some((c.parse().ok()?, text.trim().to_owned()))
+        })
+        .collect();
+    (table, out[..at].to_owned())
+}
+
+/// Every `--help` lists the exit codes its command can return, no other,
+/// and names only options the command has; every documented code is
+/// produced here, except the few that need hardware (listed with why).
+#[test]
+fn help_exit_codes_agree_with_behaviour() {
+    let s = Scene::new();
+    let root = s.root();
+    let sum = fixture("tinygrad_sum.hwx").map(|p| p.display().to_string());
+    let refused = model_refused_program(&s);
+    let input = s.file("in128.bin");
+    let ones = s.file("ones.bin");
+    std::fs::write(&ones, half::f16::from_f32(1.0).to_le_bytes().repeat(64)).unwrap();
+    let relu_in = s.file("relu_in.bin");
+    std::fs::write(&relu_in, [0u8; 154]).unwrap();
+    let bad_im4p = s.file("bad.im4p");
+    std::fs::write(&bad_im4p, [0x30, 0x06, 0x16, 0x04, b'I', b'M', b'G', b'4']).unwrap();
+    let not_pinned = s.file("fw.macho");
+    let mut macho = Vec::new();
+    for x in [0xfeed_facfu32, 0x0100_000c, 0, 0xc, 0, 0, 0, 0] {
+        macho.extend_from_slice(&x.to_le_bytes());
+    }
+    macho.resize(0x4000, 0);
+    std::fs::write(&not_pinned, macho).unwrap();
+    // A file under /sys that exists but cannot be read (a directory).
+    let unreadable = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(unreadable.path().join("sys/module/ane/version")).unwrap();
+    let unreadable = unreadable.path().display().to_string();
+    let receipt = s.file("r.json");
+
+    let a = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
+    let ins = |p: &str| {
+        a(&[
+            "--program",
+            p,
+            "--root",
+            &root,
+            "--in",
+            &format!("5={input}"),
+            "--in",
+            &format!("6={input}"),
+        ])
+    };
+    let with = |mut pre: Vec<String>, post: Vec<String>| {
+        pre.extend(post);
+        pre
+    };
+    // (command, code) -> the arguments that produce it, or None with why
+    // not here.
+    type Case = (&'static str, i32, Result<Vec<String>, &'static str>);
+    let need = |o: Option<Vec<String>>| o.ok_or("fixture absent");
+    let mut cases: Vec<Case> = vec![
+        ("info", 0, Ok(a(&["info", "--root", &root]))),
+        ("info", 2, Ok(a(&["info", "--root", &unreadable]))),
+        (
+            "doctor",
+            0,
+            Err("every rung passing needs a bound ANE and its jobs"),
+        ),
+        (
+            "doctor",
+            1,
+            Ok(a(&["doctor", "--root", &root, "--receipt", &receipt])),
+        ),
+        (
+            "doctor",
+            2,
+            Ok(a(&["doctor", "--receipt", "/nonexistent/r.json"])),
+        ),
+        (
+            "parity",
+            0,
+            Ok(a(&["parity", "--model", "--cells", "select"])),
+        ),
+        (
+            "parity",
+            1,
+            Err("a cell beyond its bound needs a wrong engine"),
+        ),
+        (
+            "parity",
+            2,
+            Ok(a(&["parity", "--model", "--cells", "nope"])),
+        ),
+        ("parity", 4, Ok(a(&["parity", "--root", &root]))),
+        ("mlp", 0, Ok(a(&["mlp", "--model"]))),
+        (
+            "mlp",
+            1,
+            Err("a layer beyond its bound needs a wrong engine"),
+        ),
+        ("mlp", 2, Ok(a(&["mlp", "--model", "--hidden", "0"]))),
+        ("mlp", 4, Ok(a(&["mlp", "--root", &root]))),
+        (
+            "firmware",
+            0,
+            Err("the pinned image is Apple's and not redistributed"),
+        ),
+        ("firmware", 1, Ok(a(&["firmware", &not_pinned]))),
+        ("firmware", 2, Ok(a(&["firmware", &bad_im4p]))),
+        (
+            "run",
+            2,
+            Ok(a(&["run", "--program", &s.file("absent.hwx")])),
+        ),
+        (
+            "bench",
+            2,
+            Ok(a(&["bench", "--program", &s.file("absent.hwx")])),
+        ),
+        (
+            "bench",
+            1,
+            Err("runs that differ need a device that misbehaves"),
+        ),
+    ];
+    for cmd in ["run", "bench"] {
+        let model_ok = sum.as_ref().map(|p| {
+            let mut v = with(a(&[cmd, "--model"]), ins(p));
+            if cmd == "bench" {
+                v.extend(a(&["-n", "1", "--warmup", "0"]));
+            }
+            v
+        });
+        cases.push((cmd, 0, need(model_ok)));
+        cases.push((
+            cmd,
+            3,
+            need(refused.as_ref().map(|p| {
+                a(&[
+                    cmd,
+                    "--model",
+                    "--program",
+                    p,
+                    "--root",
+                    &root,
+                    "--in",
+                    &format!("image={relu_in}"),
+                ])
+            })),
+        ));
+        cases.push((cmd, 4, need(sum.as_ref().map(|p| with(a(&[cmd]), ins(p))))));
+    }
+    // Zeros plus zeros against ones: the output differs.
+    cases.push((
+        "run",
+        1,
+        need(sum.as_ref().map(|p| {
+            with(a(&["run", "--model"]), ins(p))
+                .into_iter()
+                .chain(a(&["--expect", &format!("4={ones}")]))
+                .collect()
+        })),
+    ));
+
+    let mut all_codes = std::collections::BTreeSet::new();
+    for cmd in [
+        "info", "doctor", "run", "bench", "parity", "mlp", "firmware",
+    ] {
+        let (table, options) = exit_table(&[cmd, "--help"]);
+        assert!(!table.is_empty(), "{cmd}: empty exit table");
+        // Options the table names exist in this command's help.
+        for (_, text) in &table {
+            for flag in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+                if flag.starts_with("--") {
+                    assert!(
+                        options.contains(flag),
+                        "{cmd} --help: exit table names {flag}, which {cmd} does not have"
+                    );
+                }
+            }
+        }
+        let documented: Vec<i32> = table.iter().map(|(c, _)| *c).collect();
+        let covered: Vec<i32> = cases.iter().filter(|c| c.0 == cmd).map(|c| c.1).collect();
+        let mut sorted = covered.clone();
+        sorted.sort();
+        assert_eq!(
+            documented, sorted,
+            "{cmd}: documented codes vs the cases here"
+        );
+        all_codes.extend(documented);
+    }
+    for (cmd, want, args) in &cases {
+        match args {
+            Ok(args) => {
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                let o = probe(&args);
+                assert_eq!(code(&o), *want, "{cmd} {args:?}: stderr {}", stderr(&o));
+            }
+            Err(why) => eprintln!("SKIPPED {cmd} exit {want}: {why}"),
+        }
+    }
+    // The top-level table is the union of the commands'.
+    let (top, _) = exit_table(&["--help"]);
+    let top: std::collections::BTreeSet<i32> = top.iter().map(|(c, _)| *c).collect();
+    assert_eq!(top, all_codes);
+}
+
+/// Every `--json` output starts with the same head: schema (named after
+/// the command), schema_version, tool, timestamp.
+#[test]
+fn every_json_output_has_the_same_head() {
+    let s = Scene::new();
+    let root = s.root();
+    let fw = s.file("fw.macho");
+    let mut macho = Vec::new();
+    for x in [0xfeed_facfu32, 0x0100_000c, 0, 0xc, 0, 0, 0, 0] {
+        macho.extend_from_slice(&x.to_le_bytes());
+    }
+    macho.resize(0x4000, 0);
+    std::fs::write(&fw, macho).unwrap();
+    let receipt = s.file("d.json");
+    let mut runs: Vec<(&str, Vec<String>)> = vec![
+        ("info", vec!["info".into(), "--root".into(), root.clone()]),
+        (
+            "doctor",
+            vec![
+                "doctor".into(),
+                "--root".into(),
+                root.clone(),
+                "--receipt".into(),
+                receipt,
+            ],
+        ),
+        (
+            "parity",
+            vec![
+                "parity".into(),
+                "--model".into(),
+                "--cells".into(),
+                "select".into(),
+            ],
+        ),
+        ("mlp", vec!["mlp".into(), "--model".into()]),
+        ("firmware", vec!["firmware".into(), fw]),
+    ];
+    if let Some(p) = fixture("tinygrad_sum.hwx") {
+        let p = p.display().to_string();
+        let input = s.file("in128.bin");
+        let common = [
+            "--model".to_owned(),
+            "--program".into(),
+            p,
+            "--in".into(),
+            format!("5={input}"),
+            "--in".into(),
+            format!("6={input}"),
+        ];
+        let mut run = vec!["run".to_owned()];
+        run.extend(common.iter().cloned());
+        runs.push(("run", run));
+        let mut bench = vec!["bench".to_owned()];
+        bench.extend(common.iter().cloned());
+        bench.extend(["-n".into(), "1".into()]);
+        runs.push(("bench-receipt", bench));
+    }
+    for (name, args) in runs {
+        let mut all = vec!["--json"];
+        all.extend(args.iter().map(String::as_str));
+        let o = probe(&all);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{all:?}: {e}: {}", String::from_utf8_lossy(&o.stdout)));
+        assert_eq!(v["schema"], format!("ane-probe/{name}"), "{all:?}");
+        assert_eq!(v["schema_version"], 1, "{all:?}");
+        assert_eq!(v["tool"]["name"], "ane-probe", "{all:?}");
+        assert!(v["timestamp"].as_str().unwrap().ends_with('Z'), "{all:?}");
+        assert!(v["tool"]["version"].is_string(), "{all:?}");
+    }
 }

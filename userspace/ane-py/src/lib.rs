@@ -13,10 +13,18 @@
 //! - Discovery (`accel_nodes`, `system_info`) and the parity cells.
 //!
 //! Every error is an `AneError` carrying the library's message; bad
-//! arguments are `InputError` naming the field at fault.
+//! arguments are `InputError` naming the field at fault, a missing device
+//! `NoDeviceError`, a program the host engine model does not execute
+//! `NotSupportedError`. They are classes of the module `ane_rs`.
+//!
+//! The classes are `Send` and `Sync` and usable from several Python
+//! threads: PyO3's borrow flags guard each object, and a model's run lock
+//! ([`RunLock`]) keeps one `predict`/`run` at a time on its buffers, taken
+//! with the interpreter released so that a waiting thread never blocks the
+//! one running.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use ane::device::{self, Bo, JobStatus};
@@ -29,27 +37,35 @@ use half::f16;
 use numpy::ndarray::{ArrayD, IxDyn};
 use numpy::{IntoPyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::create_exception;
-use pyo3::exceptions::PyException;
+use pyo3::exceptions::{PyException, PyUserWarning};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
+// The module named here is what Python prints (`ane_rs.InputError`): the
+// package's, not the extension's.
 create_exception!(
-    _native,
+    ane_rs,
     AneError,
     PyException,
     "An error of the ane library (device, program, engine model)."
 );
 create_exception!(
-    _native,
+    ane_rs,
     InputError,
     AneError,
-    "A bad argument: wrong count, dtype, shape or name of a tensor."
+    "A bad argument: wrong count, dtype, shape or name of a tensor, or a device= that is none of the accepted ones."
 );
 create_exception!(
-    _native,
+    ane_rs,
     NoDeviceError,
     AneError,
-    "No accel node of the ane driver exists."
+    "No accel node of the ane driver exists (pass device=\"model\" to run on the host engine model)."
+);
+create_exception!(
+    ane_rs,
+    NotSupportedError,
+    AneError,
+    "The host engine model does not execute this program."
 );
 
 fn err(e: impl std::fmt::Display) -> PyErr {
@@ -87,15 +103,16 @@ fn open_hw(node: Option<PathBuf>) -> PyResult<device::Device> {
     device::open_first(Path::new("/dev/accel")).map_err(|e| match e {
         device::FirstError::Unusable { source, .. } => err(source),
         device::FirstError::NoDevice { dir } => NoDeviceError::new_err(format!(
-            "no accel node of the ane driver under {} (is the module loaded and bound?); \
-             Device.model() runs on the host engine model instead",
+            "no accel node of the ane driver under {} (is the module loaded and bound? \
+             `ane-probe doctor` says what is missing); pass device=\"model\" to run on \
+             the host engine model (the CPU) instead",
             dir.display()
         )),
     })
 }
 
 /// An ANE accel device, or the host engine model.
-#[pyclass(unsendable, module = "ane_rs")]
+#[pyclass(module = "ane_rs")]
 struct Device {
     backend: Backend,
 }
@@ -214,7 +231,7 @@ enum Storage {
 
 /// A buffer object: a BO on a device, host memory on the model. Bound to a
 /// slot of one or more programs, it stays resident between runs.
-#[pyclass(unsendable, module = "ane_rs")]
+#[pyclass(module = "ane_rs")]
 struct Buffer {
     storage: Storage,
     device_id: usize,
@@ -360,11 +377,77 @@ enum Loaded {
     Model,
 }
 
+/// One run at a time on a model's buffers: `predict` writes the inputs,
+/// runs and reads the outputs as one step. Taken with the interpreter
+/// released ([`RunLock::acquire`]), so a thread waiting for it never holds
+/// up the thread that runs (which needs the interpreter back to finish).
+#[derive(Default)]
+struct RunLock {
+    busy: Mutex<bool>,
+    free: Condvar,
+}
+
+/// Holds a [`RunLock`] until dropped.
+struct RunGuard<'a>(&'a RunLock);
+
+impl RunLock {
+    fn acquire(&self, py: Python<'_>) -> RunGuard<'_> {
+        py.detach(|| {
+            let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+            while *busy {
+                busy = self.free.wait(busy).unwrap_or_else(|e| e.into_inner());
+            }
+            *busy = true;
+        });
+        RunGuard(self)
+    }
+}
+
+impl Drop for RunGuard<'_> {
+    fn drop(&mut self) {
+        *self.0.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.0.free.notify_one();
+    }
+}
+
+/// What `device=` names: an open device, or the host engine model when
+/// asked for by name. Never a silent fallback.
+fn resolve_device(py: Python<'_>, device: Option<&Bound<'_, PyAny>>) -> PyResult<Py<Device>> {
+    let Some(d) = device.filter(|d| !d.is_none()) else {
+        return Py::new(py, Device::new(None)?);
+    };
+    if let Ok(d) = d.cast::<Device>() {
+        return Ok(d.clone().unbind());
+    }
+    let bad = || {
+        InputError::new_err(format!(
+            "device: {}, expected None or \"ane\" (the first accel node of the ane driver), \
+             \"model\" (the host engine model), an accel node path or a Device",
+            d.repr().map_or_else(|_| "?".into(), |r| r.to_string())
+        ))
+    };
+    if let Ok(name) = d.extract::<String>() {
+        return match name.as_str() {
+            "model" => Py::new(py, Device::model()),
+            "ane" | "device" => Py::new(py, Device::new(None)?),
+            p if p.starts_with('/') => Py::new(py, Device::new(Some(PathBuf::from(p)))?),
+            _ => Err(bad()),
+        };
+    }
+    if let Ok(p) = d.extract::<PathBuf>() {
+        return Py::new(py, Device::new(Some(p))?);
+    }
+    Err(bad())
+}
+
 /// A compiled program loaded on a device, with a resident buffer bound to
-/// every slot it uses.
-#[pyclass(unsendable, module = "ane_rs")]
+/// every slot it uses. `Model(path, device=None)`: on the first accel node
+/// of the ane driver (NoDeviceError when there is none), or on
+/// `device="model"`, a node path or a `Device`.
+#[pyclass(module = "ane_rs")]
 struct Model {
     prog: ProgramFile,
+    run_lock: RunLock,
     loaded: Loaded,
     device: Py<Device>,
     device_id: usize,
@@ -410,8 +493,17 @@ impl Model {
             .iter()
             .map(|b| Py::new(py, Buffer::create(&backend, b.size)?))
             .collect::<PyResult<Vec<_>>>()?;
+        // What the loader corrected (an .anec header's roles against its
+        // descriptors), as `ane-probe run` prints it: a warning, and
+        // `Model.notes`.
+        for n in &prog.notes {
+            let msg =
+                std::ffi::CString::new(format!("{}: {n}", prog.path.display())).unwrap_or_default();
+            PyErr::warn(py, &py.get_type::<PyUserWarning>(), &msg, 1)?;
+        }
         Ok(Model {
             prog,
+            run_lock: RunLock::default(),
             loaded,
             device: device.clone().unbind(),
             device_id: backend.id(),
@@ -532,7 +624,11 @@ impl Model {
                     Ok::<_, PyErr>(buf.bytes()?.to_vec())
                 })?;
                 py.detach(|| run.execute(&engine::Options::default()))
-                    .map_err(|e| err(format!("the engine model refused the program: {e}")))?;
+                    .map_err(|e| {
+                        NotSupportedError::new_err(format!(
+                            "program not supported by the model: {e}"
+                        ))
+                    })?;
                 for (i, (b, buf)) in self.prog.bindings.iter().zip(&self.buffers).enumerate() {
                     if b.flags & uapi::bind::OUT == 0 {
                         continue;
@@ -551,6 +647,23 @@ impl Model {
 
 #[pymethods]
 impl Model {
+    /// Loads the compiled program at `path` (HWX or .anec) on `device`:
+    /// None or "ane" for the first accel node of the ane driver,
+    /// "model" for the host engine model, an accel node path, or a Device.
+    #[new]
+    #[pyo3(signature = (path, device=None))]
+    fn new(py: Python<'_>, path: PathBuf, device: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let dev = resolve_device(py, device)?;
+        Model::load(dev.bind(py), path)
+    }
+
+    /// What the loader corrected in the program file and a user may want
+    /// to know (also issued as a UserWarning when loading).
+    #[getter]
+    fn notes(&self) -> Vec<String> {
+        self.prog.notes.clone()
+    }
+
     /// The program file.
     #[getter]
     fn path(&self) -> PathBuf {
@@ -678,6 +791,7 @@ impl Model {
                 dense.push((i, self.dense_of(i, v, &format!("inputs[{k}]"))?));
             }
         }
+        let _run = self.run_lock.acquire(py);
         for (i, d) in &dense {
             self.write_dense(py, *i, d)?;
         }
@@ -697,12 +811,14 @@ impl Model {
     fn write(&self, py: Python<'_>, name: &str, array: &Bound<'_, PyAny>) -> PyResult<()> {
         let i = self.tensor(name)?;
         let d = self.dense_of(i, array, &format!("write('{name}')"))?;
+        let _run = self.run_lock.acquire(py);
         self.write_dense(py, i, &d)
     }
 
     /// Reads tensor `name` out of its resident buffer.
     fn read<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyArrayDyn<f16>>> {
         let i = self.tensor(name)?;
+        let _run = self.run_lock.acquire(py);
         self.read_dense(py, i)
     }
 
@@ -710,6 +826,7 @@ impl Model {
     /// seconds it took.
     #[pyo3(signature = (timeout_ms=DEFAULT_TIMEOUT_MS))]
     fn run(&self, py: Python<'_>, timeout_ms: u64) -> PyResult<f64> {
+        let _run = self.run_lock.acquire(py);
         Ok(self
             .execute(py, Duration::from_millis(timeout_ms))?
             .as_secs_f64())
@@ -784,6 +901,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AneError", py.get_type::<AneError>())?;
     m.add("InputError", py.get_type::<InputError>())?;
     m.add("NoDeviceError", py.get_type::<NoDeviceError>())?;
+    m.add("NotSupportedError", py.get_type::<NotSupportedError>())?;
     m.add_class::<Device>()?;
     m.add_class::<Buffer>()?;
     m.add_class::<Model>()?;

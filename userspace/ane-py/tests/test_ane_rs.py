@@ -221,12 +221,144 @@ def test_discovery_on_an_empty_root(tmp_path):
 
 
 @pytest.mark.skipif(has_ane_node(), reason="this machine has an accel node of the ane driver")
-def test_no_device_falls_back_to_the_model(fixture):
+def test_no_device_fails_loudly_and_the_model_is_opt_in(fixture):
+    path = fixture("relu.anec")
     with pytest.raises(ane_rs.NoDeviceError, match="no accel node of the ane driver"):
         ane_rs.Device()
-    with pytest.warns(RuntimeWarning, match="host engine model"):
-        m = ane_rs.model(fixture("relu.anec"))
+    # The engine is the default: no silent fallback to the CPU, and the
+    # error says how to ask for the model.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for load in (ane_rs.model, ane_rs.Model):
+            with pytest.raises(ane_rs.NoDeviceError, match='pass device="model"'):
+                load(path)
+        with pytest.raises(ane_rs.NoDeviceError):
+            ane_rs.parity()
+        m = ane_rs.Model(path, device="model")
     assert m.device.kind == "model"
+
+
+# --- the API as users spell it ----------------------------------------------
+
+
+def test_exceptions_are_classes_of_ane_rs():
+    from ane_rs import AneError, InputError, NoDeviceError, NotSupportedError
+
+    for cls in (AneError, InputError, NoDeviceError, NotSupportedError):
+        assert cls.__module__ == "ane_rs", cls
+        assert getattr(ane_rs, cls.__name__) is cls
+        assert f"{cls.__module__}.{cls.__qualname__}" == f"ane_rs.{cls.__name__}"
+    assert issubclass(AneError, Exception)
+    for cls in (InputError, NoDeviceError, NotSupportedError):
+        assert issubclass(cls, AneError)
+    try:
+        ane_rs.Device.model().buffer(8).write(b"x" * 9)
+    except ane_rs.InputError as e:
+        assert type(e) is InputError
+        assert repr(e).startswith("InputError(")
+        assert "_native" not in f"{type(e).__module__}.{type(e).__name__}"
+    else:
+        pytest.fail("no InputError")
+
+
+def test_model_constructor_spellings(fixture):
+    path = fixture("relu.anec")
+    x = ints((1, 1, 1, 77), 20)
+    want = np.maximum(x, np.float16(0))
+    for m in (
+        ane_rs.Model(path, device="model"),
+        ane_rs.Model(str(path), "model"),
+        ane_rs.Model(path, device=ane_rs.host_model()),
+        ane_rs.model(path, device="model"),
+        ane_rs.host_model().load(path),
+    ):
+        assert isinstance(m, ane_rs.Model) and m.device.kind == "model"
+        same(m.predict([x])[0], want)
+    # eiln's model(path, dev_id): a clear error naming the argument.
+    for bad in (0, "gpu", 1.5):
+        with pytest.raises(ane_rs.InputError, match=r"^device: "):
+            ane_rs.Model(path, device=bad)
+        with pytest.raises(ane_rs.InputError, match=r"^device: "):
+            ane_rs.model(path, bad)
+    with pytest.raises(ane_rs.InputError, match=r"^device: "):
+        ane_rs.parity("gpu")
+
+
+def test_one_model_from_many_threads(dev, fixture):
+    from concurrent.futures import ThreadPoolExecutor
+
+    m = dev.load(fixture("tinygrad_sum.hwx"))
+
+    def work(seed):
+        a, b = ints((1, 64, 1, 1), seed), ints((1, 64, 1, 1), seed + 1000)
+        for _ in range(10):
+            (out,) = m.predict([a, b])
+            same(out, a + b)
+        # Loading and running on the same device from this thread too.
+        own = ane_rs.Model(fixture("relu.anec"), device=dev)
+        x = ints((1, 1, 1, 77), seed)
+        same(own.predict([x])[0], np.maximum(x, np.float16(0)))
+        return seed
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        assert sorted(pool.map(work, range(12))) == list(range(12))
+    # Buffers cross threads as well.
+    buf = dev.buffer(64)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pool.submit(buf.write, b"\x07" * 4, 8).result()
+    assert buf.read()[8:12] == b"\x07" * 4
+
+
+def anec_with(path, tmp_path, name, edit):
+    """``path`` (an .anec whose payload, one TD, starts at 0x1000) with
+    ``edit(bytearray, td_offset)`` applied."""
+    b = bytearray(path.read_bytes())
+    edit(b, 0x1000)
+    out = tmp_path / name
+    out.write_bytes(bytes(b))
+    return out
+
+
+def test_program_the_model_refuses(fixture, tmp_path):
+    def td_skip(b, td):
+        b[td + 4 * 6 + 1] |= 0x02  # W6 bit 9: TDSkip
+
+    path = anec_with(fixture("relu.anec"), tmp_path, "skip.anec", td_skip)
+    m = ane_rs.Model(path, device="model")
+    with pytest.raises(
+        ane_rs.NotSupportedError,
+        match=r"^program not supported by the model: TD 0: the engine model does not support TD skip",
+    ):
+        m.predict([ints((1, 1, 1, 77), 21)])
+
+
+def test_header_role_corrections_are_reported(fixture, tmp_path):
+    # relu.anec with its descriptor reading slot 4 and writing slot 5: the
+    # header still calls slot 4 the output. The loader takes the roles from
+    # the descriptors, as ane-probe does, and says so.
+    def swap_slots(b, td):
+        w8 = int.from_bytes(b[td + 32 : td + 36], "little")
+        for shift in (0, 6, 12, 18):  # RBase0, RBase1, WBase, TBase
+            v = (w8 >> shift) & 0x1F
+            if v in (4, 5):
+                w8 = (w8 & ~(0x1F << shift)) | ((9 - v) << shift)
+        b[td + 32 : td + 36] = w8.to_bytes(4, "little")
+
+    path = anec_with(fixture("relu.anec"), tmp_path, "roles.anec", swap_slots)
+    with pytest.warns(UserWarning) as rec:
+        m = ane_rs.Model(path, device="model")
+    said = [str(r.message) for r in rec]
+    assert len(m.notes) == 2 and len(said) == 2, (m.notes, said)
+    assert m.notes[0].startswith("slot 4: the header makes it an output")
+    assert m.notes[1].startswith("slot 5: the header makes it an input")
+    assert said == [f"{path}: {n}" for n in m.notes]
+    assert [(t.slot, t.direction) for t in m.inputs + m.outputs] == [(4, "input"), (5, "output")]
+    x = ints((1, 1, 1, 77), 22)
+    same(m.predict([x])[0], np.maximum(x, np.float16(0)))
+    # A program without corrections has none, and warns nothing.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ane_rs.Model(fixture("relu.anec"), device="model").notes == []
 
 
 def test_model_device_has_no_node():

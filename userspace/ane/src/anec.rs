@@ -679,16 +679,21 @@ impl Anec {
         v
     }
 
-    /// Converts a compiled H13 HWX program, as eiln's `anecc` does: the
-    /// payload is `__text`, zero padding to a 16-byte boundary, then
+    /// Converts a compiled H13 HWX program, much as eiln's `anecc` does:
+    /// the payload is `__text`, zero padding to a 16-byte boundary, then
     /// `__const`, and the tensors take `.anec`'s positional slots (outputs
-    /// from slot 4, then inputs, each in the order of their HWX slots).
-    /// Compilers up to macOS 13 already place them so, and the payload is
-    /// then the HWX's bytes unchanged; macOS 14 and later put the output
-    /// after the inputs, and then every TD header's slot fields (RBase,
-    /// WBase, TBase, KBase) are rewritten to the new slots, so that the
-    /// header's roles are what the descriptors do. Scratch slots (2–3)
-    /// get their segment's size. The payload offset is 0x1000.
+    /// from slot 4, then inputs), each **in the order the compiler
+    /// declared them** (load-command order): positional input k of the
+    /// `.anec` is positional input k of the HWX. anecc orders them by HWX
+    /// slot instead, which swaps the inputs of a program whose compiler
+    /// declared the input in slot 6 before the one in slot 5 (tinygrad's
+    /// sum and concat); this conversion differs from anecc's output there.
+    /// When every tensor is already in its place (compilers up to macOS 13
+    /// with inputs declared in slot order) the payload is the HWX's bytes
+    /// unchanged; otherwise every TD header's slot fields (RBase, WBase,
+    /// TBase, KBase) are rewritten to the new slots, so that the header's
+    /// roles are what the descriptors do. Scratch slots (2–3) get their
+    /// segment's size. The payload offset is 0x1000.
     pub fn from_hwx(hwx: &Hwx) -> Result<Anec, ConvertError> {
         let arch = hwx.arch();
         if arch != AneArch::H13 {
@@ -703,18 +708,18 @@ impl Anec {
         payload.resize(tsk.len().div_ceil(16) * 16, 0);
         payload.extend_from_slice(hwx.weights());
 
-        let mut outputs: Vec<&hwx::HwxTensor> = hwx
+        // Declared (load-command) order, the order positional callers use
+        // for the HWX: not slot order.
+        let outputs: Vec<&hwx::HwxTensor> = hwx
             .tensors()
             .iter()
             .filter(|t| t.direction == Direction::Output)
             .collect();
-        let mut inputs: Vec<&hwx::HwxTensor> = hwx
+        let inputs: Vec<&hwx::HwxTensor> = hwx
             .tensors()
             .iter()
             .filter(|t| t.direction == Direction::Input)
             .collect();
-        outputs.sort_by_key(|t| t.slot);
-        inputs.sort_by_key(|t| t.slot);
         let outputs_end = FIRST_IO_SLOT + outputs.len();
         let inputs_end = outputs_end + inputs.len();
 
@@ -725,9 +730,10 @@ impl Anec {
                 .map_err(|_| ConvertError::TooLarge { slot, bytes })
         };
         // Where each tensor goes: outputs from slot 4, then inputs, each in
-        // the order of their HWX slots. Compilers before macOS 14 already
-        // lay them out so; later ones put the output after the inputs, and
-        // then the task descriptors are rewritten to address the new slots.
+        // the order the compiler declared them. Where that moves a tensor
+        // (macOS 14 and later put the output after the inputs; some
+        // compilers declare slot 6 before slot 5), the task descriptors are
+        // rewritten to address the new slots.
         let mut relocate: Vec<(u8, u8)> = Vec::new();
         for (to, t) in (FIRST_IO_SLOT..).zip(outputs.iter().chain(inputs.iter())) {
             if t.slot != to {

@@ -897,6 +897,16 @@ pub struct Bo<'d> {
     map: Option<*mut c_void>,
 }
 
+// SAFETY: a `Bo` is a GEM handle, plain numbers and, once mapped, a private
+// mapping of the BO. The mapping is reachable only through `map(&mut
+// self)`, so a shared `&Bo` exposes no memory; moving a `Bo` to another
+// thread moves the sole owner of the mapping and of the handle, which any
+// thread may unmap and close. The `&Device` it holds is itself Send and
+// Sync (an fd the kernel serializes ioctls on).
+unsafe impl Send for Bo<'_> {}
+// SAFETY: see `Send` above: `&Bo` gives no access to the mapping.
+unsafe impl Sync for Bo<'_> {}
+
 impl Bo<'_> {
     /// GEM handle.
     pub fn handle(&self) -> u32 {
@@ -1020,6 +1030,16 @@ pub fn tensor_binding(t: &crate::builder::TensorSlot, bo: &Bo<'_>) -> uapi::Bind
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device, its buffers and programs can be shared between threads
+    /// (the Python binding's classes are used from several).
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Device>();
+        send_sync::<Bo<'static>>();
+        send_sync::<Program<'static>>();
+    }
 
     #[test]
     fn staging_layout() {

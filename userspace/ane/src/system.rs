@@ -425,12 +425,17 @@ fn walk_ane_nodes(
 
 /// Reads the device tree, or `None` when the machine has none. A kernel
 /// built with `CONFIG_OF` on a non-DT machine (x86) exposes an empty tree
-/// without a root `compatible`; that counts as none.
+/// without a root `compatible`; that counts as none. The tree is read at
+/// `/sys/firmware/devicetree/base`, or at `/proc/device-tree` (normally a
+/// link to it) when sysfs does not show it.
 pub fn device_tree(root: &SysRoot) -> Result<Option<DeviceTree>, Error> {
-    let base = root.path("/sys/firmware/devicetree/base");
-    if !base.is_dir() {
+    let base = ["/sys/firmware/devicetree/base", "/proc/device-tree"]
+        .iter()
+        .map(|p| root.path(p))
+        .find(|p| p.is_dir());
+    let Some(base) = base else {
         return Ok(None);
-    }
+    };
     let compatible = read_strings(&base.join("compatible"))?;
     if compatible.is_empty() {
         return Ok(None);
@@ -957,6 +962,18 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         fs::create_dir_all(t.path().join("sys/firmware/devicetree/base")).unwrap();
         assert!(device_tree(&SysRoot::new(t.path())).unwrap().is_none());
+    }
+
+    #[test]
+    fn proc_device_tree_is_read_when_sysfs_shows_none() {
+        let t = tempfile::tempdir().unwrap();
+        write(
+            t.path(),
+            "proc/device-tree/compatible",
+            b"apple,j274\0apple,t8103\0apple,arm-platform\0",
+        );
+        let tree = device_tree(&SysRoot::new(t.path())).unwrap().unwrap();
+        assert_eq!(tree.soc.as_deref(), Some("T8103 (M1)"));
     }
 
     #[test]
