@@ -263,6 +263,12 @@ fstep "qemu arm64 7.2: modalias load, bind, sysfs unbind/rebind" \
 # Installation: device tree, DKMS, packages (each builds for real in the
 # chroot; see the scripts).
 step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
+# ane-dt run as docs/install.md says in roots shaped like Arch Linux ARM,
+# Fedora Asahi Remix and upstream asahi-scripts, then each distribution's own
+# update-m1n1 (../shared/targets/distro-scripts): the ANE node must be in
+# the board's tree of the payload, through a kernel upgrade and an exact
+# remove.
+step "device tree: ane-dt against Arch Linux ARM's, Fedora's and upstream's own update-m1n1 (payload split, ANE node in the board's tree, kernel upgrade, exact remove)" tools/dt/distros.sh
 # DKMS against the kernels this tier built: arm64 7.3 and 7.2 (GCC) and the
 # x86_64 sanitizer kernel (clang: DKMS must add LLVM=1).
 step "dkms: real add/build against the arm64 7.3 and 7.2 and the x86_64 (clang) kernels" \
