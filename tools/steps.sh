@@ -20,8 +20,8 @@ step() {
 	printf '\n%s %s\n' "$ANE_STEP_MARK" "$name"
 	rc=0
 	"$@" || rc=$?
-	printf '%s %s: %s s (rc %s; %s s since the start)\n' "$ANE_STEP_MARK" "${name%%:*}" \
-		"$(($(date +%s) - t0))" "$rc" "$(($(date +%s) - ANE_T0))"
+	printf '%s took %s s (rc %s; %s s since the start): %s\n' "$ANE_STEP_MARK" \
+		"$(($(date +%s) - t0))" "$rc" "$(($(date +%s) - ANE_T0))" "$name"
 	if [ "$rc" = 0 ]; then
 		ANE_PASSED=$((ANE_PASSED + 1))
 		ANE_RESULTS+=("PASS  $name ($(($(date +%s) - t0)) s)")

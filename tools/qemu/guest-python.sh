@@ -27,8 +27,17 @@ site=$root/usr/lib/python3/dist-packages
 # static C runtime of the guest's test binaries.
 wheels=$(mktemp -d)
 trap 'rm -rf "$wheels"' EXIT
-(cd "$src/userspace/ane-py" && env -u RUSTFLAGS CARGO_TARGET_DIR="$target" \
-	"$venv/bin/maturin" build --release --locked --interpreter "$venv/bin/python" -o "$wheels")
+# The wheel tools/py/check.sh built from the same sources, when there is
+# one (tools/py/wheel-key.sh); otherwise built here.
+key=$(/src/tools/py/wheel-key.sh "$src")
+if compgen -G "/cache/wheels/$key/ane_rs-*-abi3-*x86_64.whl" >/dev/null; then
+	echo "[ane-cache] hit wheels/$key" >&2
+	cp /cache/wheels/"$key"/ane_rs-*-abi3-*x86_64.whl "$wheels/"
+else
+	echo "[ane-cache] build the x86_64 wheel (no wheels/$key)" >&2
+	(cd "$src/userspace/ane-py" && env -u RUSTFLAGS CARGO_TARGET_DIR="$target" \
+		"$venv/bin/maturin" build --release --locked --interpreter "$venv/bin/python" -o "$wheels")
+fi
 wheel=$(echo "$wheels"/ane_rs-*-abi3-*x86_64.whl)
 [ -f "$wheel" ] || { echo "guest-python: no x86_64 abi3 wheel in $wheels" >&2; exit 1; }
 
