@@ -9,15 +9,17 @@
 //! TileDMASrc, L2, PE, NE, TileDMADst), every register written in every TD;
 //! TDs are laid out 0x300 apart and linked by NextPointer/NextSize, the last
 //! one carrying EON (`shared/reference/td.md` §1.1, §3.3). The register
-//! values follow the compiled fixtures (`td.md` §1.4–§1.6); the tests
-//! compare the builder's TDs with the fixtures field by field and list every
-//! deliberate difference.
+//! values follow the compiled fixtures (`td.md` §1.4–§1.6); the oracle test
+//! (`builder/oracle.rs`) compares the builder's TDs with every
+//! Apple-compiled fixture of the same op and shape, register by register,
+//! and lists every remaining difference with its reason.
 //!
 //! # Operations
 //!
 //! | builder | engine | TDs |
 //! |---|---|---|
-//! | [`add`], [`mul`] | planar engine, two sources (OpMode 0 / 1) | 1 |
+//! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
+//! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
 //! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
@@ -110,6 +112,8 @@ use crate::hw::td::{
 };
 use crate::tensor::{Shape, ShapeError, BUFFER_GRANULE};
 
+#[cfg(test)]
+mod oracle;
 #[cfg(test)]
 mod tests;
 
@@ -901,6 +905,16 @@ pub fn mul(shape: &Shape) -> Result<Program, BuildError> {
     binary(shape, PeOp::Mul)
 }
 
+/// Elementwise `out = max(a, b)` (slots as [`add`]).
+pub fn max(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Max)
+}
+
+/// Elementwise `out = min(a, b)` (slots as [`add`]).
+pub fn min(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Min)
+}
+
 /// `out = (a + b) · c`, two TDs: `t = a + b` into scratch slot 3, then
 /// `out = t · c`. Inputs `a`, `b`, `c` in slots 5, 6, 7; each step rounds
 /// to fp16, so the result is `fp16(fp16(a + b) · c)`.
@@ -1025,6 +1039,173 @@ impl KernelLayout {
     }
 }
 
+/// One neural engine TD.
+#[derive(Clone, Copy, Debug)]
+struct NeTask {
+    src: Loc,
+    dst: Loc,
+    /// The coefficient layout and the byte offset of its first channel in
+    /// slot 1: a 1×1 convolution; `None`: a pass-through of each channel.
+    kernel: Option<(KernelLayout, u32)>,
+    act: Activation,
+}
+
+/// The pass-through's registers where they differ from a convolution's
+/// (tinygrad's relu, compiler v4.2.1): MACCfg OpMode 4 + KernelMode 1
+/// (`0x11000C` without its NonlinearMode), KernelCfg without a kernel
+/// format, Common Cfg, GroupConvCfg with UnicastEn (bit 14), and the
+/// destination in L2BfrMode like a planar result.
+const MAC_CFG_PASS: u32 = 0x10_000C;
+const KERNEL_CFG_PASS: u32 = 0x80;
+const CFG_NE_PASS: u32 = 0x401_0101;
+const GROUP_CONV_PASS: u32 = 0x1_4001;
+const TDST_CFG_PASS: u32 = TDST_CFG_PE;
+
+/// TD `k` of `n` running `t` from a tensor of geometry `gi` to one of
+/// `go`; `written` are the slots earlier TDs of the chain wrote.
+fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> TdBuild {
+    let first = k == 0;
+    let mut td = TdBuild::new();
+    chain_header(&mut td, k, n);
+    // Kernel DMA: channels in use enabled at base + i · chunk, the others
+    // disabled with the 64-byte size the compiler leaves there.
+    let (on_channels, chunk, kbase, ocg_log) = match t.kernel {
+        Some((k, base)) => (k.channels, k.chunk_bytes, base, k.ocg_log),
+        None => (0, 0, 0, 0),
+    };
+    if t.kernel.is_some() {
+        td.set(kdma::WORD_00, KDMA_W0);
+    }
+    for i in 0..kdma::COEFF_CHANNELS {
+        let on = i < on_channels;
+        td.set(
+            kdma::COEFF_DMA_CONFIG.at(i),
+            if on { COEFF_ON } else { COEFF_OFF },
+        );
+        td.set(
+            kdma::COEFF_BASE_ADDR.at(i),
+            if on { kbase + i * chunk } else { 0 },
+        );
+        td.set(
+            kdma::COEFF_BFR_SIZE.at(i),
+            if on { chunk } else { COEFF_OFF_SIZE },
+        );
+    }
+    for i in 0..kdma::EXTRA_CHANNELS {
+        td.set(kdma::EXTRA_CONFIG.at(i), COEFF_OFF);
+    }
+    td.common(gi, go, ocg_log);
+    td.set(common::CH_CFG, CH_CFG_ONE);
+    // Cfg: bits 0 and 2, ShPref = ShMin = ShMax = 4, ActiveNE =
+    // ceil(log2(min(Cout, 16))) (conv: 2, gemm: 4), AccDoubleBufEn unless
+    // every coefficient channel is in use (set in conv, clear in gemm).
+    let active = (go.c.min(16)).next_power_of_two().trailing_zeros();
+    let cfg = regs::CommonCfg(0b101)
+        .with(regs::CommonCfg::SH_PREF, 4)
+        .with(regs::CommonCfg::SH_MIN, 4)
+        .with(regs::CommonCfg::SH_MAX, 4)
+        .with(regs::CommonCfg::ACTIVE_NE, active)
+        .with(
+            regs::CommonCfg::ACC_DOUBLE_BUF_EN,
+            u32::from(on_channels < kdma::COEFF_CHANNELS),
+        );
+    let conv = t.kernel.is_some();
+    td.set(common::CFG, if conv { cfg.0 } else { CFG_NE_PASS });
+    if !conv {
+        td.set(common::GROUP_CONV_CFG, GROUP_CONV_PASS);
+    }
+    td.set(common::TASK_INFO, TASK_INFO_NE);
+    td.source(0, t.src, gi, written.contains(&t.src.slot));
+    td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE);
+    td.set(tile_src::WORD_40, TSRC_W40_NE);
+    let scratch = t.dst.slot == SLOT_SCRATCH;
+    let dcfg = if conv { TDST_CFG_CONV } else { TDST_CFG_PASS };
+    td.dest(
+        t.dst,
+        go,
+        dcfg | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 },
+    );
+
+    // L2.
+    let ch = l2::channel_stride(gi.w);
+    let ibytes = gi.c.saturating_mul(ch);
+    let obytes = go.c.saturating_mul(ch);
+    let srow = ibytes.saturating_add(l2::conv_pad(ibytes, 0x30));
+    td.set(l2r::SOURCE_CFG, l2::source_cfg(first, false));
+    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+    td.set(l2r::SOURCE_ROW_STRIDE, srow);
+    td.set(l2r::WORD_14, ibytes);
+    td.set(l2r::WORD_18, ibytes);
+    td.set(l2r::RESULT_CFG, l2::result_cfg(first, conv));
+    td.set(l2r::RESULT_BASE, srow.saturating_mul(gi.tile_height()));
+    if conv {
+        td.set(l2r::CONV_RESULT_CHANNEL_STRIDE, ch);
+        td.set(
+            l2r::CONV_RESULT_ROW_STRIDE,
+            obytes.saturating_add(l2::conv_pad(obytes, 0x20)),
+        );
+        td.set(l2r::WORD_40, obytes);
+        td.set(l2r::WORD_44, obytes);
+    }
+
+    // Neural engine: fp16 kernel, convolution or pass-through, the
+    // activation, PostScale 1.0.
+    td.set(
+        ne::KERNEL_CFG,
+        if conv {
+            KERNEL_CFG_F16
+        } else {
+            KERNEL_CFG_PASS
+        },
+    );
+    let mac = if t.kernel.is_some() {
+        MAC_CFG_CONV
+    } else {
+        MAC_CFG_PASS
+    };
+    td.set(
+        ne::MAC_CFG,
+        regs::MacCfg(mac)
+            .with(regs::MacCfg::NONLINEAR_MODE, t.act.nonlinear_mode())
+            .0,
+    );
+    td.set(ne::POST_SCALE, POST_SCALE_ONE);
+    td.words[8] = header::ENE.put(td.words[8], active + 1);
+    if t.kernel.is_some() {
+        td.words[9] = W9_KERNEL;
+    }
+    td
+}
+
+/// Elementwise ReLU on the neural engine (a pass-through with
+/// NonlinearMode 1, no coefficients): `x` in slot 5, `out` in slot 4.
+pub fn relu(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: None,
+            act: Activation::Relu,
+        },
+        &g,
+        &g,
+        0,
+        1,
+        &[],
+    );
+    Ok(Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: 1,
+        tsk: assemble(&[td]),
+        weights: Vec::new(),
+        tensors: sorted(vec![
+            slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+    })
+}
+
 fn new_shape(field: &'static str, c: usize, h: usize, w: usize) -> Result<Shape, BuildError> {
     Shape::new(1, c, h, w).map_err(|source| BuildError::Shape { field, source })
 }
@@ -1057,84 +1238,19 @@ fn conv_program(
     let gi = Geom::new(&xs, names.0)?;
     let go = Geom::new(&os, names.1)?;
 
-    let mut td = TdBuild::new();
-    chain_header(&mut td, 0, 1);
-    // Kernel DMA: channels in use enabled at k · chunk, the others
-    // disabled with the 64-byte size the compiler leaves there.
-    td.set(kdma::WORD_00, KDMA_W0);
-    for i in 0..kdma::COEFF_CHANNELS {
-        let on = i < k.channels;
-        td.set(
-            kdma::COEFF_DMA_CONFIG.at(i),
-            if on { COEFF_ON } else { COEFF_OFF },
-        );
-        td.set(
-            kdma::COEFF_BASE_ADDR.at(i),
-            if on { i * k.chunk_bytes } else { 0 },
-        );
-        td.set(
-            kdma::COEFF_BFR_SIZE.at(i),
-            if on { k.chunk_bytes } else { COEFF_OFF_SIZE },
-        );
-    }
-    for i in 0..kdma::EXTRA_CHANNELS {
-        td.set(kdma::EXTRA_CONFIG.at(i), COEFF_OFF);
-    }
-    td.common(&gi, &go, k.ocg_log);
-    td.set(common::CH_CFG, CH_CFG_ONE);
-    // Cfg: bits 0 and 2, ShPref = ShMin = ShMax = 4, ActiveNE =
-    // ceil(log2(min(Cout, 16))) (conv: 2, gemm: 4), AccDoubleBufEn unless
-    // every coefficient channel is in use (set in conv, clear in gemm).
-    let active = (go.c.min(16)).next_power_of_two().trailing_zeros();
-    let cfg = regs::CommonCfg(0b101)
-        .with(regs::CommonCfg::SH_PREF, 4)
-        .with(regs::CommonCfg::SH_MIN, 4)
-        .with(regs::CommonCfg::SH_MAX, 4)
-        .with(regs::CommonCfg::ACTIVE_NE, active)
-        .with(
-            regs::CommonCfg::ACC_DOUBLE_BUF_EN,
-            u32::from(k.channels < kdma::COEFF_CHANNELS),
-        );
-    td.set(common::CFG, cfg.0);
-    td.set(common::TASK_INFO, TASK_INFO_NE);
-    td.source(0, input(0), &gi, false);
-    td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE);
-    td.set(tile_src::WORD_40, TSRC_W40_NE);
-    td.dest(OUT, &go, TDST_CFG_CONV);
-
-    // L2.
-    let ch = l2::channel_stride(gi.w);
-    let ibytes = gi.c.saturating_mul(ch);
-    let obytes = go.c.saturating_mul(ch);
-    let srow = ibytes.saturating_add(l2::conv_pad(ibytes, 0x30));
-    td.set(l2r::SOURCE_CFG, l2::source_cfg(true, false));
-    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
-    td.set(l2r::SOURCE_ROW_STRIDE, srow);
-    td.set(l2r::WORD_14, ibytes);
-    td.set(l2r::WORD_18, ibytes);
-    td.set(l2r::RESULT_CFG, l2::result_cfg(true, true));
-    td.set(l2r::RESULT_BASE, srow.saturating_mul(gi.tile_height()));
-    td.set(l2r::CONV_RESULT_CHANNEL_STRIDE, ch);
-    td.set(
-        l2r::CONV_RESULT_ROW_STRIDE,
-        obytes.saturating_add(l2::conv_pad(obytes, 0x20)),
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: Some((k, 0)),
+            act,
+        },
+        &gi,
+        &go,
+        0,
+        1,
+        &[],
     );
-    td.set(l2r::WORD_40, obytes);
-    td.set(l2r::WORD_44, obytes);
-
-    // Neural engine: fp16 kernel, convolution, the activation, PostScale
-    // 1.0.
-    td.set(ne::KERNEL_CFG, KERNEL_CFG_F16);
-    td.set(
-        ne::MAC_CFG,
-        regs::MacCfg(MAC_CFG_CONV)
-            .with(regs::MacCfg::NONLINEAR_MODE, act.nonlinear_mode())
-            .0,
-    );
-    td.set(ne::POST_SCALE, POST_SCALE_ONE);
-    td.words[8] = header::ENE.put(td.words[8], active + 1);
-    td.words[9] = W9_KERNEL;
-
     let tensors = sorted(vec![
         slot_of(&xs, "x", SLOT_FIRST_INPUT, Direction::In),
         slot_of(&os, "out", SLOT_OUTPUT, Direction::Out),
