@@ -296,9 +296,9 @@ impl Activation {
 // Register values taken from the fixtures (td.md §1.4).
 
 /// fp16 1.0.
-const F16_ONE: u16 = 0x3C00;
+pub(crate) const F16_ONE: u16 = 0x3C00;
 /// fp32 1.0.
-const F32_ONE: u32 = 0x3F80_0000;
+pub(crate) const F32_ONE: u32 = 0x3F80_0000;
 /// fp32 +∞.
 const F32_INF: u32 = 0x7F80_0000;
 
@@ -371,23 +371,23 @@ const POST_SCALE_ONE: u32 = 0x3C00;
 
 /// A place in a BAR slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    slot: u32,
-    offset: u32,
+pub(crate) struct Loc {
+    pub(crate) slot: u32,
+    pub(crate) offset: u32,
 }
 
 /// One planar engine TD.
 #[derive(Clone, Copy, Debug)]
-struct PeTask {
-    op: PeOp,
-    src0: Loc,
-    src1: Option<Loc>,
-    dst: Loc,
+pub(crate) struct PeTask {
+    pub(crate) op: PeOp,
+    pub(crate) src0: Loc,
+    pub(crate) src1: Option<Loc>,
+    pub(crate) dst: Loc,
     /// PreScale, Scale, Bias as fp16 bits; FinalScale as fp32 bits.
-    pre: u16,
-    scale: u16,
-    bias: u16,
-    fin: u32,
+    pub(crate) pre: u16,
+    pub(crate) scale: u16,
+    pub(crate) bias: u16,
+    pub(crate) fin: u32,
 }
 
 impl PeTask {
@@ -407,20 +407,20 @@ impl PeTask {
 
 /// The TD-level geometry of a tensor in the ANE layout (strides in bytes).
 #[derive(Clone, Copy, Debug)]
-struct Geom {
-    c: u32,
-    h: u32,
-    w: u32,
-    row: u32,
-    plane: u32,
+pub(crate) struct Geom {
+    pub(crate) c: u32,
+    pub(crate) h: u32,
+    pub(crate) w: u32,
+    pub(crate) row: u32,
+    pub(crate) plane: u32,
     /// `c · plane`: the tiled bytes, the DepthStride the compilers write.
-    bytes: u32,
+    pub(crate) bytes: u32,
 }
 
 impl Geom {
     /// The geometry of `shape` with N·C channels, checked against the
     /// register widths. `what` names the tensor in errors.
-    fn new(shape: &Shape, what: &'static str) -> Result<Geom, BuildError> {
+    pub(crate) fn new(shape: &Shape, what: &'static str) -> Result<Geom, BuildError> {
         let l = shape.layout();
         let c = shape
             .n()
@@ -732,100 +732,130 @@ fn assemble(tds: &[TdBuild]) -> Vec<u8> {
 }
 
 /// Rounds up to the 16 KiB buffer granule.
-fn granule(bytes: u64) -> u64 {
+pub(crate) fn granule(bytes: u64) -> u64 {
     bytes.div_ceil(BUFFER_GRANULE as u64) * BUFFER_GRANULE as u64
 }
 
 /// Builds a chain of planar engine TDs over tensors of geometry `g`.
-/// Sources that read what an earlier TD wrote get DependencyMode 1;
-/// destinations in the scratch slot get the intermediate cache hint.
 fn pe_program(tasks: &[PeTask], g: &Geom, tensors: Vec<TensorSlot>) -> Program {
-    let n = tasks.len() as u32;
+    let steps: Vec<Step> = tasks.iter().map(|t| Step::Pe(*t, *g)).collect();
+    chain_program(&steps, tensors, Vec::new())
+}
+
+/// One TD of a chain.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// A planar engine TD over tensors of one geometry.
+    Pe(PeTask, Geom),
+    /// A neural engine TD from the first geometry to the second.
+    Ne(NeTask, Geom, Geom),
+}
+
+/// The program running `steps` in order, one TD each, with `weights` in
+/// slot 1.
+pub(crate) fn chain_program(steps: &[Step], tensors: Vec<TensorSlot>, weights: Vec<u8>) -> Program {
+    let n = steps.len() as u32;
     let mut written: Vec<u32> = Vec::new();
-    let mut tds = Vec::with_capacity(tasks.len());
-    for (k, t) in tasks.iter().enumerate() {
+    let mut tds = Vec::with_capacity(steps.len());
+    for (k, s) in steps.iter().enumerate() {
         let k = k as u32;
-        let first = k == 0;
-        let two = t.src1.is_some();
-        let mut td = TdBuild::new();
-        chain_header(&mut td, k, n);
-        td.common(g, g, 0);
-        td.set(common::CH_CFG, if two { CH_CFG_TWO } else { CH_CFG_ONE });
-        td.set(common::WORD_2C, COMMON_W2C_PE);
-        td.set(common::CFG, if two { CFG_PE_TWO } else { CFG_PE_ONE });
-        td.source(0, t.src0, g, written.contains(&t.src0.slot));
-        match t.src1 {
-            Some(s1) => td.source(1, s1, g, written.contains(&s1.slot)),
-            None => td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE),
-        }
-        let scratch = t.dst.slot == SLOT_SCRATCH;
-        let cfg = TDST_CFG_PE | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 };
-        td.dest(t.dst, g, cfg);
-        written.push(t.dst.slot);
-
-        // L2.
-        let ch = l2::channel_stride(g.w);
-        let cbytes = g.c.saturating_mul(ch);
-        let pad = if two { l2::pe_pad(g.c) } else { 0 };
-        let srow = cbytes.saturating_add(pad);
-        let rows = srow.saturating_mul(g.tile_height());
-        td.set(l2r::SOURCE_CFG, l2::source_cfg(first, two));
-        td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
-        td.set(l2r::SOURCE_ROW_STRIDE, srow);
-        td.set(l2r::WORD_14, cbytes);
-        td.set(l2r::WORD_18, cbytes);
-        let result_base = if two {
-            let src1 = rows.saturating_add(pad);
-            td.set(l2r::SRC1_BASE, src1);
-            td.set(l2r::SRC1_CHANNEL_STRIDE, ch);
-            td.set(l2r::SRC1_ROW_STRIDE, srow);
-            td.set(l2r::SRC1_WORD_28, cbytes);
-            td.set(l2r::SRC1_WORD_2C, cbytes);
-            src1.saturating_add(rows)
-        } else {
-            rows
+        let (td, dst) = match s {
+            Step::Pe(t, g) => (pe_td(t, g, k, n, &written), t.dst),
+            Step::Ne(t, gi, go) => (ne_td(t, gi, go, k, n, &written), t.dst),
         };
-        td.set(l2r::RESULT_CFG, l2::result_cfg(first, false));
-        td.set(l2r::RESULT_BASE, result_base);
-
-        // The planar engine.
-        let op = match t.op {
-            PeOp::Add => 0,
-            PeOp::Mul => 1,
-            PeOp::Max => 2,
-            PeOp::Min => 3,
-        };
-        let mut cfg = regs::PeCfg(0).with(regs::PeCfg::OP_MODE, op);
-        if two {
-            cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
-        }
-        td.set(pe::CFG, cfg.0);
-        td.set(
-            pe::BIAS_SCALE,
-            regs::PeBiasScale(0)
-                .with(regs::PeBiasScale::SCALE, u32::from(t.scale))
-                .with(regs::PeBiasScale::BIAS, u32::from(t.bias))
-                .0,
-        );
-        td.set(
-            pe::PRE_SCALE,
-            regs::PePreScale(0)
-                .with(regs::PePreScale::SCALE, u32::from(t.pre))
-                .0,
-        );
-        td.set(pe::FINAL_SCALE, t.fin);
+        written.push(dst.slot);
         tds.push(td);
     }
     Program {
         td_size: TD_SIZE_STANDARD,
         td_count: n,
         tsk: assemble(&tds),
-        weights: Vec::new(),
+        weights,
         tensors,
     }
 }
 
-fn slot_of(shape: &Shape, name: &'static str, slot: u32, direction: Direction) -> TensorSlot {
+/// TD `k` of `n` running `t` over tensors of geometry `g`. Sources that
+/// read what an earlier TD wrote (`written`) get DependencyMode 1;
+/// destinations in the scratch slot get the intermediate cache hint.
+fn pe_td(t: &PeTask, g: &Geom, k: u32, n: u32, written: &[u32]) -> TdBuild {
+    let first = k == 0;
+    let two = t.src1.is_some();
+    let mut td = TdBuild::new();
+    chain_header(&mut td, k, n);
+    td.common(g, g, 0);
+    td.set(common::CH_CFG, if two { CH_CFG_TWO } else { CH_CFG_ONE });
+    td.set(common::WORD_2C, COMMON_W2C_PE);
+    td.set(common::CFG, if two { CFG_PE_TWO } else { CFG_PE_ONE });
+    td.source(0, t.src0, g, written.contains(&t.src0.slot));
+    match t.src1 {
+        Some(s1) => td.source(1, s1, g, written.contains(&s1.slot)),
+        None => td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE),
+    }
+    let scratch = t.dst.slot == SLOT_SCRATCH;
+    let cfg = TDST_CFG_PE | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 };
+    td.dest(t.dst, g, cfg);
+
+    // L2.
+    let ch = l2::channel_stride(g.w);
+    let cbytes = g.c.saturating_mul(ch);
+    let pad = if two { l2::pe_pad(g.c) } else { 0 };
+    let srow = cbytes.saturating_add(pad);
+    let rows = srow.saturating_mul(g.tile_height());
+    td.set(l2r::SOURCE_CFG, l2::source_cfg(first, two));
+    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+    td.set(l2r::SOURCE_ROW_STRIDE, srow);
+    td.set(l2r::WORD_14, cbytes);
+    td.set(l2r::WORD_18, cbytes);
+    let result_base = if two {
+        let src1 = rows.saturating_add(pad);
+        td.set(l2r::SRC1_BASE, src1);
+        td.set(l2r::SRC1_CHANNEL_STRIDE, ch);
+        td.set(l2r::SRC1_ROW_STRIDE, srow);
+        td.set(l2r::SRC1_WORD_28, cbytes);
+        td.set(l2r::SRC1_WORD_2C, cbytes);
+        src1.saturating_add(rows)
+    } else {
+        rows
+    };
+    td.set(l2r::RESULT_CFG, l2::result_cfg(first, false));
+    td.set(l2r::RESULT_BASE, result_base);
+
+    // The planar engine.
+    let op = match t.op {
+        PeOp::Add => 0,
+        PeOp::Mul => 1,
+        PeOp::Max => 2,
+        PeOp::Min => 3,
+    };
+    let mut cfg = regs::PeCfg(0).with(regs::PeCfg::OP_MODE, op);
+    if two {
+        cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
+    }
+    td.set(pe::CFG, cfg.0);
+    td.set(
+        pe::BIAS_SCALE,
+        regs::PeBiasScale(0)
+            .with(regs::PeBiasScale::SCALE, u32::from(t.scale))
+            .with(regs::PeBiasScale::BIAS, u32::from(t.bias))
+            .0,
+    );
+    td.set(
+        pe::PRE_SCALE,
+        regs::PePreScale(0)
+            .with(regs::PePreScale::SCALE, u32::from(t.pre))
+            .0,
+    );
+    td.set(pe::FINAL_SCALE, t.fin);
+    td
+}
+
+pub(crate) fn slot_of(
+    shape: &Shape,
+    name: &'static str,
+    slot: u32,
+    direction: Direction,
+) -> TensorSlot {
     TensorSlot {
         name,
         slot,
@@ -1027,7 +1057,7 @@ impl KernelLayout {
     }
 
     /// Packs `[cout][cin]` weights.
-    fn pack(&self, weights: &[f16], cin: usize) -> Vec<u8> {
+    pub(crate) fn pack(&self, weights: &[f16], cin: usize) -> Vec<u8> {
         let mut buf = vec![0u8; self.total_bytes()];
         for (oc, row) in weights.chunks_exact(cin).enumerate() {
             for (ic, w) in row.iter().enumerate() {
@@ -1041,13 +1071,13 @@ impl KernelLayout {
 
 /// One neural engine TD.
 #[derive(Clone, Copy, Debug)]
-struct NeTask {
-    src: Loc,
-    dst: Loc,
+pub(crate) struct NeTask {
+    pub(crate) src: Loc,
+    pub(crate) dst: Loc,
     /// The coefficient layout and the byte offset of its first channel in
     /// slot 1: a 1×1 convolution; `None`: a pass-through of each channel.
-    kernel: Option<(KernelLayout, u32)>,
-    act: Activation,
+    pub(crate) kernel: Option<(KernelLayout, u32)>,
+    pub(crate) act: Activation,
 }
 
 /// The pass-through's registers where they differ from a convolution's
