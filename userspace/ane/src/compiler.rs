@@ -50,6 +50,7 @@
 //! the hardware record; [`Target::T6021`] is refused.
 
 pub mod onnx;
+pub mod zoo;
 
 use std::collections::HashMap;
 
