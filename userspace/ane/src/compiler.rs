@@ -949,5 +949,73 @@ impl Compiled {
     }
 }
 
+impl Compiled {
+    /// Runs the compiled model once on the host engine model, through the
+    /// path every program takes: the `.anec` bytes are loaded as a
+    /// [`ProgramFile`](crate::program::ProgramFile) (validated, slots
+    /// bound as EXEC would), the inputs given by model name in the model's
+    /// own order and shape (rounded to fp16), and the output returned in
+    /// the model's order. Scratch starts as 0xA5 bytes, the output as NaN.
+    pub fn run_on_model(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<f32>, String> {
+        use crate::program::{ModelRun, ProgramFile};
+        let file = self.to_anec().map_err(|e| e.to_string())?.to_bytes();
+        let p = ProgramFile::parse(std::path::Path::new("compiled.anec"), &file)
+            .map_err(|e| e.to_string())?;
+        for t in p
+            .tensors
+            .iter()
+            .filter(|t| t.direction == crate::hwx::Direction::Input)
+        {
+            if !inputs.iter().any(|(n, _)| *n == t.name) {
+                return Err(format!("input '{}' is not given", t.name));
+            }
+        }
+        let mut run = ModelRun::new(&p, |_, b| -> Result<Vec<u8>, String> {
+            let Some(i) = b.tensor else {
+                return Ok(vec![0xA5; b.size as usize]);
+            };
+            let t = &p.tensors[i];
+            let mut buf = vec![0xFF; b.size as usize];
+            if t.direction == crate::hwx::Direction::Input {
+                let (_, v) = inputs
+                    .iter()
+                    .find(|(n, _)| *n == t.name)
+                    .ok_or_else(|| format!("input '{}' is not given", t.name))?;
+                if v.len() as u64 != t.elements() {
+                    return Err(format!(
+                        "input '{}' has {} values, {} expected",
+                        t.name,
+                        v.len(),
+                        t.elements()
+                    ));
+                }
+                let dense: Vec<u8> = v
+                    .iter()
+                    .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+                    .collect();
+                t.pack(&dense, &mut buf);
+            }
+            Ok(buf)
+        })?;
+        run.execute(&crate::hw::engine::Options::default())
+            .map_err(|e| format!("the engine model refused the program: {e:?}"))?;
+        let (k, b) = p
+            .bindings
+            .iter()
+            .enumerate()
+            .find(|(_, b)| {
+                b.tensor
+                    .is_some_and(|i| p.tensors[i].direction == crate::hwx::Direction::Output)
+            })
+            .ok_or("the program has no output")?;
+        let t = &p.tensors[b.tensor.unwrap_or_default()];
+        let dense = t.unpack(run.buffer(k).ok_or("no output buffer")?);
+        Ok(dense
+            .chunks(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect())
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -20,8 +20,7 @@
 
 use super::onnx::*;
 use super::*;
-use crate::hw::engine;
-use crate::parity::{HostMem, Rng};
+use crate::parity::Rng;
 use crate::program::ProgramFile;
 
 use super::zoo::{self, model, node};
@@ -45,47 +44,7 @@ fn run(bytes: &[u8], inputs: &[(&str, &[f32])]) -> (Compiled, Vec<f32>) {
             .iter()
             .any(|s| s.name == t.name && s.slot == t.slot as usize));
     }
-    let mut mem = HostMem::default();
-    let mut bars = [0u64; crate::hw::td::BAR_SLOTS];
-    bars[0] = 0x1000_0000;
-    bars[1] = bars[0] + p.tsk_size.next_multiple_of(16);
-    mem.map(bars[0], p.payload.clone());
-    let mut at = Vec::new();
-    for (k, b) in p.bindings.iter().enumerate() {
-        let iova = 0x4000_0000 + k as u64 * 0x1000_0000;
-        mem.map(iova, vec![0xFF; b.size as usize]);
-        bars[b.slot as usize] = iova;
-        at.push((b.tensor, iova));
-    }
-    let iova_of = |i: usize| at.iter().find(|(t, _)| *t == Some(i)).unwrap().1;
-    for (name, vals) in inputs {
-        let i = p.tensors.iter().position(|t| t.name == *name).unwrap();
-        // The model's own order: TensorSpec maps it.
-        let dense: Vec<u8> = vals
-            .iter()
-            .flat_map(|&v| f16::from_f32(v).to_le_bytes())
-            .collect();
-        p.tensors[i].pack(&dense, mem.region_mut(iova_of(i)).unwrap());
-    }
-    engine::execute(
-        &mut mem,
-        bars[0],
-        p.td_size,
-        p.td_count,
-        &bars,
-        &engine::Options::default(),
-    )
-    .unwrap_or_else(|e| panic!("the engine model refused it: {e:?}"));
-    let o = p
-        .tensors
-        .iter()
-        .position(|t| t.direction == crate::hwx::Direction::Output)
-        .unwrap();
-    let dense = p.tensors[o].unpack(mem.region(iova_of(o)).unwrap());
-    let out = dense
-        .chunks(2)
-        .map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32())
-        .collect();
+    let out = c.run_on_model(inputs).unwrap();
     (c, out)
 }
 
