@@ -28,6 +28,9 @@ use std::fmt::Write as _;
 
 use super::*;
 use crate::anec::Anec;
+use crate::compiler::onnx::{TensorProto, ValueInfoProto};
+use crate::compiler::zoo::{model, node};
+use crate::compiler::{compile as compile_onnx, Target};
 use crate::hw::td::Td;
 use crate::hwx::testdata::read_tar_gz;
 use crate::hwx::Hwx;
@@ -54,6 +57,9 @@ struct Case {
     roles: Option<Vec<(u32, bool)>>,
     /// The builder's program, or why there is none.
     built: Result<Program, String>,
+    /// The same op and shape as an ONNX model, when the compiler covers
+    /// it: its program is compared with the fixture too.
+    onnx: Option<Vec<u8>>,
     allowed: Vec<Allowed>,
     allowed_header: Vec<(usize, &'static str)>,
 }
@@ -300,6 +306,7 @@ fn named_case(file: &str, bytes: &[u8]) -> Case {
         weights: None,
         roles: Some(roles),
         built: Err(String::new()),
+        onnx: None,
         allowed: Vec::new(),
         allowed_header: Vec::new(),
     };
@@ -308,37 +315,44 @@ fn named_case(file: &str, bytes: &[u8]) -> Case {
         "tinygrad_sum.hwx" | "sum.anec" => {
             c.op = "add (1,64,1,1)".into();
             c.built = add(&shape(1, 64, 1, 1)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_binary("Add", &[1, 64, 1, 1]));
             c.allowed = vec![zero_pad()];
         }
         "mul_zin541_macos12.hwx" => {
             c.op = "mul (1,64,1,1)".into();
             c.built = mul(&shape(1, 64, 1, 1)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_binary("Mul", &[1, 64, 1, 1]));
             c.allowed = group_strides();
         }
         "mul_zin764_macos14.hwx" => {
             c.op = "mul (1,64,1,1)".into();
             c.built = mul(&shape(1, 64, 1, 1)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_binary("Mul", &[1, 64, 1, 1]));
             c.allowed = macos14_spurious();
             c.allowed_header = vec![(2, "v7.6.4 LogEvents 0x42A, v4.2.1/v5.4.1 0x422")];
         }
         "tinygrad_conv.hwx" | "conv.anec" => {
             c.op = "conv1x1 3->3, W = 2.0".into();
             c.built = conv1x1(3, 3, 1, 1, &conv_w(0x4000)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_conv(3, 3, 2.0));
             c.weights = Some(weights);
         }
         "tinygrad_conv3_w3.hwx" => {
             c.op = "conv1x1 3->3, W = 3.0".into();
             c.built = conv1x1(3, 3, 1, 1, &conv_w(0x4200)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_conv(3, 3, 3.0));
             c.weights = Some(weights);
         }
         "tinygrad_gemm.hwx" => {
             c.op = "linear 512->512, W = 0".into();
             c.built = linear(1, 512, 512, &vec![f16::ZERO; 512 * 512]).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_matmul(1, 512, 512));
             c.weights = Some(weights);
         }
         "tinygrad_relu.hwx" | "relu.anec" => {
             c.op = "relu (1,1,1,77)".into();
             c.built = relu(&shape(1, 1, 1, 77)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_unary("Relu", &[1, 1, 1, 77]));
         }
         "tinygrad_sigmoid.hwx" => {
             c.op = "sigmoid (1,1,1,77)".into();
@@ -380,6 +394,15 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         .unwrap()
         .trim_end_matches(".bin")
         .to_string();
+    let dims = [1, s.c(), s.h(), s.w()];
+    let onnx = match op.as_str() {
+        "add" => Some(onnx_binary("Add", &dims)),
+        "mul" => Some(onnx_binary("Mul", &dims)),
+        "max" => Some(onnx_binary("Max", &dims)),
+        "min" => Some(onnx_binary("Min", &dims)),
+        "relu" => Some(onnx_unary("Relu", &dims)),
+        _ => None,
+    };
     let built = match op.as_str() {
         "add" => add(&s).map_err(|e| e.to_string()),
         "mul" => mul(&s).map_err(|e| e.to_string()),
@@ -470,9 +493,61 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         weights: None,
         roles: None,
         built,
+        onnx,
         allowed,
         allowed_header,
     }
+}
+
+// The same ops as ONNX models, for the compiler.
+
+fn vi(name: &str, dims: &[usize]) -> ValueInfoProto {
+    let d: Vec<i64> = dims.iter().map(|&v| v as i64).collect();
+    ValueInfoProto::float(name, &d)
+}
+
+fn onnx_binary(op: &str, dims: &[usize]) -> Vec<u8> {
+    model(
+        vec![node("op", op, &["a", "b"], &["out"], vec![])],
+        vec![],
+        vec![vi("a", dims), vi("b", dims)],
+        vi("out", dims),
+    )
+}
+
+fn onnx_unary(op: &str, dims: &[usize]) -> Vec<u8> {
+    model(
+        vec![node("op", op, &["x"], &["out"], vec![])],
+        vec![],
+        vec![vi("x", dims)],
+        vi("out", dims),
+    )
+}
+
+fn onnx_conv(cin: usize, cout: usize, w: f32) -> Vec<u8> {
+    model(
+        vec![node("conv", "Conv", &["x", "W"], &["out"], vec![])],
+        vec![TensorProto::float(
+            "W",
+            &[cout as i64, cin as i64, 1, 1],
+            &vec![w; cin * cout],
+        )],
+        vec![vi("x", &[1, cin, 1, 1])],
+        vi("out", &[1, cout, 1, 1]),
+    )
+}
+
+fn onnx_matmul(batch: usize, k: usize, n: usize) -> Vec<u8> {
+    model(
+        vec![node("fc", "MatMul", &["x", "W"], &["out"], vec![])],
+        vec![TensorProto::float(
+            "W",
+            &[k as i64, n as i64],
+            &vec![0.0; k * n],
+        )],
+        vec![vi("x", &[batch, k])],
+        vi("out", &[batch, n]),
+    )
 }
 
 fn cases() -> Option<Vec<Case>> {
@@ -512,7 +587,7 @@ fn every_fixture_against_the_builder() {
     let mut errors = Vec::new();
     // register -> (cases compared in, cases equal in, differences)
     let mut per_reg: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let (mut built, mut total_fields, mut total_equal) = (0, 0, 0);
+    let (mut built, mut compiled, mut total_fields, mut total_equal) = (0, 0, 0, 0);
     writeln!(
         table,
         "{:<48} {:<34} {:>3} {:>8} {:>6} {:>6}",
@@ -554,13 +629,50 @@ fn every_fixture_against_the_builder() {
                     ));
                 }
                 errors.extend(o.errors.into_iter().map(|e| format!("{}: {e}", c.fixture)));
+                // The compiler, from the same op and shape as ONNX.
+                if let Some(m) = &c.onnx {
+                    compiled += 1;
+                    let label = format!("{} [onnx]", c.fixture);
+                    let cp = match compile_onnx(m, Target::H13) {
+                        Ok(cp) => cp.program,
+                        Err(e) => {
+                            errors.push(format!("{label}: the compiler refuses it: {e}"));
+                            continue;
+                        }
+                    };
+                    if let Err(e) = cp.validate() {
+                        errors.push(format!("{label}: the kernel's validator refuses it: {e}"));
+                    }
+                    let o = compare(c, &cp);
+                    total_fields += o.compared;
+                    total_equal += o.equal;
+                    writeln!(
+                        table,
+                        "{:<48} {:<34} {:>3} {:>8} {:>6} {:>6}",
+                        label,
+                        c.op,
+                        c.tds,
+                        o.compared,
+                        o.equal,
+                        o.diffs.len()
+                    )
+                    .unwrap();
+                    for (k, name, f, b, why) in &o.diffs {
+                        per_reg.entry(name.clone()).or_default().push(format!(
+                            "{label} TD {k}: fixture {f:#x}, compiler {b:#x}: {}",
+                            why.unwrap_or("NOT LISTED")
+                        ));
+                    }
+                    errors.extend(o.errors.into_iter().map(|e| format!("{label}: {e}")));
+                }
             }
         }
     }
     println!("{table}");
     println!(
-        "{built} of {} fixture programs built; {total_equal} of {total_fields} header words \
-         and registers equal; every other one below",
+        "{built} of {} fixture programs built by the builder, {compiled} also compiled from \
+         ONNX; {total_equal} of {total_fields} header words and registers equal; every other \
+         one below",
         cases.len()
     );
     println!("{:<28} difference", "field");
