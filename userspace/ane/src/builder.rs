@@ -20,6 +20,7 @@
 //! |---|---|---|
 //! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
 //! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
+//! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
 //! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
@@ -280,6 +281,10 @@ pub enum Activation {
     None,
     /// `max(x, 0)`, `−0` and negatives to `+0` (NonlinearMode 1).
     Relu,
+    /// The logistic function through the engine's table
+    /// ([`sigmoid_table`], NonlinearMode 2, loaded by kernel DMA channel
+    /// 0); only on a pass-through ([`sigmoid`]).
+    Sigmoid,
 }
 
 impl Activation {
@@ -288,6 +293,7 @@ impl Activation {
         match self {
             Activation::None => 0,
             Activation::Relu => 1,
+            Activation::Sigmoid => 2,
         }
     }
 }
@@ -1078,6 +1084,9 @@ pub(crate) struct NeTask {
     /// slot 1: a 1×1 convolution; `None`: a pass-through of each channel.
     pub(crate) kernel: Option<(KernelLayout, u32)>,
     pub(crate) act: Activation,
+    /// Byte offset in slot 1 of the [`sigmoid_table`] when `act` is
+    /// [`Activation::Sigmoid`] (a pass-through only).
+    pub(crate) lut: u32,
 }
 
 /// The pass-through's registers where they differ from a convolution's
@@ -1099,11 +1108,15 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
     chain_header(&mut td, k, n);
     // Kernel DMA: channels in use enabled at base + i · chunk, the others
     // disabled with the 64-byte size the compiler leaves there.
+    // The table of a sigmoid is channel 0's 128 bytes (tinygrad's
+    // sigmoid).
+    let table = t.kernel.is_none() && t.act == Activation::Sigmoid;
     let (on_channels, chunk, kbase, ocg_log) = match t.kernel {
         Some((k, base)) => (k.channels, k.chunk_bytes, base, k.ocg_log),
+        None if table => (1, LUT_BYTES, t.lut, 0),
         None => (0, 0, 0, 0),
     };
-    if t.kernel.is_some() {
+    if on_channels > 0 {
         td.set(kdma::WORD_00, KDMA_W0);
     }
     for i in 0..kdma::COEFF_CHANNELS {
@@ -1201,7 +1214,7 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
     );
     td.set(ne::POST_SCALE, POST_SCALE_ONE);
     td.words[8] = header::ENE.put(td.words[8], active + 1);
-    if t.kernel.is_some() {
+    if on_channels > 0 {
         td.words[9] = W9_KERNEL;
     }
     td
@@ -1217,6 +1230,7 @@ pub fn relu(shape: &Shape) -> Result<Program, BuildError> {
             dst: OUT,
             kernel: None,
             act: Activation::Relu,
+            lut: 0,
         },
         &g,
         &g,
@@ -1229,6 +1243,86 @@ pub fn relu(shape: &Shape) -> Result<Program, BuildError> {
         td_count: 1,
         tsk: assemble(&[td]),
         weights: Vec::new(),
+        tensors: sorted(vec![
+            slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+    })
+}
+
+/// Bytes of a non-linearity table.
+pub const LUT_BYTES: u32 = 0x80;
+
+/// The logistic function's table, as Apple's compiler v4.2.1 writes it
+/// (tinygrad's `sigmoid.hwx`; layout in the engine model's `lut.rs`):
+/// halves `x_lo = −9.9375`, `x_hi = 8.3203125` (clamps, from the fixture:
+/// no rule for them is known; `x_hi` is `fp16(logit(1 − 2^−12))`, where
+/// the logistic function rounds to 1), `y_lo = 0`, `y_hi = 1`; 33 samples
+/// `fp16(σ(x))` (round to nearest even) at `x = −8, −7.5, …, 8`; the left
+/// tail the line from `(x_lo, 0)` to the first sample, the right one from
+/// the last sample to `(x_hi, 1)`, slope and intercept each rounded to
+/// fp16; grid exponent 1 (step 1/2); flags 1.
+pub fn sigmoid_table() -> [u8; LUT_BYTES as usize] {
+    let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
+    let h = |v: f64| f16::from_f64(v).to_bits();
+    let (x_lo, x_hi) = (
+        f64::from(f16::from_bits(0xC8F8)),
+        f64::from(f16::from_bits(0x4829)),
+    );
+    let mut halves = [0u16; LUT_BYTES as usize / 2];
+    halves[0] = h(x_lo);
+    halves[1] = h(x_hi);
+    halves[2] = 0;
+    halves[3] = F16_ONE;
+    let samples: Vec<f64> = (0..33)
+        .map(|i| f64::from(f16::from_f64(sig(-8.0 + 0.5 * f64::from(i)))))
+        .collect();
+    for (i, v) in samples.iter().enumerate() {
+        halves[4 + i] = h(*v);
+    }
+    let (x0, y0) = (-8.0, samples[0]);
+    let left = y0 / (x0 - x_lo);
+    halves[37] = h(left);
+    halves[38] = h(-left * x_lo);
+    let (x1, y1) = (8.0, samples[32]);
+    let right = (1.0 - y1) / (x_hi - x1);
+    halves[39] = h(right);
+    halves[40] = h(y1 - right * x1);
+    halves[41] = 1;
+    halves[42] = 1;
+    let mut out = [0u8; LUT_BYTES as usize];
+    for (i, v) in halves.iter().enumerate() {
+        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// Elementwise logistic function on the neural engine: a pass-through
+/// with NonlinearMode 2 and [`sigmoid_table`] in slot 1; `x` in slot 5,
+/// `out` in slot 4. Accuracy: the table interpolates linearly between
+/// samples 1/2 apart (error at most `h²/8 · max|σ''| ≈ 0.003` before
+/// rounding), clamps to 0 below −9.9375 and to 1 above 8.3203125.
+pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: None,
+            act: Activation::Sigmoid,
+            lut: 0,
+        },
+        &g,
+        &g,
+        0,
+        1,
+        &[],
+    );
+    Ok(Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: 1,
+        tsk: assemble(&[td]),
+        weights: sigmoid_table().to_vec(),
         tensors: sorted(vec![
             slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
             slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
@@ -1274,6 +1368,7 @@ fn conv_program(
             dst: OUT,
             kernel: Some((k, 0)),
             act,
+            lut: 0,
         },
         &gi,
         &go,

@@ -21,6 +21,7 @@
 //! | `Conv` (1×1 kernel, stride 1, no padding, group 1, batch 1; W and B constant) | 1×1 convolution; bias as a planar add | 1 (+1 with B) |
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
+//! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
 //! | `Add`, `Mul`, `Max`, `Min` of two activations of the same shape | planar engine, two sources | 1 |
 //! | `Add`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
 //!
@@ -171,11 +172,12 @@ enum Op {
         b: Operand,
         out: String,
     },
-    /// ReLU pass-through.
-    Relu {
+    /// A neural-engine pass-through with ReLU or the sigmoid table.
+    Unary {
         node: String,
         x: String,
         out: String,
+        act: Activation,
     },
 }
 
@@ -578,10 +580,23 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     }
                 }
                 (
-                    Some(Op::Relu {
+                    Some(Op::Unary {
                         node: node_name(n),
                         x: src.clone(),
                         out: out.clone(),
+                        act: Activation::Relu,
+                    }),
+                    x.dims.clone(),
+                )
+            }
+            "Sigmoid" => {
+                let x = val_of(&n.input[0])?;
+                (
+                    Some(Op::Unary {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                        act: Activation::Sigmoid,
                     }),
                     x.dims.clone(),
                 )
@@ -638,7 +653,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Add, Mul, Max, Min)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Add, Mul, Max, Min)")))
             }
         };
         if let Some(o) = new_op {
@@ -777,6 +792,7 @@ fn lower(
                         dst: conv_dst,
                         kernel: Some((k, kat)),
                         act: fused,
+                        lut: 0,
                     },
                     gi,
                     go,
@@ -818,6 +834,7 @@ fn lower(
                                 dst,
                                 kernel: None,
                                 act: Activation::Relu,
+                                lut: 0,
                             },
                             go,
                             go,
@@ -864,16 +881,22 @@ fn lower(
                     geom(&s, node)?,
                 ));
             }
-            Op::Relu { node, x, out } => {
+            Op::Unary { node, x, out, act } => {
                 let (src, s) = loc_of(vals, &mut place, x)?;
                 let (dst, _) = loc_of(vals, &mut place, out)?;
                 let g = geom(&s, node)?;
+                let lut = if *act == Activation::Sigmoid {
+                    push_const(&mut weights, &builder::sigmoid_table())
+                } else {
+                    0
+                };
                 steps.push(Step::Ne(
                     NeTask {
                         src,
                         dst,
                         kernel: None,
-                        act: Activation::Relu,
+                        act: *act,
+                        lut,
                     },
                     g,
                     g,

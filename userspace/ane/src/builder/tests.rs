@@ -599,3 +599,43 @@ fn relu_on_the_model() {
         assert!(st.passed(), "relu {s}: {st:?}");
     }
 }
+
+/// The sigmoid table through the engine model: within the table's
+/// interpolation error of the correctly rounded logistic function, exact
+/// at the samples (x = k/2 in [−8, 8]), 0 and 1 beyond the clamps, NaN
+/// kept.
+#[test]
+fn sigmoid_on_the_model() {
+    let s = shape(1, 3, 4, 40);
+    let p = sigmoid(&s).unwrap();
+    p.validate().unwrap();
+    let mut rng = Rng::new(12);
+    let mut x: Vec<f16> = (0..s.elements())
+        .map(|_| f16::from_f32((rng.below(4001) as f32 - 2000.0) / 100.0))
+        .collect();
+    for (i, k) in (-16..=16).enumerate() {
+        x[i] = f16::from_f32(k as f32 / 2.0);
+    }
+    x[40] = f16::NAN;
+    x[41] = f16::INFINITY;
+    x[42] = f16::NEG_INFINITY;
+    let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+    let want = reference::sigmoid(&x, Rounding::NearestEven);
+    let mut worst = 0f32;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if x[i].is_nan() {
+            assert!(g.is_nan());
+            continue;
+        }
+        let e = (f32::from(*g) - f32::from(*w)).abs();
+        if i < 33 {
+            assert_eq!(g.to_bits(), w.to_bits(), "sample x = {}", x[i]);
+        }
+        assert!(e <= 0.0035, "x = {}: {g} vs {w}", x[i]);
+        worst = worst.max(e);
+    }
+    assert_eq!(got[41], f16::ONE);
+    assert_eq!(got[42], f16::ZERO);
+    println!("sigmoid: max abs error {worst:.2e} from the correctly rounded logistic");
+    assert!(worst > 0.0, "the data exercises the interpolation");
+}

@@ -6,17 +6,7 @@
 //! compared with an f64 CPU evaluation of the ONNX model (the f32
 //! weights, no fp16 rounding anywhere).
 //!
-//! # Tolerance
-//!
-//! The engine computes in fp16 storage: the weights, constants, inputs and
-//! every TD's result are rounded to fp16 (relative error at most 2^-11
-//! each), a convolution accumulates in binary32. For a layer `y = W·x + b`
-//! the error of one output is at most about `3·2^-11 · Σ|W_ji·x_i| + 2·2^-11·|b_j|`
-//! plus the propagated error of `x`. The tests bound each output by
-//! `TOL · (Σ over the layers of the largest |activation|)` with `TOL =
-//! 2^-9` (four single-rounding units per layer's scale: the weight, input,
-//! accumulation-result and bias-add roundings, propagated through weights
-//! of magnitude below 1), and print the measured maximum error.
+//! The tolerance is the zoo's (see [`super::zoo`]).
 
 use super::onnx::*;
 use super::*;
@@ -48,25 +38,18 @@ fn run(bytes: &[u8], inputs: &[(&str, &[f32])]) -> (Compiled, Vec<f32>) {
     (c, out)
 }
 
-const TOL: f64 = 1.0 / 512.0;
-
-fn check(name: &str, got: &[f32], want: &[f64], scale: f64) -> f64 {
-    assert_eq!(got.len(), want.len(), "{name}");
-    let mut worst = 0f64;
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let e = (f64::from(*g) - w).abs();
-        assert!(
-            e <= TOL * scale,
-            "{name}: element {i}: engine {g}, reference {w}, error {e} > {}",
-            TOL * scale
-        );
-        worst = worst.max(e);
-    }
+/// Checks `got` against the example's reference and bound; returns the
+/// max error.
+fn check(ex: &zoo::Example, got: &[f32]) -> f64 {
+    let e = ex
+        .max_error(got)
+        .unwrap_or_else(|e| panic!("{}: {e}", ex.name));
     println!(
-        "{name}: max abs error {worst:.3e} (bound {:.3e})",
-        TOL * scale
+        "{}: max abs error {e:.3e} (bound {:.3e})",
+        ex.name,
+        ex.bound()
     );
-    worst
+    e
 }
 
 #[test]
@@ -83,7 +66,7 @@ fn the_zoo_matches_the_cpu() {
             assert_eq!(c.io.last().unwrap().name, ex.output.0);
             assert_eq!(c.io.last().unwrap().dims, ex.output.1);
             assert_eq!(c.io[0].dims, ex.inputs[0].1);
-            check(&ex.name, &got, &ex.reference, ex.scale);
+            check(&ex, &got);
         }
     }
     // The MLP at other batches.
@@ -91,7 +74,7 @@ fn the_zoo_matches_the_cpu() {
     for b in [1, 9, 33] {
         let ex = zoo::mlp3(&mut rng, b);
         let (_, got) = run(&ex.onnx, &[("x", &ex.inputs[0].2)]);
-        check(&ex.name, &got, &ex.reference, ex.scale);
+        check(&ex, &got);
     }
 }
 
