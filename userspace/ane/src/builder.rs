@@ -21,6 +21,7 @@
 //! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
 //! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
 //! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
+//! | [`concat`] | two neural engine pass-through copies into channel ranges of the output | 2 |
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
 //! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
@@ -261,6 +262,14 @@ pub enum BuildError {
         found: usize,
         /// What the count is made of.
         shape: &'static str,
+    },
+    /// Operands whose shapes do not fit together.
+    #[error("{field}: {reason}")]
+    Mismatch {
+        /// The operand.
+        field: &'static str,
+        /// Why.
+        reason: &'static str,
     },
     /// A tensor shape is not valid.
     #[error("{field}: {source}")]
@@ -1087,6 +1096,10 @@ pub(crate) struct NeTask {
     /// Byte offset in slot 1 of the [`sigmoid_table`] when `act` is
     /// [`Activation::Sigmoid`] (a pass-through only).
     pub(crate) lut: u32,
+    /// The whole destination tensor when the TD writes part of it (a
+    /// channel range of a concat: `dst` is then the range's start and the
+    /// destination strides are the whole tensor's).
+    pub(crate) dst_whole: Option<Geom>,
 }
 
 /// The pass-through's registers where they differ from a convolution's
@@ -1097,6 +1110,9 @@ pub(crate) struct NeTask {
 const MAC_CFG_PASS: u32 = 0x10_000C;
 const KERNEL_CFG_PASS: u32 = 0x80;
 const CFG_NE_PASS: u32 = 0x401_0101;
+/// Common Cfg of a pass-through without a non-linearity: tinygrad's
+/// concat copies set bits 12 and 21 too (their meaning is unknown).
+const CFG_NE_COPY: u32 = 0x421_1101;
 const GROUP_CONV_PASS: u32 = 0x1_4001;
 const TDST_CFG_PASS: u32 = TDST_CFG_PE;
 
@@ -1153,7 +1169,14 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
             u32::from(on_channels < kdma::COEFF_CHANNELS),
         );
     let conv = t.kernel.is_some();
-    td.set(common::CFG, if conv { cfg.0 } else { CFG_NE_PASS });
+    td.set(
+        common::CFG,
+        match (conv, t.act) {
+            (true, _) => cfg.0,
+            (false, Activation::None) => CFG_NE_COPY,
+            (false, _) => CFG_NE_PASS,
+        },
+    );
     if !conv {
         td.set(common::GROUP_CONV_CFG, GROUP_CONV_PASS);
     }
@@ -1165,7 +1188,7 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
     let dcfg = if conv { TDST_CFG_CONV } else { TDST_CFG_PASS };
     td.dest(
         t.dst,
-        go,
+        t.dst_whole.as_ref().unwrap_or(go),
         dcfg | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 },
     );
 
@@ -1173,7 +1196,13 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
     let ch = l2::channel_stride(gi.w);
     let ibytes = gi.c.saturating_mul(ch);
     let obytes = go.c.saturating_mul(ch);
-    let srow = ibytes.saturating_add(l2::conv_pad(ibytes, 0x30));
+    // Rows of 0x400 bytes or more are padded by 0x30 for a convolution
+    // (gemm), not for a pass-through (concat's 0x40000-byte rows).
+    let srow = if conv {
+        ibytes.saturating_add(l2::conv_pad(ibytes, 0x30))
+    } else {
+        ibytes
+    };
     td.set(l2r::SOURCE_CFG, l2::source_cfg(first, false));
     td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
     td.set(l2r::SOURCE_ROW_STRIDE, srow);
@@ -1231,6 +1260,7 @@ pub fn relu(shape: &Shape) -> Result<Program, BuildError> {
             kernel: None,
             act: Activation::Relu,
             lut: 0,
+            dst_whole: None,
         },
         &g,
         &g,
@@ -1311,6 +1341,7 @@ pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
             kernel: None,
             act: Activation::Sigmoid,
             lut: 0,
+            dst_whole: None,
         },
         &g,
         &g,
@@ -1328,6 +1359,51 @@ pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
             slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
         ]),
     })
+}
+
+/// Channel concatenation `out = [a; b]` of two `(1, C, H, W)` tensors of
+/// equal H and W, as tinygrad's compiled concat does it: two
+/// neural-engine pass-through copies, the first of `a` into channels
+/// `0..Ca` of `out`, the second of `b` into `Ca..Ca+Cb` (the destination
+/// base moved by `Ca` planes, its strides the whole output's). `a` in
+/// slot 5, `b` in slot 6, `out` in slot 4.
+pub fn concat(a: &Shape, b: &Shape) -> Result<Program, BuildError> {
+    if a.n() != 1 || b.n() != 1 || (a.h(), a.w()) != (b.h(), b.w()) {
+        return Err(BuildError::Mismatch {
+            field: "b",
+            reason: "a concat needs batch 1 and equal H and W",
+        });
+    }
+    let out = new_shape("output", a.c() + b.c(), a.h(), a.w())?;
+    let (ga, gb, go) = (
+        Geom::new(a, "shape")?,
+        Geom::new(b, "shape")?,
+        Geom::new(&out, "shape")?,
+    );
+    let copy = |src: Loc, at: u32| NeTask {
+        src,
+        dst: Loc {
+            slot: SLOT_OUTPUT,
+            offset: at,
+        },
+        kernel: None,
+        act: Activation::None,
+        lut: 0,
+        dst_whole: Some(go),
+    };
+    let steps = [
+        Step::Ne(copy(input(0), 0), ga, ga),
+        Step::Ne(copy(input(1), ga.c * go.plane), gb, gb),
+    ];
+    Ok(chain_program(
+        &steps,
+        sorted(vec![
+            slot_of(a, "a", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(b, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+            slot_of(&out, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+        Vec::new(),
+    ))
 }
 
 fn new_shape(field: &'static str, c: usize, h: usize, w: usize) -> Result<Shape, BuildError> {
@@ -1369,6 +1445,7 @@ fn conv_program(
             kernel: Some((k, 0)),
             act,
             lut: 0,
+            dst_whole: None,
         },
         &gi,
         &go,

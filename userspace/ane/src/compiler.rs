@@ -22,6 +22,7 @@
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
 //! | `Add`, `Mul`, `Max`, `Min` of two activations of the same shape | planar engine, two sources | 1 |
 //! | `Add`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
 //!
@@ -170,6 +171,12 @@ enum Op {
         op: PeOp,
         a: String,
         b: Operand,
+        out: String,
+    },
+    /// Channel concatenation: one pass-through copy per input.
+    Concat {
+        node: String,
+        inputs: Vec<String>,
         out: String,
     },
     /// A neural-engine pass-through with ReLU or the sigmoid table.
@@ -601,6 +608,39 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
+            "Concat" => {
+                let vs = n
+                    .input
+                    .iter()
+                    .map(|i| val_of(i))
+                    .collect::<Result<Vec<Val>, _>>()?;
+                let rank = vs[0].dims.len() as i64;
+                let mut axis = n.int("axis", 1);
+                if axis < 0 {
+                    axis += rank;
+                }
+                if axis != 1 {
+                    return Err(unsupported(n, format!("axis {} of a rank-{rank} tensor: only the channel / feature axis (1) is supported", n.int("axis", 1))));
+                }
+                let mut dims = vs[0].dims.clone();
+                dims[1] = 0;
+                for v in &vs {
+                    let mut d = v.dims.clone();
+                    d[1] = dims[1];
+                    if d != dims {
+                        return Err(unsupported(n, format!("inputs {:?} and {:?} differ beyond the concatenated axis", vs[0].dims, v.dims)));
+                    }
+                    dims[1] += v.dims[1];
+                }
+                (
+                    Some(Op::Concat {
+                        node: node_name(n),
+                        inputs: n.input.clone(),
+                        out: out.clone(),
+                    }),
+                    dims,
+                )
+            }
             "Add" | "Mul" | "Max" | "Min" => {
                 if n.input.len() != 2 {
                     return Err(unsupported(n, "exactly two inputs are supported"));
@@ -653,7 +693,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Add, Mul, Max, Min)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Concat, Add, Mul, Max, Min)")))
             }
         };
         if let Some(o) = new_op {
@@ -793,6 +833,7 @@ fn lower(
                         kernel: Some((k, kat)),
                         act: fused,
                         lut: 0,
+                        dst_whole: None,
                     },
                     gi,
                     go,
@@ -835,6 +876,7 @@ fn lower(
                                 kernel: None,
                                 act: Activation::Relu,
                                 lut: 0,
+                                dst_whole: None,
                             },
                             go,
                             go,
@@ -881,6 +923,31 @@ fn lower(
                     geom(&s, node)?,
                 ));
             }
+            Op::Concat { node, inputs, out } => {
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                let go = geom(&os, node)?;
+                let mut at = dst.offset;
+                for i in inputs {
+                    let (src, s) = loc_of(vals, &mut place, i)?;
+                    let g = geom(&s, node)?;
+                    steps.push(Step::Ne(
+                        NeTask {
+                            src,
+                            dst: Loc {
+                                slot: dst.slot,
+                                offset: at,
+                            },
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: Some(go),
+                        },
+                        g,
+                        g,
+                    ));
+                    at += g.c * go.plane;
+                }
+            }
             Op::Unary { node, x, out, act } => {
                 let (src, s) = loc_of(vals, &mut place, x)?;
                 let (dst, _) = loc_of(vals, &mut place, out)?;
@@ -897,6 +964,7 @@ fn lower(
                         kernel: None,
                         act: *act,
                         lut,
+                        dst_whole: None,
                     },
                     g,
                     g,

@@ -362,9 +362,15 @@ fn named_case(file: &str, bytes: &[u8]) -> Case {
         }
         "tinygrad_concat.hwx" => {
             c.op = "concat (1,16384,1,1)+(1,16,1,1)".into();
-            c.built = Err("not built: the builder has no concat (two NE pass-through \
-                           copies into one destination)"
-                .into());
+            c.built =
+                concat(&shape(1, 16384, 1, 1), &shape(1, 16, 1, 1)).map_err(|e| e.to_string());
+            c.onnx = Some(onnx_concat(&[1, 16384, 1, 1], &[1, 16, 1, 1]));
+            c.allowed_header = vec![(
+                4,
+                "W4 DebugLogEvents: this 2-TD chain of v4.2.1 has 0x68 / 0x6A, the same \
+                 compiler's single TDs (sum, conv, gemm, relu, sigmoid) and eiln's chains \
+                 0xFFF868 / 0xFFF86A, which the builder writes; a debug event mask",
+            )];
         }
         other => panic!("fixture {other} has no oracle case: add one"),
     }
@@ -520,6 +526,23 @@ fn onnx_unary(op: &str, dims: &[usize]) -> Vec<u8> {
         vec![],
         vec![vi("x", dims)],
         vi("out", dims),
+    )
+}
+
+fn onnx_concat(a: &[usize], b: &[usize]) -> Vec<u8> {
+    let mut out = a.to_vec();
+    out[1] += b[1];
+    model(
+        vec![node(
+            "cat",
+            "Concat",
+            &["a", "b"],
+            &["out"],
+            vec![crate::compiler::zoo::int_attr("axis", 1)],
+        )],
+        vec![],
+        vec![vi("a", a), vi("b", b)],
+        vi("out", &out),
     )
 }
 

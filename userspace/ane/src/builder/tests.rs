@@ -639,3 +639,22 @@ fn sigmoid_on_the_model() {
     println!("sigmoid: max abs error {worst:.2e} from the correctly rounded logistic");
     assert!(worst > 0.0, "the data exercises the interpolation");
 }
+
+/// Concat copies both inputs bit for bit into their channel ranges, on
+/// every class of value, NaN payloads aside.
+#[test]
+fn concat_on_the_model() {
+    let mut rng = Rng::new(4);
+    for (ca, cb, h, w) in [(3, 5, 2, 7), (16384, 16, 1, 1), (1, 1, 40, 33)] {
+        let (sa, sb) = (shape(1, ca, h, w), shape(1, cb, h, w));
+        let p = concat(&sa, &sb).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.td_count, 2);
+        let a = random_bits(&mut rng, sa.elements(), false);
+        let b = random_bits(&mut rng, sb.elements(), false);
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = a.iter().chain(&b).copied().collect();
+        assert_bits(&format!("concat {sa}+{sb}"), &got, &want);
+    }
+    assert!(concat(&shape(1, 2, 3, 4), &shape(1, 2, 3, 5)).is_err());
+}

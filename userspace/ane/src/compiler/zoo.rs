@@ -97,6 +97,7 @@ pub fn all(seed: u64) -> Vec<Example> {
         mlp_fused(&mut rng),
         conv_block(&mut rng),
         classifier(&mut rng),
+        branches(&mut rng),
     ]
 }
 
@@ -405,5 +406,68 @@ pub fn classifier(rng: &mut Rng) -> Example {
         // fc1, its bias, relu, fc2, the constant add, sigmoid.
         tds: 6,
         table_error: TABLE_ERROR,
+    }
+}
+
+/// Two 1×1 convolution branches of one input, concatenated on the
+/// channels and mixed by a third: Conv(8 → 6) → Relu and Conv(8 → 4) →
+/// Concat → Conv(10 → 5) on 1×8×4×6.
+pub fn branches(rng: &mut Rng) -> Example {
+    let (c, ca, cb, m, h, w) = (8, 6, 4, 5, 4, 6);
+    let wa = rand(rng, ca * c, 0.4);
+    let wb = rand(rng, cb * c, 0.4);
+    let wm = rand(rng, m * (ca + cb), 0.4);
+    let d = |v: &[usize]| -> Vec<i64> { v.iter().map(|&x| x as i64).collect() };
+    let bytes = model(
+        vec![
+            node("ca", "Conv", &["x", "wa"], &["a"], vec![]),
+            node("ra", "Relu", &["a"], &["ar"], vec![]),
+            node("cb", "Conv", &["x", "wb"], &["b"], vec![]),
+            node(
+                "cat",
+                "Concat",
+                &["ar", "b"],
+                &["ab"],
+                vec![int_attr("axis", 1)],
+            ),
+            node("mix", "Conv", &["ab", "wm"], &["y"], vec![]),
+        ],
+        vec![
+            TensorProto::float("wa", &d(&[ca, c, 1, 1]), &wa),
+            TensorProto::float("wb", &d(&[cb, c, 1, 1]), &wb),
+            TensorProto::float("wm", &d(&[m, ca + cb, 1, 1]), &wm),
+        ],
+        vec![ValueInfoProto::float("x", &d(&[1, c, h, w]))],
+        ValueInfoProto::float("y", &d(&[1, m, h, w])),
+    );
+    let x = rand(rng, c * h * w, 1.0);
+    let hw = h * w;
+    let conv = |x: &[f64], cin: usize, wt: &[f32], cout: usize| -> Vec<f64> {
+        let mut y = vec![0f64; cout * hw];
+        for o in 0..cout {
+            for p in 0..hw {
+                y[o * hw + p] = (0..cin)
+                    .map(|i| f64::from(wt[o * cin + i]) * x[i * hw + p])
+                    .sum();
+            }
+        }
+        y
+    };
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let a = relu(conv(&xd, c, &wa, ca));
+    let b = conv(&xd, c, &wb, cb);
+    let ab: Vec<f64> = a.iter().chain(&b).copied().collect();
+    let y = conv(&ab, ca + cb, &wm, m);
+    let scale = maxabs(&ab) + maxabs(&y);
+    Example {
+        name: "branches".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![1, c, h, w], x)],
+        output: ("y".into(), vec![1, m, h, w]),
+        reference: y,
+        scale,
+        // two convolutions, two concat copies, the mixing convolution.
+        tds: 5,
+        table_error: 0.0,
     }
 }
