@@ -23,9 +23,9 @@ pub const AFTER_HELP: &str =
   Sigmoid             the engine's table non-linearity (Apple's table: linear interpolation
                       between samples 1/2 apart, abs error <= 0.0035; 0/1 beyond -9.94/8.32)
   Concat              on the channel / feature axis (1): one copy TD per input
-  Add, Mul            two activations of the same shape, or an activation and a constant that
+  Add, Sub, Mul       two activations of the same shape, or an activation and a constant that
                       broadcasts to it (the constant is stored with the weights)
-  Max, Min            two activations of the same shape
+  Max, Min, Mean      two activations of the same shape (Mean of two inputs)
 Activations are [batch, features] (stored as (1, features, 1, batch)) or [1, C, H, W].
 The whole graph becomes one program: intermediates stay in the scratch buffer (slot 3),
 the output is slot 4, inputs from slot 5. The .anec keeps the model's input and output

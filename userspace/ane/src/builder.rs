@@ -19,6 +19,7 @@
 //! | builder | engine | TDs |
 //! |---|---|---|
 //! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
+//! | [`sub`], [`mean`] | planar engine add with PreScale −1 on `b` / Scale 0.5 (eiln's sub, ave) | 1 |
 //! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
 //! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
 //! | [`concat`] | two neural engine pass-through copies into channel ranges of the output | 2 |
@@ -312,6 +313,9 @@ impl Activation {
 
 /// fp16 1.0.
 pub(crate) const F16_ONE: u16 = 0x3C00;
+/// fp16 −1.0 and 0.5.
+pub(crate) const F16_MINUS_ONE: u16 = 0xBC00;
+pub(crate) const F16_HALF: u16 = 0x3800;
 /// fp32 1.0.
 pub(crate) const F32_ONE: u32 = 0x3F80_0000;
 /// fp32 +∞.
@@ -948,6 +952,41 @@ pub fn add(shape: &Shape) -> Result<Program, BuildError> {
 /// Elementwise `out = a · b` (slots as [`add`]).
 pub fn mul(shape: &Shape) -> Result<Program, BuildError> {
     binary(shape, PeOp::Mul)
+}
+
+/// Elementwise `out = a − b` as eiln's compiled sub does it:
+/// `(−1 · b) + a`, source 0 (PreScale's operand) reading `b`, source 1
+/// `a` (slots as [`add`]). One rounding: `fp16(a − b)`.
+pub fn sub(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        pre: F16_MINUS_ONE,
+        ..PeTask::two(PeOp::Add, input(1), input(0), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
+}
+
+/// Elementwise mean `out = (a + b) · 0.5` (Scale 0.5, eiln's `ave`;
+/// slots as [`add`]). The sum is rounded to binary32 before the halving,
+/// which is exact, so the result is `fp16((a + b) / 2)` unless `a + b`
+/// overflows binary32 (it cannot for fp16 operands).
+pub fn mean(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        scale: F16_HALF,
+        ..PeTask::two(PeOp::Add, input(0), input(1), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
 }
 
 /// Elementwise `out = max(a, b)` (slots as [`add`]).

@@ -23,8 +23,8 @@
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
-//! | `Add`, `Mul`, `Max`, `Min` of two activations of the same shape | planar engine, two sources | 1 |
-//! | `Add`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
+//! | `Add`, `Sub`, `Mul`, `Max`, `Min`, `Mean` (two inputs) of two activations of the same shape | planar engine, two sources (`Sub` as `(−1·y) + x`, `Mean` with Scale 0.5, as eiln's compiled sub and ave) | 1 |
+//! | `Add`, `Sub`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
 //!
 //! Everything else is refused with [`CompileError::Unsupported`], naming the
 //! node, its op and the reason; nothing falls back silently.
@@ -166,12 +166,15 @@ enum Op {
     },
     /// Two-source planar op; `b` is a value or a constant (dense, in the
     /// engine tensor's NCHW order).
+    /// `out = ((pre · a) ⊕ b) · scale`, `a` the planar engine's source 0.
     Binary {
         node: String,
         op: PeOp,
         a: String,
         b: Operand,
         out: String,
+        pre: u16,
+        scale: u16,
     },
     /// Channel concatenation: one pass-through copy per input.
     Concat {
@@ -641,36 +644,54 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     dims,
                 )
             }
-            "Add" | "Mul" | "Max" | "Min" => {
+            "Add" | "Mul" | "Max" | "Min" | "Sub" | "Mean" => {
                 if n.input.len() != 2 {
                     return Err(unsupported(n, "exactly two inputs are supported"));
                 }
                 let pe = match op {
-                    "Add" => PeOp::Add,
                     "Mul" => PeOp::Mul,
                     "Max" => PeOp::Max,
-                    _ => PeOp::Min,
+                    "Min" => PeOp::Min,
+                    _ => PeOp::Add,
                 };
-                let (a_name, b_name) = (&n.input[0], &n.input[1]);
-                let (a, b) = match (vals.get(a_name), vals.get(b_name)) {
-                    (Some(_), Some(_)) => (a_name, Operand::Value(b_name.clone())),
+                let one = builder::F16_ONE;
+                let scale = if op == "Mean" { builder::F16_HALF } else { one };
+                let (x_name, y_name) = (&n.input[0], &n.input[1]);
+                // (a, b, PreScale) with out = (pre · a) ⊕ b.
+                let (a, b, pre) = match (vals.get(x_name), vals.get(y_name)) {
+                    // x − y = (−1 · y) + x, as eiln's compiled sub.
+                    (Some(_), Some(_)) if op == "Sub" => {
+                        (y_name, Operand::Value(x_name.clone()), builder::F16_MINUS_ONE)
+                    }
+                    (Some(_), Some(_)) => (x_name, Operand::Value(y_name.clone()), one),
                     (Some(_), None) | (None, Some(_)) => {
-                        let (v, c) = if vals.contains_key(a_name) {
-                            (a_name, b_name)
+                        let x_is_value = vals.contains_key(x_name);
+                        let (v, c) = if x_is_value {
+                            (x_name, y_name)
                         } else {
-                            (b_name, a_name)
+                            (y_name, x_name)
                         };
-                        if !matches!(pe, PeOp::Add | PeOp::Mul) {
-                            return Err(unsupported(n, "a constant operand is supported for Add and Mul only"));
+                        if !matches!(op, "Add" | "Mul" | "Sub") {
+                            return Err(unsupported(n, "a constant operand is supported for Add, Sub and Mul only"));
                         }
                         let (cd, cv) = consts.get(c).ok_or_else(|| {
                             unsupported(n, format!("input '{c}' is not produced by a supported node"))
                         })?;
                         let x = &vals[v];
-                        let dense = broadcast_const(cv, cd, &x.dims, x.layout).ok_or_else(|| {
+                        let mut dense = broadcast_const(cv, cd, &x.dims, x.layout).ok_or_else(|| {
                             unsupported(n, format!("constant {cd:?} does not broadcast to {:?}", x.dims))
                         })?;
-                        (v, Operand::Const(dense))
+                        let mut pre = one;
+                        if op == "Sub" {
+                            if x_is_value {
+                                // x − c = x + (−c)
+                                dense.iter_mut().for_each(|v| *v = -*v);
+                            } else {
+                                // c − x = (−1 · x) + c
+                                pre = builder::F16_MINUS_ONE;
+                            }
+                        }
+                        (v, Operand::Const(dense), pre)
                     }
                     _ => return Err(unsupported(n, "needs at least one activation input")),
                 };
@@ -688,12 +709,14 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                         a: a.clone(),
                         b,
                         out: out.clone(),
+                        pre,
+                        scale,
                     }),
                     av.dims.clone(),
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Concat, Add, Mul, Max, Min)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Concat, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {
@@ -890,6 +913,8 @@ fn lower(
                 a,
                 b,
                 out,
+                pre,
+                scale,
             } => {
                 let (s0, s) = loc_of(vals, &mut place, a)?;
                 let s1 = match b {
@@ -915,8 +940,8 @@ fn lower(
                         src0: s0,
                         src1: Some(s1),
                         dst,
-                        pre: builder::F16_ONE,
-                        scale: builder::F16_ONE,
+                        pre: *pre,
+                        scale: *scale,
                         bias: 0,
                         fin: builder::F32_ONE,
                     },

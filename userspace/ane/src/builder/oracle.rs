@@ -405,6 +405,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "mul" => Some(onnx_binary("Mul", &dims)),
         "max" => Some(onnx_binary("Max", &dims)),
         "min" => Some(onnx_binary("Min", &dims)),
+        "sub" => Some(onnx_binary("Sub", &dims)),
+        "ave" => Some(onnx_binary("Mean", &dims)),
         "relu" => Some(onnx_unary("Relu", &dims)),
         _ => None,
     };
@@ -413,6 +415,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "mul" => mul(&s).map_err(|e| e.to_string()),
         "max" => max(&s).map_err(|e| e.to_string()),
         "min" => min(&s).map_err(|e| e.to_string()),
+        "sub" => sub(&s).map_err(|e| e.to_string()),
+        "ave" => mean(&s).map_err(|e| e.to_string()),
         "relu" => relu(&s).map_err(|e| e.to_string()),
         _ => Err(format!(
             "not built: the builder has no {op} ({tds} TD(s) in eiln's chain)"
@@ -437,7 +441,7 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         allowed.push((tile_dst::GROUP_STRIDE, "as TileDMASrc.GroupStride"));
     }
     match op.as_str() {
-        "add" | "mul" | "max" | "min" => {
+        "add" | "mul" | "max" | "min" | "sub" | "ave" => {
             allowed.push((tile_src::SRC1_GROUP_STRIDE, "as TileDMASrc.GroupStride"));
             allowed.push((
                 common::WORD_2C,

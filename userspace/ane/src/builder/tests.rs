@@ -658,3 +658,33 @@ fn concat_on_the_model() {
     }
     assert!(concat(&shape(1, 2, 3, 4), &shape(1, 2, 3, 5)).is_err());
 }
+
+/// Sub is exact (`fp16(a − b)`, signed zeros included, as `a + (−b)`);
+/// mean is `fp16((a + b) / 2)` within 1 ulp (the binary32 sum may round
+/// once before the final rounding when the exponents are far apart).
+#[test]
+fn sub_and_mean_on_the_model() {
+    let mut rng = Rng::new(21);
+    for s in elementwise_shapes() {
+        let n = s.elements();
+        let a = random_bits(&mut rng, n, false);
+        let b = random_bits(&mut rng, n, false);
+        let p = sub(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let neg: Vec<f16> = b.iter().map(|v| -*v).collect();
+        let want = reference::add(&a, &neg, Rounding::NearestEven).unwrap();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "sub {s}: {st:?}");
+        let p = mean(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f16::from_f64((f64::from(*x) + f64::from(*y)) / 2.0))
+            .collect();
+        let st = reference::compare(&want, &got, 1).unwrap();
+        assert!(st.passed(), "mean {s}: {st:?}");
+    }
+}

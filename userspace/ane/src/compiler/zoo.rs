@@ -98,6 +98,7 @@ pub fn all(seed: u64) -> Vec<Example> {
         conv_block(&mut rng),
         classifier(&mut rng),
         branches(&mut rng),
+        residual(&mut rng),
     ]
 }
 
@@ -468,6 +469,48 @@ pub fn branches(rng: &mut Rng) -> Example {
         scale,
         // two convolutions, two concat copies, the mixing convolution.
         tds: 5,
+        table_error: 0.0,
+    }
+}
+
+/// A residual block on [batch, features]: `y = c − Mean(Relu(x·W), x)`
+/// with a per-feature constant `c`, and `z = y − x` as the output (Sub of
+/// two activations, Sub from a constant, Mean): 24 features, batch 3.
+pub fn residual(rng: &mut Rng) -> Example {
+    let (b, f) = (3, 24);
+    let wt = rand(rng, f * f, 0.3);
+    let c = rand(rng, f, 1.0);
+    let bytes = model(
+        vec![
+            node("fc", "MatMul", &["x", "w"], &["h"], vec![]),
+            node("relu", "Relu", &["h"], &["r"], vec![]),
+            node("avg", "Mean", &["r", "x"], &["m"], vec![]),
+            node("flip", "Sub", &["c", "m"], &["y"], vec![]),
+            node("res", "Sub", &["y", "x"], &["z"], vec![]),
+        ],
+        vec![
+            TensorProto::float("w", &[f as i64, f as i64], &wt),
+            TensorProto::float("c", &[f as i64], &c),
+        ],
+        vec![ValueInfoProto::float("x", &[b as i64, f as i64])],
+        ValueInfoProto::float("z", &[b as i64, f as i64]),
+    );
+    let x = rand(rng, b * f, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let r = relu(gemm(&xd, b, f, &wt, f, false, None));
+    let z: Vec<f64> = (0..b * f)
+        .map(|i| f64::from(c[i % f]) - (r[i] + xd[i]) / 2.0 - xd[i])
+        .collect();
+    let scale = maxabs(&r) + maxabs(&xd) + maxabs(&z);
+    Example {
+        name: "residual".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![b, f], x)],
+        output: ("z".into(), vec![b, f]),
+        reference: z,
+        scale,
+        // matmul+relu, mean, constant sub, sub.
+        tds: 4,
         table_error: 0.0,
     }
 }
