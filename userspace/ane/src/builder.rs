@@ -19,6 +19,7 @@
 //! | builder | engine | TDs |
 //! |---|---|---|
 //! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
+//! | [`square`], [`abs`] | planar engine mul of one source by itself / one-source abs (eiln's square, abs) | 1 |
 //! | [`sub`], [`mean`] | planar engine add with PreScale −1 on `b` / Scale 0.5 (eiln's sub, ave) | 1 |
 //! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
 //! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
@@ -407,6 +408,8 @@ pub(crate) struct PeTask {
     pub(crate) scale: u16,
     pub(crate) bias: u16,
     pub(crate) fin: u32,
+    /// `|PreScale · a|` of a one-source op (PE Cfg bit 6, eiln's abs).
+    pub(crate) abs: bool,
 }
 
 impl PeTask {
@@ -420,6 +423,7 @@ impl PeTask {
             scale: F16_ONE,
             bias: 0,
             fin: F32_ONE,
+            abs: false,
         }
     }
 }
@@ -851,6 +855,9 @@ fn pe_td(t: &PeTask, g: &Geom, k: u32, n: u32, written: &[u32]) -> TdBuild {
     if two {
         cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
     }
+    if t.abs {
+        cfg = cfg.with(regs::PeCfg::COND, 1);
+    }
     td.set(pe::CFG, cfg.0);
     td.set(
         pe::BIAS_SCALE,
@@ -989,6 +996,37 @@ pub fn mean(shape: &Shape) -> Result<Program, BuildError> {
     Ok(pe_program(&[t], &g, tensors))
 }
 
+/// Elementwise `out = a · a` as eiln's compiled square: a multiply whose
+/// two sources read the one input (`x` in slot 5, `out` in slot 4).
+pub fn square(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    Ok(pe_program(
+        &[PeTask::two(PeOp::Mul, input(0), input(0), OUT)],
+        &g,
+        tensors,
+    ))
+}
+
+/// Elementwise `out = |x|` as eiln's compiled abs: a one-source planar op
+/// with Cfg bit 6 (`x` in slot 5, `out` in slot 4); exact.
+pub fn abs(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        src1: None,
+        abs: true,
+        ..PeTask::two(PeOp::Add, input(0), input(0), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
+}
+
 /// Elementwise `out = max(a, b)` (slots as [`add`]).
 pub fn max(shape: &Shape) -> Result<Program, BuildError> {
     binary(shape, PeOp::Max)
@@ -1047,6 +1085,7 @@ pub fn select(shape: &Shape) -> Result<Program, BuildError> {
         scale: 0x4000, // 2.0
         bias: 0xBC00,  // −1.0
         fin: F32_INF,
+        abs: false,
     };
     let keep_a = PeTask::two(PeOp::Min, x, input(1), u);
     let keep_b = PeTask {

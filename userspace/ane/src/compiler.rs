@@ -22,6 +22,7 @@
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
 //! | `Add`, `Sub`, `Mul`, `Max`, `Min`, `Mean` (two inputs) of two activations of the same shape | planar engine, two sources (`Sub` as `(−1·y) + x`, `Mean` with Scale 0.5, as eiln's compiled sub and ave) | 1 |
 //! | `Add`, `Sub`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
@@ -175,6 +176,12 @@ enum Op {
         out: String,
         pre: u16,
         scale: u16,
+    },
+    /// `|x|` on the planar engine.
+    Abs {
+        node: String,
+        x: String,
+        out: String,
     },
     /// Channel concatenation: one pass-through copy per input.
     Concat {
@@ -599,6 +606,17 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
+            "Abs" => {
+                let x = val_of(&n.input[0])?;
+                (
+                    Some(Op::Abs {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                    }),
+                    x.dims.clone(),
+                )
+            }
             "Sigmoid" => {
                 let x = val_of(&n.input[0])?;
                 (
@@ -716,7 +734,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Concat, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {
@@ -888,6 +906,7 @@ fn lower(
                             scale: builder::F16_ONE,
                             bias: 0,
                             fin: builder::F32_ONE,
+                            abs: false,
                         },
                         go,
                     ));
@@ -944,6 +963,25 @@ fn lower(
                         scale: *scale,
                         bias: 0,
                         fin: builder::F32_ONE,
+                        abs: false,
+                    },
+                    geom(&s, node)?,
+                ));
+            }
+            Op::Abs { node, x, out } => {
+                let (src, s) = loc_of(vals, &mut place, x)?;
+                let (dst, _) = loc_of(vals, &mut place, out)?;
+                steps.push(Step::Pe(
+                    PeTask {
+                        op: PeOp::Add,
+                        src0: src,
+                        src1: None,
+                        dst,
+                        pre: builder::F16_ONE,
+                        scale: builder::F16_ONE,
+                        bias: 0,
+                        fin: builder::F32_ONE,
+                        abs: true,
                     },
                     geom(&s, node)?,
                 ));

@@ -407,6 +407,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "min" => Some(onnx_binary("Min", &dims)),
         "sub" => Some(onnx_binary("Sub", &dims)),
         "ave" => Some(onnx_binary("Mean", &dims)),
+        "abs" => Some(onnx_unary("Abs", &dims)),
+        "square" => Some(onnx_square(&dims)),
         "relu" => Some(onnx_unary("Relu", &dims)),
         _ => None,
     };
@@ -417,6 +419,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "min" => min(&s).map_err(|e| e.to_string()),
         "sub" => sub(&s).map_err(|e| e.to_string()),
         "ave" => mean(&s).map_err(|e| e.to_string()),
+        "abs" => abs(&s).map_err(|e| e.to_string()),
+        "square" => square(&s).map_err(|e| e.to_string()),
         "relu" => relu(&s).map_err(|e| e.to_string()),
         _ => Err(format!(
             "not built: the builder has no {op} ({tds} TD(s) in eiln's chain)"
@@ -441,20 +445,27 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         allowed.push((tile_dst::GROUP_STRIDE, "as TileDMASrc.GroupStride"));
     }
     match op.as_str() {
-        "add" | "mul" | "max" | "min" | "sub" | "ave" => {
-            allowed.push((tile_src::SRC1_GROUP_STRIDE, "as TileDMASrc.GroupStride"));
+        "add" | "mul" | "max" | "min" | "sub" | "ave" | "abs" | "square" => {
+            if op != "abs" {
+                allowed.push((tile_src::SRC1_GROUP_STRIDE, "as TileDMASrc.GroupStride"));
+            }
             allowed.push((
                 common::WORD_2C,
                 "Common+0x2C is 4 in tinygrad's sum and 0x59 here; its meaning is \
                  unknown (td.md §1.6); the builder writes tinygrad's 4",
             ));
-            allowed.push((
-                l2r::SRC1_BASE,
-                "L2 placement: eiln leaves a 0x40-byte gap after the first source's \
-                 32 rows of 0x400 bytes; the builder's L2 rule (td.md §1.6) has no gap \
-                 for one channel; the engine model ignores L2, hardware would not",
-            ));
-            allowed.push((l2r::RESULT_BASE, "the same L2 gap after the second source"));
+            // Two different sources only: square reads one tensor twice and
+            // has no gap, like the builder.
+            if op != "abs" && op != "square" {
+                allowed.push((
+                    l2r::SRC1_BASE,
+                    "L2 placement: eiln leaves a 0x40-byte gap after the first source's \
+                     32 rows of 0x400 bytes when the two sources are different tensors; \
+                     the builder's L2 rule (td.md §1.6) has no gap for one channel; the \
+                     engine model ignores L2, hardware would not",
+                ));
+                allowed.push((l2r::RESULT_BASE, "the same L2 gap after the second source"));
+            }
         }
         "relu" => {
             for (r, why) in [
@@ -520,6 +531,15 @@ fn onnx_binary(op: &str, dims: &[usize]) -> Vec<u8> {
         vec![node("op", op, &["a", "b"], &["out"], vec![])],
         vec![],
         vec![vi("a", dims), vi("b", dims)],
+        vi("out", dims),
+    )
+}
+
+fn onnx_square(dims: &[usize]) -> Vec<u8> {
+    model(
+        vec![node("sq", "Mul", &["x", "x"], &["out"], vec![])],
+        vec![],
+        vec![vi("x", dims)],
         vi("out", dims),
     )
 }

@@ -688,3 +688,35 @@ fn sub_and_mean_on_the_model() {
         assert!(st.passed(), "mean {s}: {st:?}");
     }
 }
+
+/// Square is `fp16(x · x)` and abs `|x|`, both exact, on every class of
+/// value.
+#[test]
+fn square_and_abs_on_the_model() {
+    let mut rng = Rng::new(33);
+    for s in elementwise_shapes() {
+        let x = random_bits(&mut rng, s.elements(), true);
+        let p = square(&s).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.inputs().count(), 1);
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        let want = reference::mul(&x, &x, Rounding::NearestEven).unwrap();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "square {s}: {st:?}");
+        let p = abs(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = x
+            .iter()
+            .map(|v| {
+                if v.is_nan() {
+                    *v
+                } else {
+                    f16::from_bits(v.to_bits() & 0x7FFF)
+                }
+            })
+            .collect();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "abs {s}: {st:?}");
+    }
+}
