@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
 //! Writes the compiler's zoo (`ane::compiler::zoo`) for the onnxruntime
-//! cross-check: for each model `NAME.onnx`, its input `NAME.in.npy` (f32,
-//! the fp16-rounded values the engine receives), the engine model's output
+//! cross-check and the Python tests: for each model `NAME.onnx`, its input
+//! `NAME.in.npy` (f32, the fp16-rounded values the engine receives), the
+//! f64 CPU evaluation `NAME.ref.npy` (as f32), the engine model's output
 //! of the compiled program `NAME.engine.npy` (f32) and `NAME.json` (input
 //! and output names, the tolerance bound, the TD count).
+//!
+//! It also writes `refused.onnx`, a model the compiler must refuse.
+//! `userspace/ane-py/tests/data` holds its output for seed 29.
 //!
 //! `cargo run -p ane --example onnx_zoo -- DIR [SEED]`, then
 //! `python3 ane/examples/onnxruntime_check.py DIR`.
@@ -52,6 +56,8 @@ fn main() -> Result<(), String> {
             format!("{}.engine.npy", ex.name),
             &npy_f32(&ex.output.1, &y),
         )?;
+        let r: Vec<f32> = ex.reference.iter().map(|&v| v as f32).collect();
+        w(format!("{}.ref.npy", ex.name), &npy_f32(&ex.output.1, &r))?;
         w(
             format!("{}.json", ex.name),
             format!(
@@ -69,5 +75,8 @@ fn main() -> Result<(), String> {
             ex.bound()
         );
     }
+    // A model the compiler refuses (node 'act', a Softmax).
+    std::fs::write(dir.join("refused.onnx"), zoo::unsupported_example())
+        .map_err(|e| e.to_string())?;
     Ok(())
 }

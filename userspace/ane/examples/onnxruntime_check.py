@@ -27,7 +27,7 @@ def main() -> int:
         print(f"SKIPPED: onnxruntime cross-check: {e}; nothing was checked")
         return 0
     d = pathlib.Path(sys.argv[1])
-    models = sorted(d.glob("*.onnx"))
+    models = sorted(m.with_suffix(".onnx") for m in d.glob("*.json"))
     if not models:
         print(f"no .onnx in {d}")
         return 1

@@ -9,7 +9,9 @@
 accel node of the ``ane`` driver, or on the host engine model when there is
 none (with a warning); pass ``device=`` to choose. ``Device``, ``Buffer`` and
 ``Model.bind``/``run`` give resident buffers and chained programs;
-``parity()`` runs the parity cells; ``accel_nodes()`` and ``system_info()``
+``compile(onnx_path, output)`` compiles an ONNX model (the subset of
+``ane-probe compile --help``) to an ``.anec`` whose tensors keep the model's
+names; ``parity()`` runs the parity cells; ``accel_nodes()`` and ``system_info()``
 describe the machine. Errors are ``AneError`` (``InputError`` for a bad
 argument, ``NoDeviceError`` when no ``ane`` node exists).
 """
@@ -26,6 +28,7 @@ from ._native import (  # noqa: F401
     TensorInfo,
     __version__,
     accel_nodes,
+    compile,
     system_info,
 )
 
@@ -38,6 +41,7 @@ __all__ = [
     "NoDeviceError",
     "TensorInfo",
     "accel_nodes",
+    "compile",
     "default_device",
     "host_model",
     "model",
