@@ -71,7 +71,11 @@ struct Report {
     model: String,
     output: String,
     nodes: usize,
+    /// Programs emitted (the whole graph is one).
+    programs: u32,
     tds: u32,
+    /// Wall time of parsing, shape inference and lowering.
+    compile_us: u64,
     weights_bytes: usize,
     tensors: Vec<Io>,
 }
@@ -98,7 +102,9 @@ pub fn compile(ctx: &Ctx, args: &CompileArgs) -> Result<u8, Error> {
         path: args.model.clone(),
         source,
     })?;
+    let t0 = std::time::Instant::now();
     let c = compiler::compile(&bytes, target)?;
+    let compile_us = t0.elapsed().as_micros() as u64;
     c.program.validate().map_err(|e| {
         Error::Model(format!(
             "the kernel's validator refuses the compiled program: {e}"
@@ -114,7 +120,9 @@ pub fn compile(ctx: &Ctx, args: &CompileArgs) -> Result<u8, Error> {
         model: args.model.display().to_string(),
         output: args.output.display().to_string(),
         nodes: c.nodes,
+        programs: 1,
         tds: c.program.td_count,
+        compile_us,
         weights_bytes: c.program.weights.len(),
         tensors: c
             .io
@@ -135,8 +143,13 @@ pub fn compile(ctx: &Ctx, args: &CompileArgs) -> Result<u8, Error> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "{}: {} node(s) -> {} TD(s), {} bytes of weights and constants",
-            report.model, report.nodes, report.tds, report.weights_bytes
+            "{}: {} node(s) -> {} program, {} TD(s), {} bytes of weights and constants, compiled in {:.3} ms",
+            report.model,
+            report.nodes,
+            report.programs,
+            report.tds,
+            report.weights_bytes,
+            report.compile_us as f64 / 1000.0
         );
         for t in &report.tensors {
             println!(

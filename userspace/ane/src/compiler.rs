@@ -307,6 +307,14 @@ pub fn from_engine_order<T: Copy>(engine: &[T], dims: &[usize], layout: IoLayout
     }
 }
 
+/// A constant tensor in the ANE layout, as many bytes as a tile DMA reads
+/// of it (the tiled bytes, not the 16 KiB-rounded buffer).
+fn tile_const(shape: &Shape, dense: &[f16]) -> Result<Vec<f16>, crate::tensor::TensorError> {
+    let mut v = crate::tensor::tile_to_vec(shape, dense)?;
+    v.truncate(shape.layout().tiled_bytes() / 2);
+    Ok(v)
+}
+
 /// Compiles an ONNX model file's bytes for `target`.
 pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
     if target == Target::T6021 {
@@ -885,7 +893,7 @@ fn lower(
                     let dense: Vec<f16> = (0..c)
                         .flat_map(|ci| std::iter::repeat_n(f16::from_f32(b[ci]), h * wd))
                         .collect();
-                    let tiled = crate::tensor::tile_to_vec(&os, &dense)
+                    let tiled = tile_const(&os, &dense)
                         .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
                     let bytes: Vec<u8> = tiled
                         .iter()
@@ -940,7 +948,7 @@ fn lower(
                     Operand::Value(bn) => loc_of(vals, &mut place, bn)?.0,
                     Operand::Const(dense) => {
                         let d16: Vec<f16> = dense.iter().map(|&v| f16::from_f32(v)).collect();
-                        let tiled = crate::tensor::tile_to_vec(&s, &d16)
+                        let tiled = tile_const(&s, &d16)
                             .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
                         let bytes: Vec<u8> = tiled
                             .iter()

@@ -20,9 +20,20 @@ use super::zoo::{self, model, node};
 /// returns the output (model order).
 fn run(bytes: &[u8], inputs: &[(&str, &[f32])]) -> (Compiled, Vec<f32>) {
     let c = compile(bytes, Target::H13).unwrap();
-    c.program
+    let summary = c
+        .program
         .validate()
         .expect("the kernel's validator accepts it");
+    // Every read of slot 1 (coefficients, constants, tables) stays inside
+    // the weights the program carries.
+    if let Some(k) = summary.slot(crate::hw::td::SLOT_KERNEL) {
+        assert!(
+            k.min_size <= c.program.weights.len() as u64,
+            "slot 1 read up to {:#x}, {:#x} bytes of weights",
+            k.min_size,
+            c.program.weights.len()
+        );
+    }
     let file = c.to_anec().unwrap().to_bytes();
     let a = Anec::parse(&file).unwrap();
     assert_eq!(a.names().len(), c.io.len());
