@@ -22,6 +22,7 @@ pub const AFTER_HELP: &str =
   Relu                fused into the preceding convolution when it has no bias, else its own TD
   Sigmoid             the engine's table non-linearity (Apple's table: linear interpolation
                       between samples 1/2 apart, abs error <= 0.0035; 0/1 beyond -9.94/8.32)
+  Flatten, Reshape    only when the engine tensor stays the same ([1, C, 1, 1] <-> [1, C]): free
   Abs                 one-source planar op (Mul(x, x) is a square reading x twice)
   Concat              on the channel / feature axis (1): one copy TD per input
   Add, Sub, Mul       two activations of the same shape, or an activation and a constant that

@@ -22,6 +22,7 @@
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Flatten`, `Reshape` (constant shape) of a computed value that keeps the engine tensor (`[1, C, 1, 1]` ↔ `[1, C]`) | a change of the model's view only | 0 |
 //! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
 //! | `Add`, `Sub`, `Mul`, `Max`, `Min`, `Mean` (two inputs) of two activations of the same shape | planar engine, two sources (`Sub` as `(−1·y) + x`, `Mean` with Scale 0.5, as eiln's compiled sub and ave) | 1 |
@@ -196,6 +197,19 @@ enum Op {
         out: String,
         act: Activation,
     },
+}
+
+impl Op {
+    /// The value the op writes.
+    fn out_mut(&mut self) -> &mut String {
+        match self {
+            Op::Conv { out, .. }
+            | Op::Binary { out, .. }
+            | Op::Abs { out, .. }
+            | Op::Concat { out, .. }
+            | Op::Unary { out, .. } => out,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -614,6 +628,50 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
+            "Flatten" | "Reshape" => {
+                let x = val_of(&n.input[0])?;
+                let dims: Vec<usize> = if op == "Flatten" {
+                    let axis = n.int("axis", 1);
+                    let r = x.dims.len() as i64;
+                    let axis = if axis < 0 { axis + r } else { axis };
+                    if !(0..=r).contains(&axis) {
+                        return Err(unsupported(n, format!("axis {axis} of a rank-{r} tensor")));
+                    }
+                    let (a, b) = x.dims.split_at(axis as usize);
+                    vec![a.iter().product(), b.iter().product()]
+                } else {
+                    let (_, shape) = konst(1, "shape")?;
+                    let total: usize = x.dims.iter().product();
+                    let known: i64 = shape.iter().map(|&v| v as i64).filter(|&v| v > 0).product();
+                    let d: Vec<usize> = shape
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &v)| match v as i64 {
+                            -1 => total / known.max(1) as usize,
+                            0 => x.dims.get(i).copied().unwrap_or(0),
+                            v => v as usize,
+                        })
+                        .collect();
+                    if d.iter().product::<usize>() != total {
+                        return Err(unsupported(n, format!("shape {shape:?} does not hold the {total} elements of {:?}", x.dims)));
+                    }
+                    d
+                };
+                let nv = new_val(dims)?;
+                // Only a change of the model's view: the engine tensor
+                // must stay the same, e.g. [1, C, 1, 1] <-> [1, C].
+                if nv.shape != x.shape {
+                    return Err(unsupported(n, format!("{:?} -> {:?} moves data on the engine ({} -> {}); only reshapes that keep the engine tensor are supported", x.dims, nv.dims, x.shape, nv.shape)));
+                }
+                let src = &n.input[0];
+                let Some(pi) = producer.get(src).copied().filter(|_| readers.get(src.as_str()) == Some(&1)) else {
+                    return Err(unsupported(n, "only the reshape of a computed value that nothing else reads is supported"));
+                };
+                *ops[pi].out_mut() = out.clone();
+                producer.insert(out.clone(), pi);
+                vals.insert(out.clone(), nv);
+                continue;
+            }
             "Abs" => {
                 let x = val_of(&n.input[0])?;
                 (
@@ -742,7 +800,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {

@@ -129,6 +129,29 @@ fn unsupported_ops_name_the_node() {
     );
     let e = compile(&bytes, Target::H13).unwrap_err().to_string();
     assert!(e.contains("'add'") && e.contains("broadcasting"), "{e}");
+    // A reshape that would move data on the engine.
+    let bytes = model(
+        vec![
+            node("m", "MatMul", &["x", "W"], &["h"], vec![]),
+            node("rs", "Reshape", &["h", "s"], &["y"], vec![]),
+        ],
+        vec![
+            TensorProto::float("W", &[3, 4], &[0.5; 12]),
+            TensorProto {
+                dims: vec![2],
+                data_type: INT64,
+                int64_data: vec![4, 2],
+                ..Default::default()
+            },
+        ],
+        vec![ValueInfoProto::float("x", &[2, 3])],
+        ValueInfoProto::float("y", &[4, 2]),
+    );
+    let mut m = crate::compiler::onnx::decode(&bytes).unwrap();
+    m.graph.as_mut().unwrap().initializer[1].name = "s".into();
+    let bytes = prost::Message::encode_to_vec(&m);
+    let e = compile(&bytes, Target::H13).unwrap_err().to_string();
+    assert!(e.contains("'rs'") && e.contains("moves data"), "{e}");
     // H14 is refused whatever the model.
     let e = compile(&bytes, Target::T6021).unwrap_err().to_string();
     assert!(e.contains("out of scope"), "{e}");

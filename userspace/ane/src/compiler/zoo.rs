@@ -99,6 +99,7 @@ pub fn all(seed: u64) -> Vec<Example> {
         classifier(&mut rng),
         branches(&mut rng),
         residual(&mut rng),
+        cnn_head(&mut rng),
     ]
 }
 
@@ -511,6 +512,79 @@ pub fn residual(rng: &mut Rng) -> Example {
         scale,
         // matmul+relu, mean, constant sub, sub.
         tds: 4,
+        table_error: 0.0,
+    }
+}
+
+/// A convolutional head on a 1×1 feature map: Conv(16 → 32)+bias,
+/// BatchNormalization (folded), Relu, Flatten to [1, 32] (no data moves),
+/// Gemm(transB) 32 → 10 + bias.
+pub fn cnn_head(rng: &mut Rng) -> Example {
+    let (c, m, n) = (16, 32, 10);
+    let wc = rand(rng, m * c, 0.4);
+    let bc = rand(rng, m, 0.2);
+    let gamma: Vec<f32> = rand(rng, m, 0.5).iter().map(|v| v + 1.0).collect();
+    let beta = rand(rng, m, 0.3);
+    let mean = rand(rng, m, 0.3);
+    let var: Vec<f32> = rand(rng, m, 0.4).iter().map(|v| v.abs() + 0.5).collect();
+    let wg = rand(rng, n * m, 0.3);
+    let bg = rand(rng, n, 0.5);
+    let bytes = model(
+        vec![
+            node("conv", "Conv", &["x", "wc", "bc"], &["c"], vec![]),
+            node(
+                "bn",
+                "BatchNormalization",
+                &["c", "g", "be", "mu", "var"],
+                &["b"],
+                vec![],
+            ),
+            node("relu", "Relu", &["b"], &["r"], vec![]),
+            node("flat", "Flatten", &["r"], &["f"], vec![int_attr("axis", 1)]),
+            node(
+                "fc",
+                "Gemm",
+                &["f", "wg", "bg"],
+                &["logits"],
+                vec![int_attr("transB", 1)],
+            ),
+        ],
+        vec![
+            TensorProto::float("wc", &[m as i64, c as i64, 1, 1], &wc),
+            TensorProto::float("bc", &[m as i64], &bc),
+            TensorProto::float("g", &[m as i64], &gamma),
+            TensorProto::float("be", &[m as i64], &beta),
+            TensorProto::float("mu", &[m as i64], &mean),
+            TensorProto::float("var", &[m as i64], &var),
+            TensorProto::float("wg", &[n as i64, m as i64], &wg),
+            TensorProto::float("bg", &[n as i64], &bg),
+        ],
+        vec![ValueInfoProto::float("x", &[1, c as i64, 1, 1])],
+        ValueInfoProto::float("logits", &[1, n as i64]),
+    );
+    let x = rand(rng, c, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let r: Vec<f64> = (0..m)
+        .map(|o| {
+            let acc: f64 = f64::from(bc[o])
+                + (0..c)
+                    .map(|i| f64::from(wc[o * c + i]) * xd[i])
+                    .sum::<f64>();
+            let s = f64::from(gamma[o]) / (f64::from(var[o]) + 1e-5).sqrt();
+            ((acc - f64::from(mean[o])) * s + f64::from(beta[o])).max(0.0)
+        })
+        .collect();
+    let y = gemm(&r, 1, m, &wg, n, true, Some(&bg));
+    let scale = maxabs(&r) + maxabs(&y);
+    Example {
+        name: "cnn_head".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![1, c, 1, 1], x)],
+        output: ("logits".into(), vec![1, n]),
+        reference: y,
+        scale,
+        // conv, its bias, relu, the gemm and its bias; the flatten is free.
+        tds: 5,
         table_error: 0.0,
     }
 }
