@@ -765,8 +765,11 @@ impl Anec {
                 u64::from(n.slot),
                 "names a slot that is no input or output",
             ))?;
-            let count: u64 = n.dims.iter().map(|&d| u64::from(d)).product();
-            if count != b.shape.elements() as u64
+            let count = n
+                .dims
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(u64::from(d)));
+            if count != Some(b.shape.elements() as u64)
                 || n.name.len() > 255
                 || n.dims.is_empty()
                 || n.dims.len() > 4

@@ -252,7 +252,31 @@ fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
         }
     };
     let shape = r.1.map_err(|e| e.to_string())?;
+    // Within the registers' limits (channels, width, height, 4 GiB) before
+    // anything is sized from it.
+    Geom::new(&shape, "shape").map_err(|e| format!("{dims:?}: {e}"))?;
     Ok((r.0, shape))
+}
+
+/// The most bytes one materialized constant (a bias or a broadcast
+/// operand, stored at the full tensor's size) may take: 64 MiB.
+pub const MAX_CONSTANT_BYTES: usize = 64 << 20;
+
+/// Refuses to materialize a constant of `shape` beyond
+/// [`MAX_CONSTANT_BYTES`].
+fn constant_fits(shape: &Shape) -> Result<(), String> {
+    let bytes = shape.layout().tiled_bytes();
+    if bytes > MAX_CONSTANT_BYTES {
+        return Err(format!(
+            "a constant of {shape} would take {bytes} bytes in the program, more than {MAX_CONSTANT_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// The element count of `dims`, or `None` when it overflows.
+fn checked_count(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
 }
 
 /// Broadcasts constant `c` of `cdims` to `dims` (numpy rules) and returns
@@ -355,7 +379,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
             .to_f32()
             .map_err(|e| CompileError::Model(format!("initializer '{}': {e}", t.name)))?;
         let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
-        if dims.iter().product::<usize>() != data.len() {
+        if checked_count(&dims) != Some(data.len()) {
             return Err(CompileError::Model(format!(
                 "initializer '{}': {} values for dims {dims:?}",
                 t.name,
@@ -419,6 +443,9 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
             .first()
             .cloned()
             .ok_or_else(|| unsupported(n, "has no output"))?;
+        if n.input.first().is_none_or(|i| i.is_empty()) {
+            return Err(unsupported(n, "has no first input"));
+        }
         let val_of = |name: &str| -> Result<Val, CompileError> {
             vals.get(name).cloned().ok_or_else(|| {
                 if consts.contains_key(name) {
@@ -642,17 +669,26 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 } else {
                     let (_, shape) = konst(1, "shape")?;
                     let total: usize = x.dims.iter().product();
-                    let known: i64 = shape.iter().map(|&v| v as i64).filter(|&v| v > 0).product();
-                    let d: Vec<usize> = shape
-                        .iter()
-                        .enumerate()
-                        .map(|(i, &v)| match v as i64 {
-                            -1 => total / known.max(1) as usize,
-                            0 => x.dims.get(i).copied().unwrap_or(0),
-                            v => v as usize,
-                        })
-                        .collect();
-                    if d.iter().product::<usize>() != total {
+                    let mut d = Vec::with_capacity(shape.len());
+                    let mut infer = None;
+                    for (i, &v) in shape.iter().enumerate() {
+                        match v {
+                            -1.0 if infer.is_none() => {
+                                infer = Some(i);
+                                d.push(1);
+                            }
+                            0.0 => d.push(x.dims.get(i).copied().unwrap_or(0)),
+                            v if v >= 1.0 && v <= total as f32 => d.push(v as usize),
+                            v => {
+                                return Err(unsupported(n, format!("shape entry {v} of {shape:?} is not a valid dimension")))
+                            }
+                        }
+                    }
+                    let known = checked_count(&d).filter(|&k| k > 0);
+                    if let (Some(i), Some(k)) = (infer, known) {
+                        d[i] = total / k;
+                    }
+                    if checked_count(&d) != Some(total) {
                         return Err(unsupported(n, format!("shape {shape:?} does not hold the {total} elements of {:?}", x.dims)));
                     }
                     d
@@ -762,6 +798,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                             unsupported(n, format!("input '{c}' is not produced by a supported node"))
                         })?;
                         let x = &vals[v];
+                        constant_fits(&x.shape).map_err(|e| unsupported(n, e))?;
                         let mut dense = broadcast_const(cv, cd, &x.dims, x.layout).ok_or_else(|| {
                             unsupported(n, format!("constant {cd:?} does not broadcast to {:?}", x.dims))
                         })?;
@@ -946,6 +983,11 @@ fn lower(
                     go,
                 ));
                 if let Some(b) = bias {
+                    constant_fits(&os).map_err(|reason| CompileError::Unsupported {
+                        node: node.clone(),
+                        op: "bias".into(),
+                        reason,
+                    })?;
                     // The bias as a constant tensor of the output's shape.
                     let (c, h, wd) = (os.c(), os.h(), os.w());
                     let dense: Vec<f16> = (0..c)

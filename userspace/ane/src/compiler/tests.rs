@@ -179,3 +179,31 @@ fn names_block_round_trip() {
     bad[crate::anec::HEADER_SIZE + 12] = 31; // slot 31: no tensor
     assert!(Anec::parse(&bad).is_err());
 }
+
+/// Corrupted models never panic: each of the zoo's models with bytes
+/// flipped at random is compiled; every outcome must be a program that
+/// validates or an error.
+#[test]
+fn corrupted_models_are_refused_or_compiled_never_panic() {
+    let mut rng = Rng::new(99);
+    let (mut ok, mut refused) = (0, 0);
+    for ex in zoo::all(3) {
+        for _ in 0..80 {
+            let mut b = ex.onnx.clone();
+            for _ in 0..1 + rng.below(4) {
+                let i = rng.below(b.len() as u64) as usize;
+                b[i] ^= 1 << rng.below(8);
+            }
+            match compile(&b, Target::H13) {
+                Ok(c) => {
+                    c.program.validate().expect("a compiled program validates");
+                    c.to_anec().expect("and fits the container");
+                    ok += 1;
+                }
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    println!("corrupted models: {ok} compiled, {refused} refused");
+    assert!(ok > 0 && refused > 0);
+}
