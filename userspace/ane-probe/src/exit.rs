@@ -7,7 +7,7 @@
 //! | 0 | success |
 //! | 1 | output differs or device failure: an ioctl failed, a job timed out, faulted or was aborted, outputs differ from what was expected (or between runs), a parity cell or an MLP layer beyond its bound |
 //! | 2 | usage error: bad arguments (an unknown parity cell, MLP dimensions the builder refuses, `--in`/`--out` that do not fit the program), unreadable files (the program file too), a malformed firmware container |
-//! | 3 | program invalid: the compiled program is malformed, the host engine model cannot run it, or the kernel's validator refused it (PROGRAM_CREATE `EINVAL`) |
+//! | 3 | program invalid: the compiled program is malformed, the host engine model cannot run it, or the kernel's validator refused it (PROGRAM_CREATE `EINVAL`); `compile`: the model cannot be compiled (an unsupported node, named) |
 //! | 4 | no device: no usable ANE accel node (none, not ours, another ABI, no permission), without `--model` |
 //!
 //! clap's own usage errors also exit with 2 (clap's default, checked by the
@@ -46,7 +46,8 @@ pub const HELP_JOB: &str = "Exit codes:
   0  success
   1  output differs, or the device failed (ioctl error, job timeout or fault)
   2  usage error (bad arguments, unreadable files)
-  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model)
+  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model),
+     or a model `compile` cannot compile (the node is named)
   4  no usable ANE device (use --model to run on the host engine model)";
 
 /// `parity` and `mlp`.
@@ -157,6 +158,10 @@ pub enum Error {
     /// failure.
     #[error("program not supported by the model: {0}")]
     ModelRefused(ane::hw::engine::EngineError),
+    /// `compile`: the model cannot be compiled (or the target is out of
+    /// scope).
+    #[error("compile: {0}")]
+    Compile(#[from] ane::compiler::CompileError),
 }
 
 impl Error {
@@ -194,6 +199,8 @@ impl Error {
                 | device::Error::Mmap { .. } => FAILURE,
             },
             Error::Job { .. } | Error::Json(_) => FAILURE,
+            Error::Compile(ane::compiler::CompileError::Target(_)) => USAGE,
+            Error::Compile(_) => PROGRAM_INVALID,
         }
     }
 }

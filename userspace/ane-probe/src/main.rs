@@ -10,6 +10,9 @@
 //!   accel nodes (firmware state, engine state and completion mode from
 //!   GET_PARAM, or why the node cannot be opened). Read-only: it never
 //!   touches a register.
+//! - `compile MODEL.onnx -o MODEL.anec [--target h13]`: the open
+//!   compiler ([`ane::compiler`]); an unsupported node exits with 3 and
+//!   names the node, `--target t6021` is refused (out of scope).
 //! - `run --program FILE --in SLOT=FILE … [--out SLOT=FILE …]
 //!   [--expect SLOT=FILE …]`: one inference of a compiled program (HWX or
 //!   eiln `.anec`). Tensor files are dense little-endian fp16 NCHW arrays
@@ -54,6 +57,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod common;
+mod compile;
 mod doctor;
 mod exit;
 mod firmware;
@@ -93,6 +97,9 @@ enum Command {
     /// and next step, and a JSON receipt.
     #[command(after_help = exit::HELP_DOCTOR)]
     Doctor(doctor::DoctorArgs),
+    /// Compile an ONNX model to an H13 program (.anec).
+    #[command(after_help = compile::AFTER_HELP)]
+    Compile(compile::CompileArgs),
     /// Run a compiled program (HWX or .anec) once on given inputs.
     #[command(after_help = exit::HELP_JOB)]
     Run(run::RunArgs),
@@ -327,6 +334,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Info => info(&ctx),
         Command::Doctor(args) => doctor::doctor(&ctx, args),
+        Command::Compile(args) => compile::compile(&ctx, args),
         Command::Run(args) => run::run(&ctx, args),
         Command::Bench(args) => bench::bench(&ctx, args),
         Command::Parity(args) => parity::parity(&ctx, args),

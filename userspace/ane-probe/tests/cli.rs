@@ -1187,5 +1187,125 @@ fn every_json_output_has_the_same_head() {
         assert_eq!(v["tool"]["name"], "ane-probe", "{all:?}");
         assert!(v["timestamp"].as_str().unwrap().ends_with('Z'), "{all:?}");
         assert!(v["tool"]["version"].is_string(), "{all:?}");
+
+// ---------------------------------------------------------------------------
+// compile
+
+/// A version 1.0 `.npy` of fp16 values (C order).
+fn npy_f16(dims: &[usize], vals: &[f32]) -> Vec<u8> {
+    let shape: Vec<String> = dims.iter().map(|d| d.to_string()).collect();
+    let mut h = format!(
+        "{{'descr': '<f2', 'fortran_order': False, 'shape': ({},), }}",
+        shape.join(", ")
+    );
+    let unpadded = 10 + h.len() + 1;
+    h.push_str(&" ".repeat(unpadded.next_multiple_of(64) - unpadded));
+    h.push('\n');
+    let mut v = b"\x93NUMPY\x01\x00".to_vec();
+    v.extend_from_slice(&(h.len() as u16).to_le_bytes());
+    v.extend_from_slice(h.as_bytes());
+    for x in vals {
+        v.extend_from_slice(&half::f16::from_f32(*x).to_le_bytes());
+    }
+    v
+}
+
+fn npy_values(bytes: &[u8]) -> Vec<f32> {
+    let hlen = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    bytes[10 + hlen..]
+        .chunks(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32())
+        .collect()
+}
+
+/// Every zoo model: compiled by `ane-probe compile`, run by `ane-probe run
+/// --model` with the model's tensor names and an input in the model's
+/// shape, and the output within the zoo's fp16 tolerance of the CPU.
+#[test]
+fn compile_and_run_the_zoo_on_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    for ex in ane::compiler::zoo::all(7) {
+        let onnx = dir.path().join(format!("{}.onnx", ex.name));
+        let anec = dir.path().join(format!("{}.anec", ex.name));
+        std::fs::write(&onnx, &ex.onnx).unwrap();
+        let o = probe(&[
+            "compile",
+            onnx.to_str().unwrap(),
+            "-o",
+            anec.to_str().unwrap(),
+        ]);
+        assert_eq!(code(&o), 0, "{}: {}", ex.name, stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(text.contains(&format!("{} TD(s)", ex.tds)), "{text}");
+        let (name, dims, vals) = &ex.inputs[0];
+        let x = dir.path().join(format!("{}_x.npy", ex.name));
+        std::fs::write(&x, npy_f16(dims, vals)).unwrap();
+        let y = dir.path().join(format!("{}_y.npy", ex.name));
+        let o = probe(&[
+            "run",
+            "--model",
+            "--program",
+            anec.to_str().unwrap(),
+            "--in",
+            &format!("{name}={}", x.display()),
+            "--out",
+            &format!("{}={}", ex.output.0, y.display()),
+        ]);
+        assert_eq!(code(&o), 0, "{}: {}", ex.name, stderr(&o));
+        let got = npy_values(&std::fs::read(&y).unwrap());
+        let err = ex
+            .max_error(&got)
+            .unwrap_or_else(|e| panic!("{}: {e}", ex.name));
+        println!(
+            "{}: max abs error {err:.3e} (bound {:.3e})",
+            ex.name,
+            ex.bound()
+        );
+    }
+}
+
+#[test]
+fn compile_refuses_what_it_cannot_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.anec");
+    let out = out.to_str().unwrap();
+    // An unsupported op: exit 3, the node and the op named.
+    let m = dir.path().join("bad.onnx");
+    std::fs::write(&m, ane::compiler::zoo::unsupported_example()).unwrap();
+    let e = program_invalid(&["compile", m.to_str().unwrap(), "-o", out]);
+    assert!(e.contains("'act'") && e.contains("Softmax"), "{e}");
+    assert!(!Path::new(out).exists(), "nothing written");
+    // Not ONNX: exit 3.
+    let junk = dir.path().join("junk.onnx");
+    std::fs::write(&junk, b"\xff\xff\xff\xff").unwrap();
+    program_invalid(&["compile", junk.to_str().unwrap(), "-o", out]);
+    // H14 is out of scope: a usage error, whatever the model.
+    let e = usage_error(&[
+        "compile",
+        m.to_str().unwrap(),
+        "-o",
+        out,
+        "--target",
+        "t6021",
+    ]);
+    assert!(e.contains("out of scope"), "{e}");
+    // A missing model: usage error.
+    usage_error(&["compile", "/nonexistent.onnx", "-o", out]);
+    // The help documents the subset and the target.
+    let o = probe(&["compile", "--help"]);
+    assert_eq!(code(&o), 0);
+    let help = String::from_utf8_lossy(&o.stdout);
+    for s in [
+        "Gemm",
+        "MatMul",
+        "Conv",
+        "BatchNormalization",
+        "Relu",
+        "Add",
+        "t6021",
+        "out",
+        "exit code 3",
+    ] {
+        assert!(help.contains(s), "help lacks {s}: {help}");
     }
 }

@@ -577,7 +577,11 @@ impl Model {
                 "{what}: {dtype}, expected a numpy array of dtype float16"
             )));
         };
-        if arr.shape() != t.dims {
+        // A compiled model's [batch, features] tensor is (B, F, 1, 1):
+        // the model's own 2-D shape is accepted too.
+        let trimmed = t.dims.len() - t.dims.iter().rev().take_while(|&&d| d == 1).count();
+        let model_shape = arr.ndim() >= 2 && arr.shape() == &t.dims[..trimmed.max(2)];
+        if arr.shape() != t.dims && !model_shape {
             return Err(InputError::new_err(format!(
                 "{what}: shape {:?}, expected {:?} (N, C, H, W)",
                 arr.shape(),
@@ -894,6 +898,42 @@ fn system_info<'py>(py: Python<'py>, root: &str) -> PyResult<Bound<'py, PyAny>> 
     json(py, &system::system_info(&SysRoot::new(root)).map_err(err)?)
 }
 
+/// Compiles the ONNX model at `path` to an H13 program (the `.anec`
+/// bytes, also written to `output` when given), as `ane-probe compile`:
+/// the supported subset is `ane::compiler`'s; an unsupported node raises
+/// `AneError` naming the node, its op and the reason; `target="t6021"`
+/// (H14) raises `InputError`: out of scope.
+#[pyfunction]
+#[pyo3(signature = (path, output=None, target="h13"))]
+fn compile<'py>(
+    py: Python<'py>,
+    path: &str,
+    output: Option<&str>,
+    target: &str,
+) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+    use ane::compiler::{self, CompileError, Target};
+    let target = match target {
+        "h13" => Target::H13,
+        "t6021" => Target::T6021,
+        other => {
+            return Err(InputError::new_err(format!(
+                "target '{other}': h13 or t6021 expected"
+            )))
+        }
+    };
+    let bytes = std::fs::read(path).map_err(|e| InputError::new_err(format!("{path}: {e}")))?;
+    let c = compiler::compile(&bytes, target).map_err(|e| match e {
+        CompileError::Target(_) => InputError::new_err(e.to_string()),
+        e => AneError::new_err(format!("compile {path}: {e}")),
+    })?;
+    c.program.validate().map_err(err)?;
+    let file = c.to_anec().map_err(err)?.to_bytes();
+    if let Some(o) = output {
+        std::fs::write(o, &file).map_err(|e| AneError::new_err(format!("{o}: {e}")))?;
+    }
+    Ok(pyo3::types::PyBytes::new(py, &file))
+}
+
 /// The native module; `ane_rs` re-exports it.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -908,6 +948,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TensorInfo>()?;
     m.add_function(wrap_pyfunction!(accel_nodes, m)?)?;
     m.add_function(wrap_pyfunction!(system_info, m)?)?;
+    m.add_function(wrap_pyfunction!(compile, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

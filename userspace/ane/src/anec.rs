@@ -351,6 +351,102 @@ pub struct Anec {
     payload_offset: PayloadOffset,
     td_offsets: Vec<usize>,
     buffers: Vec<AnecBuffer>,
+    names: Vec<IoName>,
+}
+
+/// How a model's array maps to an engine tensor (the names block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum IoLayout {
+    /// The model's `[N, C, H, W]` (or fewer dims) is the tensor itself.
+    Nchw,
+    /// The model's `[batch, features]` is the tensor `(1, features, 1,
+    /// batch)`.
+    BatchFeatures,
+}
+
+/// One entry of the names block: the model's name, dims and layout of the
+/// tensor in a slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoName {
+    /// The BAR slot.
+    pub slot: u8,
+    /// The layout.
+    pub layout: IoLayout,
+    /// The model's dims.
+    pub dims: Vec<u32>,
+    /// The model's name (UTF-8, at most 255 bytes).
+    pub name: String,
+}
+
+/// Magic of the names block, at [`HEADER_SIZE`] in the header padding.
+///
+/// This project's extension of the container: eiln's readers read the
+/// header structure and the payload only, so the block is invisible to
+/// them. Layout: the 8-byte magic, a u32 count, then per entry u8 slot,
+/// u8 layout (0 NCHW, 1 batch-features), u8 rank, u8 name length, rank
+/// u32 dims, the name; zeros up to the payload.
+pub const NAMES_MAGIC: &[u8; 8] = b"ANENAMES";
+
+fn encode_names(names: &[IoName]) -> Vec<u8> {
+    let mut v = NAMES_MAGIC.to_vec();
+    v.extend_from_slice(&(names.len() as u32).to_le_bytes());
+    for n in names {
+        v.push(n.slot);
+        v.push(match n.layout {
+            IoLayout::Nchw => 0,
+            IoLayout::BatchFeatures => 1,
+        });
+        v.push(n.dims.len() as u8);
+        v.push(n.name.len() as u8);
+        for d in &n.dims {
+            v.extend_from_slice(&d.to_le_bytes());
+        }
+        v.extend_from_slice(n.name.as_bytes());
+    }
+    v
+}
+
+/// Decodes a names block (`bytes` from its magic to the payload), or
+/// `None` if it is malformed.
+fn decode_names(bytes: &[u8]) -> Option<(Vec<IoName>, usize)> {
+    if bytes.get(..8)? != NAMES_MAGIC {
+        return None;
+    }
+    let count = u32::from_le_bytes(bytes.get(8..12)?.try_into().ok()?) as usize;
+    let mut at = 12;
+    let mut names = Vec::new();
+    for _ in 0..count {
+        let h = bytes.get(at..at + 4)?;
+        let (slot, layout, rank, len) = (h[0], h[1], h[2] as usize, h[3] as usize);
+        at += 4;
+        let layout = match layout {
+            0 => IoLayout::Nchw,
+            1 => IoLayout::BatchFeatures,
+            _ => return None,
+        };
+        if usize::from(slot) >= SLOTS || rank == 0 || rank > 4 {
+            return None;
+        }
+        let dims = (0..rank)
+            .map(|i| {
+                bytes
+                    .get(at + 4 * i..at + 4 * i + 4)
+                    .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            })
+            .collect::<Option<Vec<u32>>>()?;
+        at += 4 * rank;
+        let name = std::str::from_utf8(bytes.get(at..at + len)?)
+            .ok()?
+            .to_string();
+        at += len;
+        names.push(IoName {
+            slot,
+            layout,
+            dims,
+            name,
+        });
+    }
+    Some((names, at))
 }
 
 impl std::fmt::Debug for Anec {
@@ -644,7 +740,71 @@ impl Anec {
             payload_offset,
             td_offsets,
             buffers,
+            names: Vec::new(),
         })
+    }
+
+    /// [`Anec::new`] with a names block; every name must name an input or
+    /// output slot whose element count its dims match, and the block must
+    /// fit before the payload.
+    pub fn with_names(
+        header: AnecHeader,
+        payload: Vec<u8>,
+        payload_offset: PayloadOffset,
+        names: Vec<IoName>,
+    ) -> Result<Anec, AnecError> {
+        let mut a = Anec::new(header, payload, payload_offset)?;
+        a.set_names(names)?;
+        Ok(a)
+    }
+
+    fn set_names(&mut self, names: Vec<IoName>) -> Result<(), AnecError> {
+        for n in &names {
+            let b = self.buffer(usize::from(n.slot)).ok_or(field(
+                "names",
+                u64::from(n.slot),
+                "names a slot that is no input or output",
+            ))?;
+            let count = n
+                .dims
+                .iter()
+                .try_fold(1u64, |a, &d| a.checked_mul(u64::from(d)));
+            if count != Some(b.shape.elements() as u64)
+                || n.name.len() > 255
+                || n.dims.is_empty()
+                || n.dims.len() > 4
+            {
+                return Err(field(
+                    "names",
+                    u64::from(n.slot),
+                    "dims do not match the slot's tensor, or the name is longer than 255 bytes",
+                ));
+            }
+            if n.layout == IoLayout::BatchFeatures
+                && (n.dims.len() != 2
+                    || (b.shape.c(), b.shape.w()) != (n.dims[1] as usize, n.dims[0] as usize))
+            {
+                return Err(field(
+                    "names",
+                    u64::from(n.slot),
+                    "batch-features dims do not match (1, F, 1, B)",
+                ));
+            }
+        }
+        if HEADER_SIZE + encode_names(&names).len() > self.payload_offset.bytes() {
+            return Err(field(
+                "names",
+                names.len() as u64,
+                "the names block does not fit before the payload",
+            ));
+        }
+        self.names = names;
+        Ok(())
+    }
+
+    /// The names block (empty when the file has none).
+    pub fn names(&self) -> &[IoName] {
+        &self.names
     }
 
     /// Parses and validates an `.anec` file.
@@ -662,18 +822,36 @@ impl Anec {
             }
         };
         let start = offset.bytes();
-        if let Some(i) = bytes[HEADER_SIZE..start].iter().position(|&b| b != 0) {
+        let mut names = Vec::new();
+        let mut pad_from = HEADER_SIZE;
+        if bytes[HEADER_SIZE..start].starts_with(NAMES_MAGIC) {
+            let (n, len) = decode_names(&bytes[HEADER_SIZE..start]).ok_or(field(
+                "names",
+                HEADER_SIZE as u64,
+                "the names block is malformed",
+            ))?;
+            names = n;
+            pad_from = HEADER_SIZE + len;
+        }
+        if let Some(i) = bytes[pad_from..start].iter().position(|&b| b != 0) {
             return Err(AnecError::NonZeroPadding {
-                offset: HEADER_SIZE + i,
-                value: bytes[HEADER_SIZE + i],
+                offset: pad_from + i,
+                value: bytes[pad_from + i],
             });
         }
-        Anec::new(header, bytes[start..].to_vec(), offset)
+        let mut a = Anec::new(header, bytes[start..].to_vec(), offset)?;
+        if !names.is_empty() {
+            a.set_names(names)?;
+        }
+        Ok(a)
     }
 
     /// The file: header, zero padding to the payload offset, payload.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut v = self.header.encode();
+        if !self.names.is_empty() {
+            v.extend_from_slice(&encode_names(&self.names));
+        }
         v.resize(self.payload_offset.bytes(), 0);
         v.extend_from_slice(&self.payload);
         v

@@ -9,15 +9,21 @@
 //! TileDMASrc, L2, PE, NE, TileDMADst), every register written in every TD;
 //! TDs are laid out 0x300 apart and linked by NextPointer/NextSize, the last
 //! one carrying EON (`shared/reference/td.md` §1.1, §3.3). The register
-//! values follow the compiled fixtures (`td.md` §1.4–§1.6); the tests
-//! compare the builder's TDs with the fixtures field by field and list every
-//! deliberate difference.
+//! values follow the compiled fixtures (`td.md` §1.4–§1.6); the oracle test
+//! (`builder/oracle.rs`) compares the builder's TDs with every
+//! Apple-compiled fixture of the same op and shape, register by register,
+//! and lists every remaining difference with its reason.
 //!
 //! # Operations
 //!
 //! | builder | engine | TDs |
 //! |---|---|---|
-//! | [`add`], [`mul`] | planar engine, two sources (OpMode 0 / 1) | 1 |
+//! | [`add`], [`mul`], [`max`], [`min`] | planar engine, two sources (OpMode 0 / 1 / 2 / 3) | 1 |
+//! | [`square`], [`abs`] | planar engine mul of one source by itself / one-source abs (eiln's square, abs) | 1 |
+//! | [`sub`], [`mean`] | planar engine add with PreScale −1 on `b` / Scale 0.5 (eiln's sub, ave) | 1 |
+//! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
+//! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
+//! | [`concat`] | two neural engine pass-through copies into channel ranges of the output | 2 |
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
 //! | [`conv1x1`], [`linear`] | neural engine 1×1 convolution, fp16 coefficients through kernel DMA | 1 |
@@ -110,6 +116,8 @@ use crate::hw::td::{
 };
 use crate::tensor::{Shape, ShapeError, BUFFER_GRANULE};
 
+#[cfg(test)]
+mod oracle;
 #[cfg(test)]
 mod tests;
 
@@ -257,6 +265,14 @@ pub enum BuildError {
         /// What the count is made of.
         shape: &'static str,
     },
+    /// Operands whose shapes do not fit together.
+    #[error("{field}: {reason}")]
+    Mismatch {
+        /// The operand.
+        field: &'static str,
+        /// Why.
+        reason: &'static str,
+    },
     /// A tensor shape is not valid.
     #[error("{field}: {source}")]
     Shape {
@@ -276,6 +292,10 @@ pub enum Activation {
     None,
     /// `max(x, 0)`, `−0` and negatives to `+0` (NonlinearMode 1).
     Relu,
+    /// The logistic function through the engine's table
+    /// ([`sigmoid_table`], NonlinearMode 2, loaded by kernel DMA channel
+    /// 0); only on a pass-through ([`sigmoid`]).
+    Sigmoid,
 }
 
 impl Activation {
@@ -284,6 +304,7 @@ impl Activation {
         match self {
             Activation::None => 0,
             Activation::Relu => 1,
+            Activation::Sigmoid => 2,
         }
     }
 }
@@ -292,9 +313,12 @@ impl Activation {
 // Register values taken from the fixtures (td.md §1.4).
 
 /// fp16 1.0.
-const F16_ONE: u16 = 0x3C00;
+pub(crate) const F16_ONE: u16 = 0x3C00;
+/// fp16 −1.0 and 0.5.
+pub(crate) const F16_MINUS_ONE: u16 = 0xBC00;
+pub(crate) const F16_HALF: u16 = 0x3800;
 /// fp32 1.0.
-const F32_ONE: u32 = 0x3F80_0000;
+pub(crate) const F32_ONE: u32 = 0x3F80_0000;
 /// fp32 +∞.
 const F32_INF: u32 = 0x7F80_0000;
 
@@ -367,23 +391,25 @@ const POST_SCALE_ONE: u32 = 0x3C00;
 
 /// A place in a BAR slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    slot: u32,
-    offset: u32,
+pub(crate) struct Loc {
+    pub(crate) slot: u32,
+    pub(crate) offset: u32,
 }
 
 /// One planar engine TD.
 #[derive(Clone, Copy, Debug)]
-struct PeTask {
-    op: PeOp,
-    src0: Loc,
-    src1: Option<Loc>,
-    dst: Loc,
+pub(crate) struct PeTask {
+    pub(crate) op: PeOp,
+    pub(crate) src0: Loc,
+    pub(crate) src1: Option<Loc>,
+    pub(crate) dst: Loc,
     /// PreScale, Scale, Bias as fp16 bits; FinalScale as fp32 bits.
-    pre: u16,
-    scale: u16,
-    bias: u16,
-    fin: u32,
+    pub(crate) pre: u16,
+    pub(crate) scale: u16,
+    pub(crate) bias: u16,
+    pub(crate) fin: u32,
+    /// `|PreScale · a|` of a one-source op (PE Cfg bit 6, eiln's abs).
+    pub(crate) abs: bool,
 }
 
 impl PeTask {
@@ -397,26 +423,27 @@ impl PeTask {
             scale: F16_ONE,
             bias: 0,
             fin: F32_ONE,
+            abs: false,
         }
     }
 }
 
 /// The TD-level geometry of a tensor in the ANE layout (strides in bytes).
 #[derive(Clone, Copy, Debug)]
-struct Geom {
-    c: u32,
-    h: u32,
-    w: u32,
-    row: u32,
-    plane: u32,
+pub(crate) struct Geom {
+    pub(crate) c: u32,
+    pub(crate) h: u32,
+    pub(crate) w: u32,
+    pub(crate) row: u32,
+    pub(crate) plane: u32,
     /// `c · plane`: the tiled bytes, the DepthStride the compilers write.
-    bytes: u32,
+    pub(crate) bytes: u32,
 }
 
 impl Geom {
     /// The geometry of `shape` with N·C channels, checked against the
     /// register widths. `what` names the tensor in errors.
-    fn new(shape: &Shape, what: &'static str) -> Result<Geom, BuildError> {
+    pub(crate) fn new(shape: &Shape, what: &'static str) -> Result<Geom, BuildError> {
         let l = shape.layout();
         let c = shape
             .n()
@@ -728,100 +755,133 @@ fn assemble(tds: &[TdBuild]) -> Vec<u8> {
 }
 
 /// Rounds up to the 16 KiB buffer granule.
-fn granule(bytes: u64) -> u64 {
+pub(crate) fn granule(bytes: u64) -> u64 {
     bytes.div_ceil(BUFFER_GRANULE as u64) * BUFFER_GRANULE as u64
 }
 
 /// Builds a chain of planar engine TDs over tensors of geometry `g`.
-/// Sources that read what an earlier TD wrote get DependencyMode 1;
-/// destinations in the scratch slot get the intermediate cache hint.
 fn pe_program(tasks: &[PeTask], g: &Geom, tensors: Vec<TensorSlot>) -> Program {
-    let n = tasks.len() as u32;
+    let steps: Vec<Step> = tasks.iter().map(|t| Step::Pe(*t, *g)).collect();
+    chain_program(&steps, tensors, Vec::new())
+}
+
+/// One TD of a chain.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    /// A planar engine TD over tensors of one geometry.
+    Pe(PeTask, Geom),
+    /// A neural engine TD from the first geometry to the second.
+    Ne(NeTask, Geom, Geom),
+}
+
+/// The program running `steps` in order, one TD each, with `weights` in
+/// slot 1.
+pub(crate) fn chain_program(steps: &[Step], tensors: Vec<TensorSlot>, weights: Vec<u8>) -> Program {
+    let n = steps.len() as u32;
     let mut written: Vec<u32> = Vec::new();
-    let mut tds = Vec::with_capacity(tasks.len());
-    for (k, t) in tasks.iter().enumerate() {
+    let mut tds = Vec::with_capacity(steps.len());
+    for (k, s) in steps.iter().enumerate() {
         let k = k as u32;
-        let first = k == 0;
-        let two = t.src1.is_some();
-        let mut td = TdBuild::new();
-        chain_header(&mut td, k, n);
-        td.common(g, g, 0);
-        td.set(common::CH_CFG, if two { CH_CFG_TWO } else { CH_CFG_ONE });
-        td.set(common::WORD_2C, COMMON_W2C_PE);
-        td.set(common::CFG, if two { CFG_PE_TWO } else { CFG_PE_ONE });
-        td.source(0, t.src0, g, written.contains(&t.src0.slot));
-        match t.src1 {
-            Some(s1) => td.source(1, s1, g, written.contains(&s1.slot)),
-            None => td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE),
-        }
-        let scratch = t.dst.slot == SLOT_SCRATCH;
-        let cfg = TDST_CFG_PE | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 };
-        td.dest(t.dst, g, cfg);
-        written.push(t.dst.slot);
-
-        // L2.
-        let ch = l2::channel_stride(g.w);
-        let cbytes = g.c.saturating_mul(ch);
-        let pad = if two { l2::pe_pad(g.c) } else { 0 };
-        let srow = cbytes.saturating_add(pad);
-        let rows = srow.saturating_mul(g.tile_height());
-        td.set(l2r::SOURCE_CFG, l2::source_cfg(first, two));
-        td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
-        td.set(l2r::SOURCE_ROW_STRIDE, srow);
-        td.set(l2r::WORD_14, cbytes);
-        td.set(l2r::WORD_18, cbytes);
-        let result_base = if two {
-            let src1 = rows.saturating_add(pad);
-            td.set(l2r::SRC1_BASE, src1);
-            td.set(l2r::SRC1_CHANNEL_STRIDE, ch);
-            td.set(l2r::SRC1_ROW_STRIDE, srow);
-            td.set(l2r::SRC1_WORD_28, cbytes);
-            td.set(l2r::SRC1_WORD_2C, cbytes);
-            src1.saturating_add(rows)
-        } else {
-            rows
+        let (td, dst) = match s {
+            Step::Pe(t, g) => (pe_td(t, g, k, n, &written), t.dst),
+            Step::Ne(t, gi, go) => (ne_td(t, gi, go, k, n, &written), t.dst),
         };
-        td.set(l2r::RESULT_CFG, l2::result_cfg(first, false));
-        td.set(l2r::RESULT_BASE, result_base);
-
-        // The planar engine.
-        let op = match t.op {
-            PeOp::Add => 0,
-            PeOp::Mul => 1,
-            PeOp::Max => 2,
-            PeOp::Min => 3,
-        };
-        let mut cfg = regs::PeCfg(0).with(regs::PeCfg::OP_MODE, op);
-        if two {
-            cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
-        }
-        td.set(pe::CFG, cfg.0);
-        td.set(
-            pe::BIAS_SCALE,
-            regs::PeBiasScale(0)
-                .with(regs::PeBiasScale::SCALE, u32::from(t.scale))
-                .with(regs::PeBiasScale::BIAS, u32::from(t.bias))
-                .0,
-        );
-        td.set(
-            pe::PRE_SCALE,
-            regs::PePreScale(0)
-                .with(regs::PePreScale::SCALE, u32::from(t.pre))
-                .0,
-        );
-        td.set(pe::FINAL_SCALE, t.fin);
+        written.push(dst.slot);
         tds.push(td);
     }
     Program {
         td_size: TD_SIZE_STANDARD,
         td_count: n,
         tsk: assemble(&tds),
-        weights: Vec::new(),
+        weights,
         tensors,
     }
 }
 
-fn slot_of(shape: &Shape, name: &'static str, slot: u32, direction: Direction) -> TensorSlot {
+/// TD `k` of `n` running `t` over tensors of geometry `g`. Sources that
+/// read what an earlier TD wrote (`written`) get DependencyMode 1;
+/// destinations in the scratch slot get the intermediate cache hint.
+fn pe_td(t: &PeTask, g: &Geom, k: u32, n: u32, written: &[u32]) -> TdBuild {
+    let first = k == 0;
+    let two = t.src1.is_some();
+    let mut td = TdBuild::new();
+    chain_header(&mut td, k, n);
+    td.common(g, g, 0);
+    td.set(common::CH_CFG, if two { CH_CFG_TWO } else { CH_CFG_ONE });
+    td.set(common::WORD_2C, COMMON_W2C_PE);
+    td.set(common::CFG, if two { CFG_PE_TWO } else { CFG_PE_ONE });
+    td.source(0, t.src0, g, written.contains(&t.src0.slot));
+    match t.src1 {
+        Some(s1) => td.source(1, s1, g, written.contains(&s1.slot)),
+        None => td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE),
+    }
+    let scratch = t.dst.slot == SLOT_SCRATCH;
+    let cfg = TDST_CFG_PE | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 };
+    td.dest(t.dst, g, cfg);
+
+    // L2.
+    let ch = l2::channel_stride(g.w);
+    let cbytes = g.c.saturating_mul(ch);
+    let pad = if two { l2::pe_pad(g.c) } else { 0 };
+    let srow = cbytes.saturating_add(pad);
+    let rows = srow.saturating_mul(g.tile_height());
+    td.set(l2r::SOURCE_CFG, l2::source_cfg(first, two));
+    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+    td.set(l2r::SOURCE_ROW_STRIDE, srow);
+    td.set(l2r::WORD_14, cbytes);
+    td.set(l2r::WORD_18, cbytes);
+    let result_base = if two {
+        let src1 = rows.saturating_add(pad);
+        td.set(l2r::SRC1_BASE, src1);
+        td.set(l2r::SRC1_CHANNEL_STRIDE, ch);
+        td.set(l2r::SRC1_ROW_STRIDE, srow);
+        td.set(l2r::SRC1_WORD_28, cbytes);
+        td.set(l2r::SRC1_WORD_2C, cbytes);
+        src1.saturating_add(rows)
+    } else {
+        rows
+    };
+    td.set(l2r::RESULT_CFG, l2::result_cfg(first, false));
+    td.set(l2r::RESULT_BASE, result_base);
+
+    // The planar engine.
+    let op = match t.op {
+        PeOp::Add => 0,
+        PeOp::Mul => 1,
+        PeOp::Max => 2,
+        PeOp::Min => 3,
+    };
+    let mut cfg = regs::PeCfg(0).with(regs::PeCfg::OP_MODE, op);
+    if two {
+        cfg = cfg.with(regs::PeCfg::SEC_SRC, 2);
+    }
+    if t.abs {
+        cfg = cfg.with(regs::PeCfg::COND, 1);
+    }
+    td.set(pe::CFG, cfg.0);
+    td.set(
+        pe::BIAS_SCALE,
+        regs::PeBiasScale(0)
+            .with(regs::PeBiasScale::SCALE, u32::from(t.scale))
+            .with(regs::PeBiasScale::BIAS, u32::from(t.bias))
+            .0,
+    );
+    td.set(
+        pe::PRE_SCALE,
+        regs::PePreScale(0)
+            .with(regs::PePreScale::SCALE, u32::from(t.pre))
+            .0,
+    );
+    td.set(pe::FINAL_SCALE, t.fin);
+    td
+}
+
+pub(crate) fn slot_of(
+    shape: &Shape,
+    name: &'static str,
+    slot: u32,
+    direction: Direction,
+) -> TensorSlot {
     TensorSlot {
         name,
         slot,
@@ -901,6 +961,82 @@ pub fn mul(shape: &Shape) -> Result<Program, BuildError> {
     binary(shape, PeOp::Mul)
 }
 
+/// Elementwise `out = a − b` as eiln's compiled sub does it:
+/// `(−1 · b) + a`, source 0 (PreScale's operand) reading `b`, source 1
+/// `a` (slots as [`add`]). One rounding: `fp16(a − b)`.
+pub fn sub(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        pre: F16_MINUS_ONE,
+        ..PeTask::two(PeOp::Add, input(1), input(0), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
+}
+
+/// Elementwise mean `out = (a + b) · 0.5` (Scale 0.5, eiln's `ave`;
+/// slots as [`add`]). The sum is rounded to binary32 before the halving,
+/// which is exact, so the result is `fp16((a + b) / 2)` unless `a + b`
+/// overflows binary32 (it cannot for fp16 operands).
+pub fn mean(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        scale: F16_HALF,
+        ..PeTask::two(PeOp::Add, input(0), input(1), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
+}
+
+/// Elementwise `out = a · a` as eiln's compiled square: a multiply whose
+/// two sources read the one input (`x` in slot 5, `out` in slot 4).
+pub fn square(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    Ok(pe_program(
+        &[PeTask::two(PeOp::Mul, input(0), input(0), OUT)],
+        &g,
+        tensors,
+    ))
+}
+
+/// Elementwise `out = |x|` as eiln's compiled abs: a one-source planar op
+/// with Cfg bit 6 (`x` in slot 5, `out` in slot 4); exact.
+pub fn abs(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let tensors = sorted(vec![
+        slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let t = PeTask {
+        src1: None,
+        abs: true,
+        ..PeTask::two(PeOp::Add, input(0), input(0), OUT)
+    };
+    Ok(pe_program(&[t], &g, tensors))
+}
+
+/// Elementwise `out = max(a, b)` (slots as [`add`]).
+pub fn max(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Max)
+}
+
+/// Elementwise `out = min(a, b)` (slots as [`add`]).
+pub fn min(shape: &Shape) -> Result<Program, BuildError> {
+    binary(shape, PeOp::Min)
+}
+
 /// `out = (a + b) · c`, two TDs: `t = a + b` into scratch slot 3, then
 /// `out = t · c`. Inputs `a`, `b`, `c` in slots 5, 6, 7; each step rounds
 /// to fp16, so the result is `fp16(fp16(a + b) · c)`.
@@ -949,6 +1085,7 @@ pub fn select(shape: &Shape) -> Result<Program, BuildError> {
         scale: 0x4000, // 2.0
         bias: 0xBC00,  // −1.0
         fin: F32_INF,
+        abs: false,
     };
     let keep_a = PeTask::two(PeOp::Min, x, input(1), u);
     let keep_b = PeTask {
@@ -1013,7 +1150,7 @@ impl KernelLayout {
     }
 
     /// Packs `[cout][cin]` weights.
-    fn pack(&self, weights: &[f16], cin: usize) -> Vec<u8> {
+    pub(crate) fn pack(&self, weights: &[f16], cin: usize) -> Vec<u8> {
         let mut buf = vec![0u8; self.total_bytes()];
         for (oc, row) in weights.chunks_exact(cin).enumerate() {
             for (ic, w) in row.iter().enumerate() {
@@ -1023,6 +1160,328 @@ impl KernelLayout {
         }
         buf
     }
+}
+
+/// One neural engine TD.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NeTask {
+    pub(crate) src: Loc,
+    pub(crate) dst: Loc,
+    /// The coefficient layout and the byte offset of its first channel in
+    /// slot 1: a 1×1 convolution; `None`: a pass-through of each channel.
+    pub(crate) kernel: Option<(KernelLayout, u32)>,
+    pub(crate) act: Activation,
+    /// Byte offset in slot 1 of the [`sigmoid_table`] when `act` is
+    /// [`Activation::Sigmoid`] (a pass-through only).
+    pub(crate) lut: u32,
+    /// The whole destination tensor when the TD writes part of it (a
+    /// channel range of a concat: `dst` is then the range's start and the
+    /// destination strides are the whole tensor's).
+    pub(crate) dst_whole: Option<Geom>,
+}
+
+/// The pass-through's registers where they differ from a convolution's
+/// (tinygrad's relu, compiler v4.2.1): MACCfg OpMode 4 + KernelMode 1
+/// (`0x11000C` without its NonlinearMode), KernelCfg without a kernel
+/// format, Common Cfg, GroupConvCfg with UnicastEn (bit 14), and the
+/// destination in L2BfrMode like a planar result.
+const MAC_CFG_PASS: u32 = 0x10_000C;
+const KERNEL_CFG_PASS: u32 = 0x80;
+const CFG_NE_PASS: u32 = 0x401_0101;
+/// Common Cfg of a pass-through without a non-linearity: tinygrad's
+/// concat copies set bits 12 and 21 too (their meaning is unknown).
+const CFG_NE_COPY: u32 = 0x421_1101;
+const GROUP_CONV_PASS: u32 = 0x1_4001;
+const TDST_CFG_PASS: u32 = TDST_CFG_PE;
+
+/// TD `k` of `n` running `t` from a tensor of geometry `gi` to one of
+/// `go`; `written` are the slots earlier TDs of the chain wrote.
+fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> TdBuild {
+    let first = k == 0;
+    let mut td = TdBuild::new();
+    chain_header(&mut td, k, n);
+    // Kernel DMA: channels in use enabled at base + i · chunk, the others
+    // disabled with the 64-byte size the compiler leaves there.
+    // The table of a sigmoid is channel 0's 128 bytes (tinygrad's
+    // sigmoid).
+    let table = t.kernel.is_none() && t.act == Activation::Sigmoid;
+    let (on_channels, chunk, kbase, ocg_log) = match t.kernel {
+        Some((k, base)) => (k.channels, k.chunk_bytes, base, k.ocg_log),
+        None if table => (1, LUT_BYTES, t.lut, 0),
+        None => (0, 0, 0, 0),
+    };
+    if on_channels > 0 {
+        td.set(kdma::WORD_00, KDMA_W0);
+    }
+    for i in 0..kdma::COEFF_CHANNELS {
+        let on = i < on_channels;
+        td.set(
+            kdma::COEFF_DMA_CONFIG.at(i),
+            if on { COEFF_ON } else { COEFF_OFF },
+        );
+        td.set(
+            kdma::COEFF_BASE_ADDR.at(i),
+            if on { kbase + i * chunk } else { 0 },
+        );
+        td.set(
+            kdma::COEFF_BFR_SIZE.at(i),
+            if on { chunk } else { COEFF_OFF_SIZE },
+        );
+    }
+    for i in 0..kdma::EXTRA_CHANNELS {
+        td.set(kdma::EXTRA_CONFIG.at(i), COEFF_OFF);
+    }
+    td.common(gi, go, ocg_log);
+    td.set(common::CH_CFG, CH_CFG_ONE);
+    // Cfg: bits 0 and 2, ShPref = ShMin = ShMax = 4, ActiveNE =
+    // ceil(log2(min(Cout, 16))) (conv: 2, gemm: 4), AccDoubleBufEn unless
+    // every coefficient channel is in use (set in conv, clear in gemm).
+    let active = (go.c.min(16)).next_power_of_two().trailing_zeros();
+    let cfg = regs::CommonCfg(0b101)
+        .with(regs::CommonCfg::SH_PREF, 4)
+        .with(regs::CommonCfg::SH_MIN, 4)
+        .with(regs::CommonCfg::SH_MAX, 4)
+        .with(regs::CommonCfg::ACTIVE_NE, active)
+        .with(
+            regs::CommonCfg::ACC_DOUBLE_BUF_EN,
+            u32::from(on_channels < kdma::COEFF_CHANNELS),
+        );
+    let conv = t.kernel.is_some();
+    td.set(
+        common::CFG,
+        match (conv, t.act) {
+            (true, _) => cfg.0,
+            (false, Activation::None) => CFG_NE_COPY,
+            (false, _) => CFG_NE_PASS,
+        },
+    );
+    if !conv {
+        td.set(common::GROUP_CONV_CFG, GROUP_CONV_PASS);
+    }
+    td.set(common::TASK_INFO, TASK_INFO_NE);
+    td.source(0, t.src, gi, written.contains(&t.src.slot));
+    td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE);
+    td.set(tile_src::WORD_40, TSRC_W40_NE);
+    let scratch = t.dst.slot == SLOT_SCRATCH;
+    let dcfg = if conv { TDST_CFG_CONV } else { TDST_CFG_PASS };
+    td.dest(
+        t.dst,
+        t.dst_whole.as_ref().unwrap_or(go),
+        dcfg | if scratch { TDST_CFG_SCRATCH_BITS } else { 0 },
+    );
+
+    // L2.
+    let ch = l2::channel_stride(gi.w);
+    let ibytes = gi.c.saturating_mul(ch);
+    let obytes = go.c.saturating_mul(ch);
+    // Rows of 0x400 bytes or more are padded by 0x30 for a convolution
+    // (gemm), not for a pass-through (concat's 0x40000-byte rows).
+    let srow = if conv {
+        ibytes.saturating_add(l2::conv_pad(ibytes, 0x30))
+    } else {
+        ibytes
+    };
+    td.set(l2r::SOURCE_CFG, l2::source_cfg(first, false));
+    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
+    td.set(l2r::SOURCE_ROW_STRIDE, srow);
+    td.set(l2r::WORD_14, ibytes);
+    td.set(l2r::WORD_18, ibytes);
+    td.set(l2r::RESULT_CFG, l2::result_cfg(first, conv));
+    td.set(l2r::RESULT_BASE, srow.saturating_mul(gi.tile_height()));
+    if conv {
+        td.set(l2r::CONV_RESULT_CHANNEL_STRIDE, ch);
+        td.set(
+            l2r::CONV_RESULT_ROW_STRIDE,
+            obytes.saturating_add(l2::conv_pad(obytes, 0x20)),
+        );
+        td.set(l2r::WORD_40, obytes);
+        td.set(l2r::WORD_44, obytes);
+    }
+
+    // Neural engine: fp16 kernel, convolution or pass-through, the
+    // activation, PostScale 1.0.
+    td.set(
+        ne::KERNEL_CFG,
+        if conv {
+            KERNEL_CFG_F16
+        } else {
+            KERNEL_CFG_PASS
+        },
+    );
+    let mac = if t.kernel.is_some() {
+        MAC_CFG_CONV
+    } else {
+        MAC_CFG_PASS
+    };
+    td.set(
+        ne::MAC_CFG,
+        regs::MacCfg(mac)
+            .with(regs::MacCfg::NONLINEAR_MODE, t.act.nonlinear_mode())
+            .0,
+    );
+    td.set(ne::POST_SCALE, POST_SCALE_ONE);
+    td.words[8] = header::ENE.put(td.words[8], active + 1);
+    if on_channels > 0 {
+        td.words[9] = W9_KERNEL;
+    }
+    td
+}
+
+/// Elementwise ReLU on the neural engine (a pass-through with
+/// NonlinearMode 1, no coefficients): `x` in slot 5, `out` in slot 4.
+pub fn relu(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: None,
+            act: Activation::Relu,
+            lut: 0,
+            dst_whole: None,
+        },
+        &g,
+        &g,
+        0,
+        1,
+        &[],
+    );
+    Ok(Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: 1,
+        tsk: assemble(&[td]),
+        weights: Vec::new(),
+        tensors: sorted(vec![
+            slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+    })
+}
+
+/// Bytes of a non-linearity table.
+pub const LUT_BYTES: u32 = 0x80;
+
+/// The logistic function's table, as Apple's compiler v4.2.1 writes it
+/// (tinygrad's `sigmoid.hwx`; layout in the engine model's `lut.rs`):
+/// halves `x_lo = −9.9375`, `x_hi = 8.3203125` (clamps, from the fixture:
+/// no rule for them is known; `x_hi` is `fp16(logit(1 − 2^−12))`, where
+/// the logistic function rounds to 1), `y_lo = 0`, `y_hi = 1`; 33 samples
+/// `fp16(σ(x))` (round to nearest even) at `x = −8, −7.5, …, 8`; the left
+/// tail the line from `(x_lo, 0)` to the first sample, the right one from
+/// the last sample to `(x_hi, 1)`, slope and intercept each rounded to
+/// fp16; grid exponent 1 (step 1/2); flags 1.
+pub fn sigmoid_table() -> [u8; LUT_BYTES as usize] {
+    let sig = |x: f64| 1.0 / (1.0 + (-x).exp());
+    let h = |v: f64| f16::from_f64(v).to_bits();
+    let (x_lo, x_hi) = (
+        f64::from(f16::from_bits(0xC8F8)),
+        f64::from(f16::from_bits(0x4829)),
+    );
+    let mut halves = [0u16; LUT_BYTES as usize / 2];
+    halves[0] = h(x_lo);
+    halves[1] = h(x_hi);
+    halves[2] = 0;
+    halves[3] = F16_ONE;
+    let samples: Vec<f64> = (0..33)
+        .map(|i| f64::from(f16::from_f64(sig(-8.0 + 0.5 * f64::from(i)))))
+        .collect();
+    for (i, v) in samples.iter().enumerate() {
+        halves[4 + i] = h(*v);
+    }
+    let (x0, y0) = (-8.0, samples[0]);
+    let left = y0 / (x0 - x_lo);
+    halves[37] = h(left);
+    halves[38] = h(-left * x_lo);
+    let (x1, y1) = (8.0, samples[32]);
+    let right = (1.0 - y1) / (x_hi - x1);
+    halves[39] = h(right);
+    halves[40] = h(y1 - right * x1);
+    halves[41] = 1;
+    halves[42] = 1;
+    let mut out = [0u8; LUT_BYTES as usize];
+    for (i, v) in halves.iter().enumerate() {
+        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// Elementwise logistic function on the neural engine: a pass-through
+/// with NonlinearMode 2 and [`sigmoid_table`] in slot 1; `x` in slot 5,
+/// `out` in slot 4. Accuracy: the table interpolates linearly between
+/// samples 1/2 apart (error at most `h²/8 · max|σ''| ≈ 0.003` before
+/// rounding), clamps to 0 below −9.9375 and to 1 above 8.3203125.
+pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
+    let g = Geom::new(shape, "shape")?;
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: None,
+            act: Activation::Sigmoid,
+            lut: 0,
+            dst_whole: None,
+        },
+        &g,
+        &g,
+        0,
+        1,
+        &[],
+    );
+    Ok(Program {
+        td_size: TD_SIZE_STANDARD,
+        td_count: 1,
+        tsk: assemble(&[td]),
+        weights: sigmoid_table().to_vec(),
+        tensors: sorted(vec![
+            slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+    })
+}
+
+/// Channel concatenation `out = [a; b]` of two `(1, C, H, W)` tensors of
+/// equal H and W, as tinygrad's compiled concat does it: two
+/// neural-engine pass-through copies, the first of `a` into channels
+/// `0..Ca` of `out`, the second of `b` into `Ca..Ca+Cb` (the destination
+/// base moved by `Ca` planes, its strides the whole output's). `a` in
+/// slot 5, `b` in slot 6, `out` in slot 4.
+pub fn concat(a: &Shape, b: &Shape) -> Result<Program, BuildError> {
+    if a.n() != 1 || b.n() != 1 || (a.h(), a.w()) != (b.h(), b.w()) {
+        return Err(BuildError::Mismatch {
+            field: "b",
+            reason: "a concat needs batch 1 and equal H and W",
+        });
+    }
+    let out = new_shape("output", a.c() + b.c(), a.h(), a.w())?;
+    let (ga, gb, go) = (
+        Geom::new(a, "shape")?,
+        Geom::new(b, "shape")?,
+        Geom::new(&out, "shape")?,
+    );
+    let copy = |src: Loc, at: u32| NeTask {
+        src,
+        dst: Loc {
+            slot: SLOT_OUTPUT,
+            offset: at,
+        },
+        kernel: None,
+        act: Activation::None,
+        lut: 0,
+        dst_whole: Some(go),
+    };
+    let steps = [
+        Step::Ne(copy(input(0), 0), ga, ga),
+        Step::Ne(copy(input(1), ga.c * go.plane), gb, gb),
+    ];
+    Ok(chain_program(
+        &steps,
+        sorted(vec![
+            slot_of(a, "a", SLOT_FIRST_INPUT, Direction::In),
+            slot_of(b, "b", SLOT_FIRST_INPUT + 1, Direction::In),
+            slot_of(&out, "out", SLOT_OUTPUT, Direction::Out),
+        ]),
+        Vec::new(),
+    ))
 }
 
 fn new_shape(field: &'static str, c: usize, h: usize, w: usize) -> Result<Shape, BuildError> {
@@ -1057,84 +1516,21 @@ fn conv_program(
     let gi = Geom::new(&xs, names.0)?;
     let go = Geom::new(&os, names.1)?;
 
-    let mut td = TdBuild::new();
-    chain_header(&mut td, 0, 1);
-    // Kernel DMA: channels in use enabled at k · chunk, the others
-    // disabled with the 64-byte size the compiler leaves there.
-    td.set(kdma::WORD_00, KDMA_W0);
-    for i in 0..kdma::COEFF_CHANNELS {
-        let on = i < k.channels;
-        td.set(
-            kdma::COEFF_DMA_CONFIG.at(i),
-            if on { COEFF_ON } else { COEFF_OFF },
-        );
-        td.set(
-            kdma::COEFF_BASE_ADDR.at(i),
-            if on { i * k.chunk_bytes } else { 0 },
-        );
-        td.set(
-            kdma::COEFF_BFR_SIZE.at(i),
-            if on { k.chunk_bytes } else { COEFF_OFF_SIZE },
-        );
-    }
-    for i in 0..kdma::EXTRA_CHANNELS {
-        td.set(kdma::EXTRA_CONFIG.at(i), COEFF_OFF);
-    }
-    td.common(&gi, &go, k.ocg_log);
-    td.set(common::CH_CFG, CH_CFG_ONE);
-    // Cfg: bits 0 and 2, ShPref = ShMin = ShMax = 4, ActiveNE =
-    // ceil(log2(min(Cout, 16))) (conv: 2, gemm: 4), AccDoubleBufEn unless
-    // every coefficient channel is in use (set in conv, clear in gemm).
-    let active = (go.c.min(16)).next_power_of_two().trailing_zeros();
-    let cfg = regs::CommonCfg(0b101)
-        .with(regs::CommonCfg::SH_PREF, 4)
-        .with(regs::CommonCfg::SH_MIN, 4)
-        .with(regs::CommonCfg::SH_MAX, 4)
-        .with(regs::CommonCfg::ACTIVE_NE, active)
-        .with(
-            regs::CommonCfg::ACC_DOUBLE_BUF_EN,
-            u32::from(k.channels < kdma::COEFF_CHANNELS),
-        );
-    td.set(common::CFG, cfg.0);
-    td.set(common::TASK_INFO, TASK_INFO_NE);
-    td.source(0, input(0), &gi, false);
-    td.set(tile_src::SRC1_DMA_CONFIG, TSRC1_CFG_NONE);
-    td.set(tile_src::WORD_40, TSRC_W40_NE);
-    td.dest(OUT, &go, TDST_CFG_CONV);
-
-    // L2.
-    let ch = l2::channel_stride(gi.w);
-    let ibytes = gi.c.saturating_mul(ch);
-    let obytes = go.c.saturating_mul(ch);
-    let srow = ibytes.saturating_add(l2::conv_pad(ibytes, 0x30));
-    td.set(l2r::SOURCE_CFG, l2::source_cfg(true, false));
-    td.set(l2r::SOURCE_CHANNEL_STRIDE, ch);
-    td.set(l2r::SOURCE_ROW_STRIDE, srow);
-    td.set(l2r::WORD_14, ibytes);
-    td.set(l2r::WORD_18, ibytes);
-    td.set(l2r::RESULT_CFG, l2::result_cfg(true, true));
-    td.set(l2r::RESULT_BASE, srow.saturating_mul(gi.tile_height()));
-    td.set(l2r::CONV_RESULT_CHANNEL_STRIDE, ch);
-    td.set(
-        l2r::CONV_RESULT_ROW_STRIDE,
-        obytes.saturating_add(l2::conv_pad(obytes, 0x20)),
+    let td = ne_td(
+        &NeTask {
+            src: input(0),
+            dst: OUT,
+            kernel: Some((k, 0)),
+            act,
+            lut: 0,
+            dst_whole: None,
+        },
+        &gi,
+        &go,
+        0,
+        1,
+        &[],
     );
-    td.set(l2r::WORD_40, obytes);
-    td.set(l2r::WORD_44, obytes);
-
-    // Neural engine: fp16 kernel, convolution, the activation, PostScale
-    // 1.0.
-    td.set(ne::KERNEL_CFG, KERNEL_CFG_F16);
-    td.set(
-        ne::MAC_CFG,
-        regs::MacCfg(MAC_CFG_CONV)
-            .with(regs::MacCfg::NONLINEAR_MODE, act.nonlinear_mode())
-            .0,
-    );
-    td.set(ne::POST_SCALE, POST_SCALE_ONE);
-    td.words[8] = header::ENE.put(td.words[8], active + 1);
-    td.words[9] = W9_KERNEL;
-
     let tensors = sorted(vec![
         slot_of(&xs, "x", SLOT_FIRST_INPUT, Direction::In),
         slot_of(&os, "out", SLOT_OUTPUT, Direction::Out),

@@ -15,6 +15,9 @@
 //! - [`builder`]: an H13 program builder (task descriptors and
 //!   coefficients) for add, mul, select, add-mul, 1×1 convolution and
 //!   linear layers.
+//! - [`compiler`]: ONNX models (a subset: Gemm, MatMul, 1×1 Conv,
+//!   BatchNormalization folded, Relu, Add/Mul/Max/Min) to one H13 program
+//!   with the model's input and output names.
 //! - [`mlp`]: a two-layer perceptron as two chained programs sharing the
 //!   hidden buffer, run on the engine model or a device and checked
 //!   against the CPU reference.
@@ -30,6 +33,7 @@ pub use ane_hw as hw;
 
 pub mod anec;
 pub mod builder;
+pub mod compiler;
 pub mod device;
 #[doc(hidden)]
 pub mod fixtures;

@@ -496,7 +496,7 @@ impl ProgramFile {
             .iter()
             .map(|b| {
                 let l = b.shape.layout();
-                TensorSpec {
+                let mut t = TensorSpec {
                     slot: b.slot,
                     name: String::new(),
                     direction: b.direction,
@@ -508,7 +508,24 @@ impl ProgramFile {
                         ELEMENT,
                     ],
                     buffer_size: b.bytes,
+                };
+                // The compiler's names block: the model's name, and for a
+                // [batch, features] array stored as (1, F, 1, B) the
+                // model's order (batch steps one element, features one
+                // plane).
+                if let Some(n) = a.names().iter().find(|n| usize::from(n.slot) == b.slot) {
+                    t.name = n.name.clone();
+                    if n.layout == crate::anec::IoLayout::BatchFeatures {
+                        t.dims = [n.dims[0] as usize, n.dims[1] as usize, 1, 1];
+                        t.strides = [
+                            ELEMENT,
+                            l.plane_stride() as u64,
+                            l.row_stride() as u64,
+                            ELEMENT,
+                        ];
+                    }
                 }
+                t
             })
             .collect();
         let h = a.header();
@@ -623,7 +640,9 @@ impl Parts<'_> {
                     Direction::Input => &mut i,
                     Direction::Output => &mut o,
                 };
-                t.name = format!("{}{n}", direction_name(t.direction));
+                if t.name.is_empty() {
+                    t.name = format!("{}{n}", direction_name(t.direction));
+                }
                 *n += 1;
             }
         }

@@ -12,7 +12,9 @@ loads a compiled program (HWX or ``.anec``) on the first accel node of the
 it never falls back to the CPU on its own. ``device="model"`` runs on the
 host engine model, ``device="/dev/accel/accelN"`` on that node, and a
 ``Device`` on that device. ``Device``, ``Buffer`` and ``Model.bind``/``run``
-give resident buffers and chained programs; ``parity()`` runs the parity
+give resident buffers and chained programs; ``compile(onnx_path, output)``
+compiles an ONNX model (the subset of ``ane-probe compile --help``) to an
+``.anec`` whose tensors keep the model's names; ``parity()`` runs the parity
 cells; ``accel_nodes()`` and ``system_info()`` describe the machine.
 Every object may be used from several threads.
 
@@ -37,6 +39,7 @@ from ._native import (  # noqa: F401
     TensorInfo,
     __version__,
     accel_nodes,
+    compile,
     system_info,
 )
 
@@ -50,6 +53,7 @@ __all__ = [
     "NotSupportedError",
     "TensorInfo",
     "accel_nodes",
+    "compile",
     "default_device",
     "host_model",
     "model",

@@ -9,8 +9,6 @@
 use super::*;
 use crate::hw::engine::{Options, Overflow, Rounding as EngineRounding, WeightOrder};
 use crate::hw::td::{Td, SLOT_KERNEL};
-use crate::hwx::testdata::fixture;
-use crate::hwx::Hwx;
 use crate::parity::{ExecError, Executor, ModelExecutor, Rng};
 use crate::reference::{self, Rounding};
 
@@ -141,10 +139,7 @@ fn programs_validate_with_the_slot_directions_of_their_tensors() {
 // ---------------------------------------------------------------------------
 // Against the compiled fixtures
 
-/// A register whose value differs from the fixture on purpose, and why.
-type Allowed = (Reg, &'static str);
-
-/// Header words and registers of TD 0 of a fixture and of a built program.
+/// Header words and registers of TD 0 of two programs.
 struct Diff {
     header: Vec<(usize, u32, u32)>,
     regs: Vec<(Reg, u32, u32)>,
@@ -181,183 +176,7 @@ fn diff(fixture: &[u8], built: &[u8]) -> Diff {
     d
 }
 
-/// The direction of each slot a TD's W8 names, by the HWX's tensors.
-fn fixture_roles(h: &Hwx) -> Vec<(u32, crate::hwx::Direction)> {
-    let mut v: Vec<_> = h
-        .tensors()
-        .iter()
-        .map(|t| (t.slot as u32, t.direction))
-        .collect();
-    v.sort_by_key(|x| x.0);
-    v
-}
-
-/// Compares TD 0 of fixture `name` with `p`: every register and header
-/// word must be equal except the `allowed` ones, which must all differ;
-/// W8's slot numbers must name tensors of the same direction. Returns
-/// false when the fixture is absent.
-fn compare_with_fixture(
-    name: &str,
-    p: &Program,
-    allowed: &[Allowed],
-    allowed_header: &[(usize, &str)],
-) -> bool {
-    let Some(bytes) = fixture(name) else {
-        return false;
-    };
-    let h = Hwx::parse(&bytes).unwrap();
-    let d = diff(h.task_stream(), &p.tsk);
-    let mut unexpected = Vec::new();
-    for (r, fx, bu) in &d.regs {
-        if !allowed.iter().any(|(a, _)| a == r) {
-            unexpected.push(format!("{r}: fixture {fx:#x}, builder {bu:#x}"));
-        }
-    }
-    for (w, fx, bu) in &d.header {
-        if !allowed_header.iter().any(|(a, _)| a == w) {
-            unexpected.push(format!("W{w}: fixture {fx:#x}, builder {bu:#x}"));
-        }
-    }
-    assert!(unexpected.is_empty(), "{name}: {unexpected:#?}");
-    for (r, why) in allowed {
-        assert!(
-            d.regs.iter().any(|(x, _, _)| x == r),
-            "{name}: {r} is listed as different ({why}) but is equal"
-        );
-    }
-    for (w, why) in allowed_header {
-        assert!(
-            d.header.iter().any(|(x, _, _)| x == w),
-            "{name}: W{w} is listed as different ({why}) but is equal"
-        );
-    }
-    // Slots by role: every slot W8 names is an input (RBase) or the
-    // output (WBase) in both.
-    let hb = Td::new(&p.tsk, 0, 0).header();
-    let hf = Td::new(h.task_stream(), 0, 0).header();
-    let roles = fixture_roles(&h);
-    let role_f =
-        |s: Option<u8>| s.and_then(|s| roles.iter().find(|r| r.0 == u32::from(s)).map(|r| r.1));
-    let role_b = |s: Option<u8>| {
-        s.and_then(|s| {
-            p.tensors
-                .iter()
-                .find(|t| t.slot == u32::from(s))
-                .map(|t| match t.direction {
-                    Direction::In => crate::hwx::Direction::Input,
-                    _ => crate::hwx::Direction::Output,
-                })
-        })
-    };
-    for i in 0..2 {
-        assert_eq!(role_f(hf.rbase(i)), role_b(hb.rbase(i)), "{name}: RBase{i}");
-    }
-    assert_eq!(role_f(hf.wbase()), role_b(hb.wbase()), "{name}: WBase");
-    // The bound buffers have the fixture's sizes.
-    for t in h.tensors() {
-        let dir = match t.direction {
-            crate::hwx::Direction::Input => Direction::In,
-            crate::hwx::Direction::Output => Direction::Out,
-        };
-        assert!(
-            p.tensors
-                .iter()
-                .any(|b| b.direction == dir && b.buffer_size == t.buffer_size),
-            "{name}: no {dir:?} tensor of {:#x} bytes",
-            t.buffer_size
-        );
-    }
-    println!(
-        "{name}: TD matches except {} register(s) and {} header word(s), all listed",
-        allowed.len(),
-        allowed_header.len()
-    );
-    true
-}
-
-/// What the builder writes differently from every planar-engine fixture
-/// of compiler v4.2.1 / v5.4.1, and why.
-const ZERO_PAD: Allowed = (
-    tile_dst::FMT,
-    "ZeroPadFirst/Last on every destination (as v5.4.1+ and every NE op): \
-     the output's row padding is written with zeros instead of left as it was",
-);
-
-const GROUP_STRIDES: [Allowed; 3] = [
-    (
-        tile_src::GROUP_STRIDE,
-        "v5.4.1 writes GroupStride = DepthStride; the builder writes 0 like \
-         v4.2.1 (sum, conv, gemm); NumGroups is 1, so it is never stepped",
-    ),
-    (tile_src::SRC1_GROUP_STRIDE, "as GroupStride"),
-    (tile_dst::GROUP_STRIDE, "as GroupStride"),
-];
-
-#[test]
-fn add_matches_tinygrad_sum() {
-    let p = add(&shape(1, 64, 1, 1)).unwrap();
-    // The sum puts its first input ("image", RBase0) in slot 6 and the
-    // second in 5; the builder uses 5 and 6 (compared by role).
-    compare_with_fixture("tinygrad_sum.hwx", &p, &[ZERO_PAD], &[]);
-}
-
-#[test]
-fn mul_matches_the_compiled_muls() {
-    let p = mul(&shape(1, 64, 1, 1)).unwrap();
-    // macOS 12 (v5.4.1): the same slots (5, 6 -> 4).
-    compare_with_fixture("mul_zin541_macos12.hwx", &p, &GROUP_STRIDES, &[]);
-    // macOS 14 (v7.6.4): inputs in slots 4, 5, output in 6 (compared by
-    // role), and the "spurious" kernel DMA / NE words on a planar op,
-    // which the builder leaves 0 as v4.2.1/v5.4.1 do (AB reports the raw
-    // v7.6.4 mul outputs 0.0 on hardware until they are cleared).
-    let mut allowed: Vec<Allowed> = GROUP_STRIDES.to_vec();
-    for i in 0..16 {
-        allowed.push((kdma::COEFF_DMA_CONFIG.at(i), "v7.6.4 spurious KDMA"));
-        allowed.push((kdma::COEFF_BFR_SIZE.at(i), "v7.6.4 spurious KDMA"));
-    }
-    for i in 0..4 {
-        allowed.push((kdma::EXTRA_CONFIG.at(i), "v7.6.4 spurious KDMA"));
-        allowed.push((kdma::EXTRA_SIZE.at(i), "v7.6.4 spurious KDMA"));
-    }
-    allowed.push((ne::KERNEL_CFG, "v7.6.4 NE KernelCfg 0x80 on a planar op"));
-    allowed.push((ne::MAC_CFG, "v7.6.4 NE MACCfg 0x100000 on a planar op"));
-    allowed.push((tile_src::WORD_40, "v7.6.4 writes 0x100 on planar ops"));
-    compare_with_fixture(
-        "mul_zin764_macos14.hwx",
-        &p,
-        &allowed,
-        &[(2, "v7.6.4 LogEvents 0x42A, v4.2.1/v5.4.1 0x422")],
-    );
-}
-
-#[test]
-fn conv_matches_tinygrad_conv_and_its_weights() {
-    let w = vec![h16(0x4000); 9]; // 2.0, as compiled
-    let p = conv1x1(3, 3, 1, 1, &w).unwrap();
-    if compare_with_fixture("tinygrad_conv.hwx", &p, &[], &[]) {
-        let h = Hwx::parse(&fixture("tinygrad_conv.hwx").unwrap()).unwrap();
-        assert_eq!(p.weights, h.weights(), "coefficient bytes");
-    }
-    let w = vec![h16(0x4200); 9]; // 3.0
-    let p = conv1x1(3, 3, 1, 1, &w).unwrap();
-    if compare_with_fixture("tinygrad_conv3_w3.hwx", &p, &[], &[]) {
-        let h = Hwx::parse(&fixture("tinygrad_conv3_w3.hwx").unwrap()).unwrap();
-        assert_eq!(p.weights, h.weights(), "coefficient bytes");
-    }
-}
-
-#[test]
-fn linear_matches_tinygrad_gemm_and_its_weights() {
-    let w = vec![f16::ZERO; 512 * 512]; // the compiled weights are 0
-    let p = linear(1, 512, 512, &w).unwrap();
-    if compare_with_fixture("tinygrad_gemm.hwx", &p, &[], &[]) {
-        let h = Hwx::parse(&fixture("tinygrad_gemm.hwx").unwrap()).unwrap();
-        assert_eq!(p.weights.len(), h.weights().len());
-        assert_eq!(p.weights, h.weights());
-    }
-    // And the same TD through conv1x1.
-    assert_eq!(conv1x1(512, 512, 1, 1, &w).unwrap().tsk, p.tsk);
-}
+// The comparison with every compiled fixture is `oracle.rs`.
 
 /// Facts of the chains that no single-TD fixture shows: links, TIDs,
 /// LNID/EON, TBE on all but the last, the eiln chains' header words.
@@ -763,4 +582,141 @@ fn relu_activation_on_the_model() {
     let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
     let (_, lin) = reference::conv1x1(&x, &xs, &wt, 32, None, Rounding::NearestEven).unwrap();
     assert_bits("conv+relu", &got, &reference::relu(&lin));
+}
+
+/// Standalone ReLU (the NE pass-through): validates, and on the model is
+/// `reference::relu` bit for bit on every class of value, NaN included.
+#[test]
+fn relu_on_the_model() {
+    let mut rng = Rng::new(31);
+    for s in elementwise_shapes() {
+        let p = relu(&s).unwrap();
+        p.validate().unwrap();
+        let x = random_bits(&mut rng, s.elements(), true);
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        let want = reference::relu(&x);
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "relu {s}: {st:?}");
+    }
+}
+
+/// The sigmoid table through the engine model: within the table's
+/// interpolation error of the correctly rounded logistic function, exact
+/// at the samples (x = k/2 in [−8, 8]), 0 and 1 beyond the clamps, NaN
+/// kept.
+#[test]
+fn sigmoid_on_the_model() {
+    let s = shape(1, 3, 4, 40);
+    let p = sigmoid(&s).unwrap();
+    p.validate().unwrap();
+    let mut rng = Rng::new(12);
+    let mut x: Vec<f16> = (0..s.elements())
+        .map(|_| f16::from_f32((rng.below(4001) as f32 - 2000.0) / 100.0))
+        .collect();
+    for (i, k) in (-16..=16).enumerate() {
+        x[i] = f16::from_f32(k as f32 / 2.0);
+    }
+    x[40] = f16::NAN;
+    x[41] = f16::INFINITY;
+    x[42] = f16::NEG_INFINITY;
+    let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+    let want = reference::sigmoid(&x, Rounding::NearestEven);
+    let mut worst = 0f32;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if x[i].is_nan() {
+            assert!(g.is_nan());
+            continue;
+        }
+        let e = (f32::from(*g) - f32::from(*w)).abs();
+        if i < 33 {
+            assert_eq!(g.to_bits(), w.to_bits(), "sample x = {}", x[i]);
+        }
+        assert!(e <= 0.0035, "x = {}: {g} vs {w}", x[i]);
+        worst = worst.max(e);
+    }
+    assert_eq!(got[41], f16::ONE);
+    assert_eq!(got[42], f16::ZERO);
+    println!("sigmoid: max abs error {worst:.2e} from the correctly rounded logistic");
+    assert!(worst > 0.0, "the data exercises the interpolation");
+}
+
+/// Concat copies both inputs bit for bit into their channel ranges, on
+/// every class of value, NaN payloads aside.
+#[test]
+fn concat_on_the_model() {
+    let mut rng = Rng::new(4);
+    for (ca, cb, h, w) in [(3, 5, 2, 7), (16384, 16, 1, 1), (1, 1, 40, 33)] {
+        let (sa, sb) = (shape(1, ca, h, w), shape(1, cb, h, w));
+        let p = concat(&sa, &sb).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.td_count, 2);
+        let a = random_bits(&mut rng, sa.elements(), false);
+        let b = random_bits(&mut rng, sb.elements(), false);
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = a.iter().chain(&b).copied().collect();
+        assert_bits(&format!("concat {sa}+{sb}"), &got, &want);
+    }
+    assert!(concat(&shape(1, 2, 3, 4), &shape(1, 2, 3, 5)).is_err());
+}
+
+/// Sub is exact (`fp16(a − b)`, signed zeros included, as `a + (−b)`);
+/// mean is `fp16((a + b) / 2)` within 1 ulp (the binary32 sum may round
+/// once before the final rounding when the exponents are far apart).
+#[test]
+fn sub_and_mean_on_the_model() {
+    let mut rng = Rng::new(21);
+    for s in elementwise_shapes() {
+        let n = s.elements();
+        let a = random_bits(&mut rng, n, false);
+        let b = random_bits(&mut rng, n, false);
+        let p = sub(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let neg: Vec<f16> = b.iter().map(|v| -*v).collect();
+        let want = reference::add(&a, &neg, Rounding::NearestEven).unwrap();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "sub {s}: {st:?}");
+        let p = mean(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("a", &a), ("b", &b)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| f16::from_f64((f64::from(*x) + f64::from(*y)) / 2.0))
+            .collect();
+        let st = reference::compare(&want, &got, 1).unwrap();
+        assert!(st.passed(), "mean {s}: {st:?}");
+    }
+}
+
+/// Square is `fp16(x · x)` and abs `|x|`, both exact, on every class of
+/// value.
+#[test]
+fn square_and_abs_on_the_model() {
+    let mut rng = Rng::new(33);
+    for s in elementwise_shapes() {
+        let x = random_bits(&mut rng, s.elements(), true);
+        let p = square(&s).unwrap();
+        p.validate().unwrap();
+        assert_eq!(p.inputs().count(), 1);
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        let want = reference::mul(&x, &x, Rounding::NearestEven).unwrap();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "square {s}: {st:?}");
+        let p = abs(&s).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        let want: Vec<f16> = x
+            .iter()
+            .map(|v| {
+                if v.is_nan() {
+                    *v
+                } else {
+                    f16::from_bits(v.to_bits() & 0x7FFF)
+                }
+            })
+            .collect();
+        let st = reference::compare(&want, &got, 0).unwrap();
+        assert!(st.passed(), "abs {s}: {st:?}");
+    }
 }

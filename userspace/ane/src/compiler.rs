@@ -1,0 +1,1283 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! An open compiler: ONNX models to H13 programs.
+//!
+//! [`compile`] reads an ONNX model (the protobuf, decoded by `prost` with
+//! the messages of [`onnx`]), infers every shape from the graph inputs and
+//! the initializers, and lowers the graph to **one** H13 program: a TD
+//! chain built by [`builder`](crate::builder)'s TD constructors, the
+//! coefficients and constants in slot 1, every intermediate resident in
+//! scratch slot 3, the graph's output in slot 4 and its inputs from slot 5.
+//! [`Compiled::to_anec`] writes it as the `.anec` container the library
+//! loads, with the model's input and output names and shapes (see
+//! [`crate::anec`]'s names block).
+//!
+//! # The supported subset
+//!
+//! | ONNX op | lowering | TDs |
+//! |---|---|---|
+//! | `Gemm` (transA 0, any transB, alpha, beta; B and C constant) | 1×1 convolution, batch as the width; bias as a planar add of a constant | 1 (+1 with C) |
+//! | `MatMul` (2-D activation × constant) | as Gemm without C | 1 |
+//! | `Conv` (1×1 kernel, stride 1, no padding, group 1, batch 1; W and B constant) | 1×1 convolution; bias as a planar add | 1 (+1 with B) |
+//! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
+//! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
+//! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Flatten`, `Reshape` (constant shape) of a computed value that keeps the engine tensor (`[1, C, 1, 1]` ↔ `[1, C]`) | a change of the model's view only | 0 |
+//! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
+//! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
+//! | `Add`, `Sub`, `Mul`, `Max`, `Min`, `Mean` (two inputs) of two activations of the same shape | planar engine, two sources (`Sub` as `(−1·y) + x`, `Mean` with Scale 0.5, as eiln's compiled sub and ave) | 1 |
+//! | `Add`, `Sub`, `Mul` of an activation and a constant that broadcasts to it | planar engine; the constant materialized in slot 1 | 1 |
+//!
+//! Everything else is refused with [`CompileError::Unsupported`], naming the
+//! node, its op and the reason; nothing falls back silently.
+//!
+//! # Layouts
+//!
+//! A 2-D activation `[batch, features]` lives on the engine as `(1,
+//! features, 1, batch)` (features as channels, as [`builder::linear`]), a
+//! 4-D one `[1, C, H, W]` as itself. The compiled program records the
+//! model's shape and this layout for each input and output, so callers
+//! pass and receive arrays in the model's own shape.
+//!
+//! # Numerics
+//!
+//! Weights, constants and activations are fp16 on the engine; every TD
+//! rounds its result to fp16 (a convolution accumulates in binary32 on the
+//! engine model). A bias is added by its own TD after the convolution's
+//! rounding, so a layer with a bias rounds twice. BatchNormalization is
+//! folded in f32 before the weights are rounded to fp16.
+//!
+//! # Targets
+//!
+//! Only H13 (M1, T8103/T6000/T6001/T6002) programs are emitted. H14
+//! (T6021) is out of scope until its program container is understood from
+//! the hardware record; [`Target::T6021`] is refused.
+
+pub mod onnx;
+pub mod zoo;
+
+use std::collections::HashMap;
+
+use half::f16;
+
+use crate::anec::{Anec, AnecError, AnecHeader, IoLayout, IoName, Nchw, PayloadOffset, SLOTS};
+use crate::builder::{
+    self, chain_program, granule, slot_of, Activation, BuildError, Direction, Geom, KernelLayout,
+    Loc, NeTask, PeTask, Program, Step, TensorSlot, SLOT_FIRST_INPUT, SLOT_OUTPUT, SLOT_SCRATCH,
+};
+use crate::hw::td::regs::PeOp;
+use crate::tensor::Shape;
+
+/// The engine generation to compile for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// H13 (M1 family).
+    H13,
+    /// H14 (T6021, M2 Pro/Max): refused.
+    T6021,
+}
+
+/// Why a model was not compiled.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// The file is not an ONNX model.
+    #[error("not an ONNX model: {0}")]
+    Parse(#[from] prost::DecodeError),
+    /// The model is malformed or outside what the compiler handles as a
+    /// whole (no graph, symbolic shapes, several outputs).
+    #[error("model: {0}")]
+    Model(String),
+    /// A node the compiler cannot lower.
+    #[error("node '{node}' ({op}): {reason}")]
+    Unsupported {
+        /// The node's name (or its first output when it has none).
+        node: String,
+        /// Its op type.
+        op: String,
+        /// Why.
+        reason: String,
+    },
+    /// A lowered operation is beyond the engine's limits.
+    #[error("node '{node}': {source}")]
+    Build {
+        /// The node.
+        node: String,
+        /// The builder's reason.
+        source: BuildError,
+    },
+    /// The target is out of scope.
+    #[error("target {0} is out of scope: only H13 (M1) programs are emitted; the H14 (T6021) program container is not yet understood from the hardware record")]
+    Target(&'static str),
+    /// The program did not fit the container.
+    #[error("container: {0}")]
+    Container(#[from] AnecError),
+}
+
+/// An input or output of the compiled model.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoTensor {
+    /// The model's name.
+    pub name: String,
+    /// The BAR slot.
+    pub slot: u32,
+    /// Input or output.
+    pub direction: Direction,
+    /// The model's dims.
+    pub dims: Vec<usize>,
+    /// How the model's array maps to the engine tensor.
+    pub layout: IoLayout,
+    /// The engine tensor.
+    pub shape: Shape,
+}
+
+/// A compiled model.
+#[derive(Clone, Debug)]
+pub struct Compiled {
+    /// The program.
+    pub program: Program,
+    /// Inputs then the output, by slot.
+    pub io: Vec<IoTensor>,
+    /// Node count of the model.
+    pub nodes: usize,
+}
+
+/// A value of the graph during lowering.
+#[derive(Clone, Debug)]
+struct Val {
+    dims: Vec<usize>,
+    layout: IoLayout,
+    shape: Shape,
+    /// Where it lives, once placed.
+    loc: Option<Loc>,
+}
+
+/// A high-level operation before placement.
+#[derive(Clone, Debug)]
+enum Op {
+    /// `out = act(W · x + bias)` as a 1×1 convolution.
+    Conv {
+        node: String,
+        x: String,
+        out: String,
+        cin: usize,
+        cout: usize,
+        /// `[cout][cin]`, f32 until packed.
+        w: Vec<f32>,
+        bias: Option<Vec<f32>>,
+        relu: bool,
+    },
+    /// Two-source planar op; `b` is a value or a constant (dense, in the
+    /// engine tensor's NCHW order).
+    /// `out = ((pre · a) ⊕ b) · scale`, `a` the planar engine's source 0.
+    Binary {
+        node: String,
+        op: PeOp,
+        a: String,
+        b: Operand,
+        out: String,
+        pre: u16,
+        scale: u16,
+    },
+    /// `|x|` on the planar engine.
+    Abs {
+        node: String,
+        x: String,
+        out: String,
+    },
+    /// Channel concatenation: one pass-through copy per input.
+    Concat {
+        node: String,
+        inputs: Vec<String>,
+        out: String,
+    },
+    /// A neural-engine pass-through with ReLU or the sigmoid table.
+    Unary {
+        node: String,
+        x: String,
+        out: String,
+        act: Activation,
+    },
+}
+
+impl Op {
+    /// The value the op writes.
+    fn out_mut(&mut self) -> &mut String {
+        match self {
+            Op::Conv { out, .. }
+            | Op::Binary { out, .. }
+            | Op::Abs { out, .. }
+            | Op::Concat { out, .. }
+            | Op::Unary { out, .. } => out,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Operand {
+    Value(String),
+    Const(Vec<f32>),
+}
+
+fn unsupported(n: &onnx::NodeProto, reason: impl Into<String>) -> CompileError {
+    CompileError::Unsupported {
+        node: node_name(n),
+        op: n.op_type.clone(),
+        reason: reason.into(),
+    }
+}
+
+fn node_name(n: &onnx::NodeProto) -> String {
+    if n.name.is_empty() {
+        n.output.first().cloned().unwrap_or_default()
+    } else {
+        n.name.clone()
+    }
+}
+
+/// The engine tensor of a value of `dims`, or why there is none.
+fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
+    let r = match *dims {
+        [b, f] => (IoLayout::BatchFeatures, Shape::new(1, f, 1, b)),
+        [1, c, h, w] => (IoLayout::Nchw, Shape::new(1, c, h, w)),
+        [n, _, _, _] => {
+            return Err(format!(
+                "a 4-D tensor of batch {n}: only batch 1 is supported for NCHW tensors"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "rank {} ({dims:?}): only [batch, features] and [1, C, H, W] are supported",
+                dims.len()
+            ))
+        }
+    };
+    let shape = r.1.map_err(|e| e.to_string())?;
+    // Within the registers' limits (channels, width, height, 4 GiB) before
+    // anything is sized from it.
+    Geom::new(&shape, "shape").map_err(|e| format!("{dims:?}: {e}"))?;
+    Ok((r.0, shape))
+}
+
+/// The most bytes one materialized constant (a bias or a broadcast
+/// operand, stored at the full tensor's size) may take: 64 MiB.
+pub const MAX_CONSTANT_BYTES: usize = 64 << 20;
+
+/// Refuses to materialize a constant of `shape` beyond
+/// [`MAX_CONSTANT_BYTES`].
+fn constant_fits(shape: &Shape) -> Result<(), String> {
+    let bytes = shape.layout().tiled_bytes();
+    if bytes > MAX_CONSTANT_BYTES {
+        return Err(format!(
+            "a constant of {shape} would take {bytes} bytes in the program, more than {MAX_CONSTANT_BYTES}"
+        ));
+    }
+    Ok(())
+}
+
+/// The element count of `dims`, or `None` when it overflows.
+fn checked_count(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d))
+}
+
+/// Broadcasts constant `c` of `cdims` to `dims` (numpy rules) and returns
+/// it in the engine tensor's dense NCHW order.
+fn broadcast_const(
+    c: &[f32],
+    cdims: &[usize],
+    dims: &[usize],
+    layout: IoLayout,
+) -> Option<Vec<f32>> {
+    if cdims.len() > dims.len() {
+        return None;
+    }
+    let pad = dims.len() - cdims.len();
+    let full: Vec<usize> = (0..dims.len())
+        .map(|i| if i < pad { 1 } else { cdims[i - pad] })
+        .collect();
+    for (a, b) in full.iter().zip(dims) {
+        if *a != 1 && a != b {
+            return None;
+        }
+    }
+    let count: usize = dims.iter().product();
+    let mut model = Vec::with_capacity(count);
+    let mut idx = vec![0usize; dims.len()];
+    for _ in 0..count {
+        let mut off = 0;
+        for (i, &d) in full.iter().enumerate() {
+            off = off * d + if d == 1 { 0 } else { idx[i] };
+        }
+        model.push(c[off]);
+        for i in (0..dims.len()).rev() {
+            idx[i] += 1;
+            if idx[i] < dims[i] {
+                break;
+            }
+            idx[i] = 0;
+        }
+    }
+    Some(to_engine_order(&model, dims, layout))
+}
+
+/// The model's dense array → the engine tensor's dense NCHW array.
+pub fn to_engine_order<T: Copy>(model: &[T], dims: &[usize], layout: IoLayout) -> Vec<T> {
+    match layout {
+        IoLayout::Nchw => model.to_vec(),
+        IoLayout::BatchFeatures => {
+            let (b, f) = (dims[0], dims[1]);
+            (0..f)
+                .flat_map(|j| (0..b).map(move |i| model[i * f + j]))
+                .collect()
+        }
+    }
+}
+
+/// The engine tensor's dense NCHW array → the model's dense array.
+pub fn from_engine_order<T: Copy>(engine: &[T], dims: &[usize], layout: IoLayout) -> Vec<T> {
+    match layout {
+        IoLayout::Nchw => engine.to_vec(),
+        IoLayout::BatchFeatures => {
+            let (b, f) = (dims[0], dims[1]);
+            (0..b)
+                .flat_map(|i| (0..f).map(move |j| engine[j * b + i]))
+                .collect()
+        }
+    }
+}
+
+/// A constant tensor in the ANE layout, as many bytes as a tile DMA reads
+/// of it (the tiled bytes, not the 16 KiB-rounded buffer).
+fn tile_const(shape: &Shape, dense: &[f16]) -> Result<Vec<f16>, crate::tensor::TensorError> {
+    let mut v = crate::tensor::tile_to_vec(shape, dense)?;
+    v.truncate(shape.layout().tiled_bytes() / 2);
+    Ok(v)
+}
+
+/// Compiles an ONNX model file's bytes for `target`.
+pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
+    if target == Target::T6021 {
+        return Err(CompileError::Target("t6021"));
+    }
+    let model = onnx::decode(bytes)?;
+    let g = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| CompileError::Model("the model has no graph".into()))?;
+    for o in &model.opset_import {
+        if !o.domain.is_empty() && o.domain != "ai.onnx" {
+            return Err(CompileError::Model(format!(
+                "operator set '{}' is not supported (only the default ONNX domain)",
+                o.domain
+            )));
+        }
+    }
+
+    // Constants.
+    let mut consts: HashMap<String, (Vec<usize>, Vec<f32>)> = HashMap::new();
+    for t in &g.initializer {
+        let data = t
+            .to_f32()
+            .map_err(|e| CompileError::Model(format!("initializer '{}': {e}", t.name)))?;
+        let dims: Vec<usize> = t.dims.iter().map(|&d| d.max(0) as usize).collect();
+        if checked_count(&dims) != Some(data.len()) {
+            return Err(CompileError::Model(format!(
+                "initializer '{}': {} values for dims {dims:?}",
+                t.name,
+                data.len()
+            )));
+        }
+        consts.insert(t.name.clone(), (dims, data));
+    }
+    // Inputs.
+    let mut vals: HashMap<String, Val> = HashMap::new();
+    let mut inputs = Vec::new();
+    for vi in g.input.iter().filter(|v| !consts.contains_key(&v.name)) {
+        let dims = vi
+            .dims()
+            .map_err(|e| CompileError::Model(format!("input '{}' {e}", vi.name)))?;
+        let (layout, shape) = engine_shape(&dims)
+            .map_err(|e| CompileError::Model(format!("input '{}': {e}", vi.name)))?;
+        vals.insert(
+            vi.name.clone(),
+            Val {
+                dims,
+                layout,
+                shape,
+                loc: None,
+            },
+        );
+        inputs.push(vi.name.clone());
+    }
+    if inputs.is_empty() {
+        return Err(CompileError::Model("the graph has no input".into()));
+    }
+    if g.output.len() != 1 {
+        return Err(CompileError::Model(format!(
+            "the graph has {} outputs; one is supported",
+            g.output.len()
+        )));
+    }
+    let output = g.output[0].name.clone();
+    // Readers of each value.
+    let mut readers: HashMap<&str, usize> = HashMap::new();
+    for n in &g.node {
+        for i in &n.input {
+            *readers.entry(i.as_str()).or_default() += 1;
+        }
+    }
+    *readers.entry(output.as_str()).or_default() += 1;
+
+    // Lower to high-level ops, inferring shapes.
+    let mut ops: Vec<Op> = Vec::new();
+    // The op index that produced a value.
+    let mut producer: HashMap<String, usize> = HashMap::new();
+    for n in &g.node {
+        if !n.domain.is_empty() && n.domain != "ai.onnx" {
+            return Err(unsupported(
+                n,
+                format!("domain '{}' is not supported", n.domain),
+            ));
+        }
+        let out = n
+            .output
+            .first()
+            .cloned()
+            .ok_or_else(|| unsupported(n, "has no output"))?;
+        if n.input.first().is_none_or(|i| i.is_empty()) {
+            return Err(unsupported(n, "has no first input"));
+        }
+        let val_of = |name: &str| -> Result<Val, CompileError> {
+            vals.get(name).cloned().ok_or_else(|| {
+                if consts.contains_key(name) {
+                    unsupported(
+                        n,
+                        format!("input '{name}' is a constant where an activation is needed"),
+                    )
+                } else {
+                    unsupported(
+                        n,
+                        format!("input '{name}' is not produced by a supported node"),
+                    )
+                }
+            })
+        };
+        let konst = |i: usize, what: &str| -> Result<&(Vec<usize>, Vec<f32>), CompileError> {
+            let name = n
+                .input
+                .get(i)
+                .filter(|s| !s.is_empty())
+                .ok_or_else(|| unsupported(n, format!("{what} is missing")))?;
+            consts.get(name).ok_or_else(|| {
+                unsupported(n, format!("{what} '{name}' must be a constant initializer"))
+            })
+        };
+        let new_val = |dims: Vec<usize>| -> Result<Val, CompileError> {
+            let (layout, shape) = engine_shape(&dims).map_err(|e| unsupported(n, e))?;
+            Ok(Val {
+                dims,
+                layout,
+                shape,
+                loc: None,
+            })
+        };
+        let op = n.op_type.as_str();
+        let (new_op, dims): (Option<Op>, Vec<usize>) = match op {
+            "Gemm" | "MatMul" => {
+                let x = val_of(&n.input[0])?;
+                let [b, k] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input A is {:?}; a 2-D [batch, features] activation is needed", x.dims)));
+                };
+                if op == "Gemm" && n.int("transA", 0) != 0 {
+                    return Err(unsupported(n, "transA = 1 is not supported"));
+                }
+                let (wd, w) = konst(1, "B")?;
+                let trans_b = op == "Gemm" && n.int("transB", 0) != 0;
+                let (wk, wn) = match wd[..] {
+                    [r, c] if trans_b => (c, r),
+                    [r, c] => (r, c),
+                    _ => return Err(unsupported(n, format!("B is {wd:?}; 2-D is needed"))),
+                };
+                if wk != k {
+                    return Err(unsupported(n, format!("A is [{b}, {k}] but B has {wk} rows")));
+                }
+                let alpha = if op == "Gemm" { n.float("alpha", 1.0) } else { 1.0 };
+                let beta = if op == "Gemm" { n.float("beta", 1.0) } else { 1.0 };
+                // [N][K] weights.
+                let mut wt = vec![0f32; wn * k];
+                for o in 0..wn {
+                    for i in 0..k {
+                        let v = if trans_b { w[o * k + i] } else { w[i * wn + o] };
+                        wt[o * k + i] = alpha * v;
+                    }
+                }
+                let bias = if op == "Gemm" && n.input.get(2).is_some_and(|s| !s.is_empty()) {
+                    let (cd, c) = konst(2, "C")?;
+                    let per = match cd[..] {
+                        [m] if m == wn => c.clone(),
+                        [1, m] if m == wn => c.clone(),
+                        [m] | [1, m] if m == 1 => vec![c[0]; wn],
+                        _ => {
+                            return Err(unsupported(n, format!("C is {cd:?}; only a bias per output feature ([N] or [1, N]) is supported")))
+                        }
+                    };
+                    Some(per.iter().map(|v| beta * v).collect())
+                } else {
+                    None
+                };
+                (
+                    Some(Op::Conv {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                        cin: k,
+                        cout: wn,
+                        w: wt,
+                        bias,
+                        relu: false,
+                    }),
+                    vec![b, wn],
+                )
+            }
+            "Conv" => {
+                let x = val_of(&n.input[0])?;
+                let [1, c, h, w] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input is {:?}; [1, C, H, W] is needed", x.dims)));
+                };
+                let (wd, wv) = konst(1, "W")?;
+                let [m, wc, kh, kw] = wd[..] else {
+                    return Err(unsupported(n, format!("W is {wd:?}; 4-D is needed")));
+                };
+                if n.int("group", 1) != 1 {
+                    return Err(unsupported(n, "group > 1 (depthwise or grouped) is not supported yet"));
+                }
+                if (kh, kw) != (1, 1) {
+                    return Err(unsupported(n, format!("a {kh}x{kw} kernel: only 1x1 is supported yet")));
+                }
+                if n.ints("strides").is_some_and(|s| s.iter().any(|&v| v != 1)) {
+                    return Err(unsupported(n, "strides other than 1 are not supported yet"));
+                }
+                if n.ints("pads").is_some_and(|s| s.iter().any(|&v| v != 0)) {
+                    return Err(unsupported(n, "padding is not supported yet"));
+                }
+                if n.ints("dilations").is_some_and(|s| s.iter().any(|&v| v != 1)) {
+                    return Err(unsupported(n, "dilations other than 1 are not supported"));
+                }
+                let ap = n.attr("auto_pad").map(|a| String::from_utf8_lossy(&a.s).into_owned());
+                if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
+                    return Err(unsupported(n, "auto_pad SAME_* is not supported yet"));
+                }
+                if wc != c {
+                    return Err(unsupported(n, format!("input has {c} channels, W expects {wc}")));
+                }
+                let bias = if n.input.get(2).is_some_and(|s| !s.is_empty()) {
+                    let (bd, b) = konst(2, "B")?;
+                    if bd[..] != [m] {
+                        return Err(unsupported(n, format!("B is {bd:?}, [{m}] expected")));
+                    }
+                    Some(b.clone())
+                } else {
+                    None
+                };
+                (
+                    Some(Op::Conv {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                        cin: c,
+                        cout: m,
+                        w: wv.clone(),
+                        bias,
+                        relu: false,
+                    }),
+                    vec![1, m, h, w],
+                )
+            }
+            "BatchNormalization" => {
+                let x = val_of(&n.input[0])?;
+                if n.output.len() > 1 {
+                    return Err(unsupported(n, "training mode (several outputs) is not supported"));
+                }
+                let eps = n.float("epsilon", 1e-5);
+                let mut p = Vec::new();
+                for (i, what) in [(1, "scale"), (2, "B"), (3, "mean"), (4, "var")] {
+                    p.push(konst(i, what)?.1.clone());
+                }
+                let ch = x.shape.c();
+                if p.iter().any(|v| v.len() != ch) {
+                    return Err(unsupported(n, format!("parameters must have {ch} values")));
+                }
+                let src = &n.input[0];
+                let pi = producer.get(src).copied();
+                let foldable = pi.is_some_and(|i| {
+                    matches!(&ops[i], Op::Conv { relu: false, .. }) && readers.get(src.as_str()) == Some(&1)
+                });
+                let Some(pi) = pi.filter(|_| foldable) else {
+                    return Err(unsupported(n, "only a BatchNormalization right after a Conv/Gemm/MatMul whose output nothing else reads is supported (it is folded)"));
+                };
+                let Op::Conv { w, bias, cin, out: o, .. } = &mut ops[pi] else {
+                    unreachable!()
+                };
+                let cin = *cin;
+                let b = bias.get_or_insert_with(|| vec![0.0; ch]);
+                for c in 0..ch {
+                    let s = p[0][c] / (p[3][c] + eps).sqrt();
+                    for v in &mut w[c * cin..(c + 1) * cin] {
+                        *v *= s;
+                    }
+                    b[c] = (b[c] - p[2][c]) * s + p[1][c];
+                }
+                *o = out.clone();
+                producer.insert(out.clone(), pi);
+                vals.insert(out.clone(), x.clone());
+                continue;
+            }
+            "Relu" => {
+                let x = val_of(&n.input[0])?;
+                let src = &n.input[0];
+                if let Some(&pi) = producer.get(src) {
+                    if let Op::Conv { relu, out: o, .. } = &mut ops[pi] {
+                        if !*relu && readers.get(src.as_str()) == Some(&1) {
+                            *relu = true;
+                            *o = out.clone();
+                            producer.insert(out.clone(), pi);
+                            vals.insert(out.clone(), x.clone());
+                            continue;
+                        }
+                    }
+                }
+                (
+                    Some(Op::Unary {
+                        node: node_name(n),
+                        x: src.clone(),
+                        out: out.clone(),
+                        act: Activation::Relu,
+                    }),
+                    x.dims.clone(),
+                )
+            }
+            "Flatten" | "Reshape" => {
+                let x = val_of(&n.input[0])?;
+                let dims: Vec<usize> = if op == "Flatten" {
+                    let axis = n.int("axis", 1);
+                    let r = x.dims.len() as i64;
+                    let axis = if axis < 0 { axis + r } else { axis };
+                    if !(0..=r).contains(&axis) {
+                        return Err(unsupported(n, format!("axis {axis} of a rank-{r} tensor")));
+                    }
+                    let (a, b) = x.dims.split_at(axis as usize);
+                    vec![a.iter().product(), b.iter().product()]
+                } else {
+                    let (_, shape) = konst(1, "shape")?;
+                    let total: usize = x.dims.iter().product();
+                    let mut d = Vec::with_capacity(shape.len());
+                    let mut infer = None;
+                    for (i, &v) in shape.iter().enumerate() {
+                        match v {
+                            -1.0 if infer.is_none() => {
+                                infer = Some(i);
+                                d.push(1);
+                            }
+                            0.0 => d.push(x.dims.get(i).copied().unwrap_or(0)),
+                            v if v >= 1.0 && v <= total as f32 => d.push(v as usize),
+                            v => {
+                                return Err(unsupported(n, format!("shape entry {v} of {shape:?} is not a valid dimension")))
+                            }
+                        }
+                    }
+                    let known = checked_count(&d).filter(|&k| k > 0);
+                    if let (Some(i), Some(k)) = (infer, known) {
+                        d[i] = total / k;
+                    }
+                    if checked_count(&d) != Some(total) {
+                        return Err(unsupported(n, format!("shape {shape:?} does not hold the {total} elements of {:?}", x.dims)));
+                    }
+                    d
+                };
+                let nv = new_val(dims)?;
+                // Only a change of the model's view: the engine tensor
+                // must stay the same, e.g. [1, C, 1, 1] <-> [1, C].
+                if nv.shape != x.shape {
+                    return Err(unsupported(n, format!("{:?} -> {:?} moves data on the engine ({} -> {}); only reshapes that keep the engine tensor are supported", x.dims, nv.dims, x.shape, nv.shape)));
+                }
+                let src = &n.input[0];
+                let Some(pi) = producer.get(src).copied().filter(|_| readers.get(src.as_str()) == Some(&1)) else {
+                    return Err(unsupported(n, "only the reshape of a computed value that nothing else reads is supported"));
+                };
+                *ops[pi].out_mut() = out.clone();
+                producer.insert(out.clone(), pi);
+                vals.insert(out.clone(), nv);
+                continue;
+            }
+            "Abs" => {
+                let x = val_of(&n.input[0])?;
+                (
+                    Some(Op::Abs {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                    }),
+                    x.dims.clone(),
+                )
+            }
+            "Sigmoid" => {
+                let x = val_of(&n.input[0])?;
+                (
+                    Some(Op::Unary {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                        act: Activation::Sigmoid,
+                    }),
+                    x.dims.clone(),
+                )
+            }
+            "Concat" => {
+                let vs = n
+                    .input
+                    .iter()
+                    .map(|i| val_of(i))
+                    .collect::<Result<Vec<Val>, _>>()?;
+                let rank = vs[0].dims.len() as i64;
+                let mut axis = n.int("axis", 1);
+                if axis < 0 {
+                    axis += rank;
+                }
+                if axis != 1 {
+                    return Err(unsupported(n, format!("axis {} of a rank-{rank} tensor: only the channel / feature axis (1) is supported", n.int("axis", 1))));
+                }
+                let mut dims = vs[0].dims.clone();
+                dims[1] = 0;
+                for v in &vs {
+                    let mut d = v.dims.clone();
+                    d[1] = dims[1];
+                    if d != dims {
+                        return Err(unsupported(n, format!("inputs {:?} and {:?} differ beyond the concatenated axis", vs[0].dims, v.dims)));
+                    }
+                    dims[1] += v.dims[1];
+                }
+                (
+                    Some(Op::Concat {
+                        node: node_name(n),
+                        inputs: n.input.clone(),
+                        out: out.clone(),
+                    }),
+                    dims,
+                )
+            }
+            "Add" | "Mul" | "Max" | "Min" | "Sub" | "Mean" => {
+                if n.input.len() != 2 {
+                    return Err(unsupported(n, "exactly two inputs are supported"));
+                }
+                let pe = match op {
+                    "Mul" => PeOp::Mul,
+                    "Max" => PeOp::Max,
+                    "Min" => PeOp::Min,
+                    _ => PeOp::Add,
+                };
+                let one = builder::F16_ONE;
+                let scale = if op == "Mean" { builder::F16_HALF } else { one };
+                let (x_name, y_name) = (&n.input[0], &n.input[1]);
+                // (a, b, PreScale) with out = (pre · a) ⊕ b.
+                let (a, b, pre) = match (vals.get(x_name), vals.get(y_name)) {
+                    // x − y = (−1 · y) + x, as eiln's compiled sub.
+                    (Some(_), Some(_)) if op == "Sub" => {
+                        (y_name, Operand::Value(x_name.clone()), builder::F16_MINUS_ONE)
+                    }
+                    (Some(_), Some(_)) => (x_name, Operand::Value(y_name.clone()), one),
+                    (Some(_), None) | (None, Some(_)) => {
+                        let x_is_value = vals.contains_key(x_name);
+                        let (v, c) = if x_is_value {
+                            (x_name, y_name)
+                        } else {
+                            (y_name, x_name)
+                        };
+                        if !matches!(op, "Add" | "Mul" | "Sub") {
+                            return Err(unsupported(n, "a constant operand is supported for Add, Sub and Mul only"));
+                        }
+                        let (cd, cv) = consts.get(c).ok_or_else(|| {
+                            unsupported(n, format!("input '{c}' is not produced by a supported node"))
+                        })?;
+                        let x = &vals[v];
+                        constant_fits(&x.shape).map_err(|e| unsupported(n, e))?;
+                        let mut dense = broadcast_const(cv, cd, &x.dims, x.layout).ok_or_else(|| {
+                            unsupported(n, format!("constant {cd:?} does not broadcast to {:?}", x.dims))
+                        })?;
+                        let mut pre = one;
+                        if op == "Sub" {
+                            if x_is_value {
+                                // x − c = x + (−c)
+                                dense.iter_mut().for_each(|v| *v = -*v);
+                            } else {
+                                // c − x = (−1 · x) + c
+                                pre = builder::F16_MINUS_ONE;
+                            }
+                        }
+                        (v, Operand::Const(dense), pre)
+                    }
+                    _ => return Err(unsupported(n, "needs at least one activation input")),
+                };
+                let av = val_of(a)?;
+                if let Operand::Value(bn) = &b {
+                    let bv = val_of(bn)?;
+                    if bv.dims != av.dims {
+                        return Err(unsupported(n, format!("operands {:?} and {:?}: broadcasting between two activations is not supported (the planar engine reads two tensors of one shape)", av.dims, bv.dims)));
+                    }
+                }
+                (
+                    Some(Op::Binary {
+                        node: node_name(n),
+                        op: pe,
+                        a: a.clone(),
+                        b,
+                        out: out.clone(),
+                        pre,
+                        scale,
+                    }),
+                    av.dims.clone(),
+                )
+            }
+            other => {
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+            }
+        };
+        if let Some(o) = new_op {
+            producer.insert(out.clone(), ops.len());
+            ops.push(o);
+        }
+        vals.insert(out, new_val(dims)?);
+    }
+    if !vals.contains_key(&output) {
+        return Err(CompileError::Model(format!(
+            "output '{output}' is not computed by the graph's nodes"
+        )));
+    }
+    if ops.is_empty() || inputs.contains(&output) {
+        return Err(CompileError::Model("the graph computes nothing".into()));
+    }
+    lower(&ops, &mut vals, &inputs, &output, g.node.len())
+}
+
+/// Places every value and emits the TD chain.
+fn lower(
+    ops: &[Op],
+    vals: &mut HashMap<String, Val>,
+    inputs: &[String],
+    output: &str,
+    nodes: usize,
+) -> Result<Compiled, CompileError> {
+    let mut io = Vec::new();
+    let mut tensors: Vec<TensorSlot> = Vec::new();
+    for (i, name) in inputs.iter().enumerate() {
+        let v = vals.get_mut(name).expect("inputs are values");
+        let slot = SLOT_FIRST_INPUT + i as u32;
+        if slot as usize >= SLOTS {
+            return Err(CompileError::Model(
+                "too many inputs for the BAR slots".into(),
+            ));
+        }
+        v.loc = Some(Loc { slot, offset: 0 });
+        tensors.push(slot_of(&v.shape, "input", slot, Direction::In));
+        io.push(IoTensor {
+            name: name.clone(),
+            slot,
+            direction: Direction::In,
+            dims: v.dims.clone(),
+            layout: v.layout,
+            shape: v.shape,
+        });
+    }
+    {
+        let v = vals.get_mut(output).expect("checked");
+        v.loc = Some(Loc {
+            slot: SLOT_OUTPUT,
+            offset: 0,
+        });
+        tensors.push(slot_of(&v.shape, "output", SLOT_OUTPUT, Direction::Out));
+        io.push(IoTensor {
+            name: output.to_string(),
+            slot: SLOT_OUTPUT,
+            direction: Direction::Out,
+            dims: v.dims.clone(),
+            layout: v.layout,
+            shape: v.shape,
+        });
+    }
+    // Scratch: every intermediate at its own offset (no reuse yet).
+    let mut scratch_end: u64 = 0;
+    let mut scratch_shape: Option<Shape> = None;
+    let mut place = |shape: &Shape| -> Result<Loc, CompileError> {
+        let bytes = shape.layout().tiled_bytes() as u64;
+        let at = scratch_end;
+        scratch_end += bytes.div_ceil(64) * 64;
+        if scratch_end >= builder::MAX_EXTENT {
+            return Err(CompileError::Model("intermediates exceed 4 GiB".into()));
+        }
+        scratch_shape.get_or_insert(*shape);
+        Ok(Loc {
+            slot: SLOT_SCRATCH,
+            offset: at as u32,
+        })
+    };
+    let mut weights: Vec<u8> = Vec::new();
+    let push_const = |weights: &mut Vec<u8>, bytes: &[u8]| -> u32 {
+        weights.resize(weights.len().div_ceil(64) * 64, 0);
+        let at = weights.len() as u32;
+        weights.extend_from_slice(bytes);
+        at
+    };
+    let mut steps: Vec<Step> = Vec::new();
+    let loc_of = |vals: &mut HashMap<String, Val>,
+                  place: &mut dyn FnMut(&Shape) -> Result<Loc, CompileError>,
+                  name: &str|
+     -> Result<(Loc, Shape), CompileError> {
+        let v = vals.get_mut(name).expect("every op output is a value");
+        if v.loc.is_none() {
+            v.loc = Some(place(&v.shape)?);
+        }
+        Ok((v.loc.expect("placed"), v.shape))
+    };
+    let geom = |s: &Shape, node: &str| {
+        Geom::new(s, "shape").map_err(|source| CompileError::Build {
+            node: node.to_string(),
+            source,
+        })
+    };
+    for op in ops {
+        match op {
+            Op::Conv {
+                node,
+                x,
+                out,
+                cin,
+                cout,
+                w,
+                bias,
+                relu,
+            } => {
+                let (src, xs) = loc_of(vals, &mut place, x)?;
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                let k = KernelLayout::new(*cin, *cout).map_err(|source| CompileError::Build {
+                    node: node.clone(),
+                    source,
+                })?;
+                let w16: Vec<f16> = w.iter().map(|&v| f16::from_f32(v)).collect();
+                let kat = push_const(&mut weights, &k.pack(&w16, *cin));
+                let (gi, go) = (geom(&xs, node)?, geom(&os, node)?);
+                // Bias and ReLU after it need intermediates.
+                let conv_dst = if bias.is_some() { place(&os)? } else { dst };
+                let fused = if bias.is_none() && *relu {
+                    Activation::Relu
+                } else {
+                    Activation::None
+                };
+                steps.push(Step::Ne(
+                    NeTask {
+                        src,
+                        dst: conv_dst,
+                        kernel: Some((k, kat)),
+                        act: fused,
+                        lut: 0,
+                        dst_whole: None,
+                    },
+                    gi,
+                    go,
+                ));
+                if let Some(b) = bias {
+                    constant_fits(&os).map_err(|reason| CompileError::Unsupported {
+                        node: node.clone(),
+                        op: "bias".into(),
+                        reason,
+                    })?;
+                    // The bias as a constant tensor of the output's shape.
+                    let (c, h, wd) = (os.c(), os.h(), os.w());
+                    let dense: Vec<f16> = (0..c)
+                        .flat_map(|ci| std::iter::repeat_n(f16::from_f32(b[ci]), h * wd))
+                        .collect();
+                    let tiled = tile_const(&os, &dense)
+                        .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
+                    let bytes: Vec<u8> = tiled
+                        .iter()
+                        .flat_map(|v| v.to_bits().to_le_bytes())
+                        .collect();
+                    let bat = push_const(&mut weights, &bytes);
+                    let add_dst = if *relu { place(&os)? } else { dst };
+                    steps.push(Step::Pe(
+                        PeTask {
+                            op: PeOp::Add,
+                            src0: conv_dst,
+                            src1: Some(Loc {
+                                slot: u32::from(crate::hw::td::SLOT_KERNEL),
+                                offset: bat,
+                            }),
+                            dst: add_dst,
+                            pre: builder::F16_ONE,
+                            scale: builder::F16_ONE,
+                            bias: 0,
+                            fin: builder::F32_ONE,
+                            abs: false,
+                        },
+                        go,
+                    ));
+                    if *relu {
+                        steps.push(Step::Ne(
+                            NeTask {
+                                src: add_dst,
+                                dst,
+                                kernel: None,
+                                act: Activation::Relu,
+                                lut: 0,
+                                dst_whole: None,
+                            },
+                            go,
+                            go,
+                        ));
+                    }
+                }
+            }
+            Op::Binary {
+                node,
+                op,
+                a,
+                b,
+                out,
+                pre,
+                scale,
+            } => {
+                let (s0, s) = loc_of(vals, &mut place, a)?;
+                let s1 = match b {
+                    Operand::Value(bn) => loc_of(vals, &mut place, bn)?.0,
+                    Operand::Const(dense) => {
+                        let d16: Vec<f16> = dense.iter().map(|&v| f16::from_f32(v)).collect();
+                        let tiled = tile_const(&s, &d16)
+                            .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
+                        let bytes: Vec<u8> = tiled
+                            .iter()
+                            .flat_map(|v| v.to_bits().to_le_bytes())
+                            .collect();
+                        Loc {
+                            slot: u32::from(crate::hw::td::SLOT_KERNEL),
+                            offset: push_const(&mut weights, &bytes),
+                        }
+                    }
+                };
+                let (dst, _) = loc_of(vals, &mut place, out)?;
+                steps.push(Step::Pe(
+                    PeTask {
+                        op: *op,
+                        src0: s0,
+                        src1: Some(s1),
+                        dst,
+                        pre: *pre,
+                        scale: *scale,
+                        bias: 0,
+                        fin: builder::F32_ONE,
+                        abs: false,
+                    },
+                    geom(&s, node)?,
+                ));
+            }
+            Op::Abs { node, x, out } => {
+                let (src, s) = loc_of(vals, &mut place, x)?;
+                let (dst, _) = loc_of(vals, &mut place, out)?;
+                steps.push(Step::Pe(
+                    PeTask {
+                        op: PeOp::Add,
+                        src0: src,
+                        src1: None,
+                        dst,
+                        pre: builder::F16_ONE,
+                        scale: builder::F16_ONE,
+                        bias: 0,
+                        fin: builder::F32_ONE,
+                        abs: true,
+                    },
+                    geom(&s, node)?,
+                ));
+            }
+            Op::Concat { node, inputs, out } => {
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                let go = geom(&os, node)?;
+                let mut at = dst.offset;
+                for i in inputs {
+                    let (src, s) = loc_of(vals, &mut place, i)?;
+                    let g = geom(&s, node)?;
+                    steps.push(Step::Ne(
+                        NeTask {
+                            src,
+                            dst: Loc {
+                                slot: dst.slot,
+                                offset: at,
+                            },
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: Some(go),
+                        },
+                        g,
+                        g,
+                    ));
+                    at += g.c * go.plane;
+                }
+            }
+            Op::Unary { node, x, out, act } => {
+                let (src, s) = loc_of(vals, &mut place, x)?;
+                let (dst, _) = loc_of(vals, &mut place, out)?;
+                let g = geom(&s, node)?;
+                let lut = if *act == Activation::Sigmoid {
+                    push_const(&mut weights, &builder::sigmoid_table())
+                } else {
+                    0
+                };
+                steps.push(Step::Ne(
+                    NeTask {
+                        src,
+                        dst,
+                        kernel: None,
+                        act: *act,
+                        lut,
+                        dst_whole: None,
+                    },
+                    g,
+                    g,
+                ));
+            }
+        }
+    }
+    if let Some(s) = scratch_shape {
+        tensors.push(TensorSlot {
+            name: "scratch",
+            slot: SLOT_SCRATCH,
+            direction: Direction::Scratch,
+            shape: s,
+            buffer_size: granule(scratch_end),
+        });
+    }
+    tensors.sort_by_key(|t| t.slot);
+    weights.resize(weights.len().div_ceil(64) * 64, 0);
+    let program = chain_program(&steps, tensors, weights);
+    Ok(Compiled { program, io, nodes })
+}
+
+impl Compiled {
+    /// The `.anec` container: header, names block, payload at 0x1000.
+    pub fn to_anec(&self) -> Result<Anec, CompileError> {
+        let p = &self.program;
+        let mut tiles = [0u32; SLOTS];
+        let mut nchw = [Nchw::default(); SLOTS];
+        // Slot 0 holds the payload; slot 1 (the weights) is the driver's.
+        tiles[0] = (p.image().len() as u64).div_ceil(crate::anec::TILE_BYTES) as u32;
+        for t in &p.tensors {
+            let s = t.slot as usize;
+            tiles[s] = (t.buffer_size / crate::anec::TILE_BYTES) as u32;
+            if t.direction != Direction::Scratch {
+                let l = t.shape.layout();
+                nchw[s] = Nchw {
+                    n: t.shape.n() as u64,
+                    c: t.shape.c() as u64,
+                    h: t.shape.h() as u64,
+                    w: t.shape.w() as u64,
+                    plane_stride: l.plane_stride() as u64,
+                    row_stride: l.row_stride() as u64,
+                };
+            }
+        }
+        let header = AnecHeader {
+            size: p.image().len() as u64,
+            td_size: p.td_size,
+            td_count: p.td_count,
+            tsk_size: p.tsk_size(),
+            krn_size: p.weights.len() as u64,
+            src_count: p.inputs().count() as u32,
+            dst_count: p.outputs().count() as u32,
+            tiles,
+            nchw,
+        };
+        let names = self
+            .io
+            .iter()
+            .map(|t| IoName {
+                slot: t.slot as u8,
+                layout: t.layout,
+                dims: t.dims.iter().map(|&d| d as u32).collect(),
+                name: t.name.clone(),
+            })
+            .collect();
+        Ok(Anec::with_names(
+            header,
+            p.image(),
+            PayloadOffset::Anecc,
+            names,
+        )?)
+    }
+}
+
+impl Compiled {
+    /// Runs the compiled model once on the host engine model, through the
+    /// path every program takes: the `.anec` bytes are loaded as a
+    /// [`ProgramFile`](crate::program::ProgramFile) (validated, slots
+    /// bound as EXEC would), the inputs given by model name in the model's
+    /// own order and shape (rounded to fp16), and the output returned in
+    /// the model's order. Scratch starts as 0xA5 bytes, the output as NaN.
+    pub fn run_on_model(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<f32>, String> {
+        use crate::program::{ModelRun, ProgramFile};
+        let file = self.to_anec().map_err(|e| e.to_string())?.to_bytes();
+        let p = ProgramFile::parse(std::path::Path::new("compiled.anec"), &file)
+            .map_err(|e| e.to_string())?;
+        for t in p
+            .tensors
+            .iter()
+            .filter(|t| t.direction == crate::hwx::Direction::Input)
+        {
+            if !inputs.iter().any(|(n, _)| *n == t.name) {
+                return Err(format!("input '{}' is not given", t.name));
+            }
+        }
+        let mut run = ModelRun::new(&p, |_, b| -> Result<Vec<u8>, String> {
+            let Some(i) = b.tensor else {
+                return Ok(vec![0xA5; b.size as usize]);
+            };
+            let t = &p.tensors[i];
+            let mut buf = vec![0xFF; b.size as usize];
+            if t.direction == crate::hwx::Direction::Input {
+                let (_, v) = inputs
+                    .iter()
+                    .find(|(n, _)| *n == t.name)
+                    .ok_or_else(|| format!("input '{}' is not given", t.name))?;
+                if v.len() as u64 != t.elements() {
+                    return Err(format!(
+                        "input '{}' has {} values, {} expected",
+                        t.name,
+                        v.len(),
+                        t.elements()
+                    ));
+                }
+                let dense: Vec<u8> = v
+                    .iter()
+                    .flat_map(|&x| f16::from_f32(x).to_le_bytes())
+                    .collect();
+                t.pack(&dense, &mut buf);
+            }
+            Ok(buf)
+        })?;
+        run.execute(&crate::hw::engine::Options::default())
+            .map_err(|e| format!("the engine model refused the program: {e:?}"))?;
+        let (k, b) = p
+            .bindings
+            .iter()
+            .enumerate()
+            .find(|(_, b)| {
+                b.tensor
+                    .is_some_and(|i| p.tensors[i].direction == crate::hwx::Direction::Output)
+            })
+            .ok_or("the program has no output")?;
+        let t = &p.tensors[b.tensor.unwrap_or_default()];
+        let dense = t.unpack(run.buffer(k).ok_or("no output buffer")?);
+        Ok(dense
+            .chunks(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;
