@@ -38,7 +38,7 @@ pub const HELP: &str = "Exit codes (each command's --help lists the ones it retu
   0  success
   1  output differs, a check failed, or the device failed (ioctl error, job timeout or fault)
   2  usage error (bad arguments, unreadable files)
-  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model)
+  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model), or a model compile refuses (the node named)
   4  no usable ANE device (run, bench, parity and mlp: use --model to run on the host engine model)";
 
 /// `run` and `bench`.
@@ -46,8 +46,7 @@ pub const HELP_JOB: &str = "Exit codes:
   0  success
   1  output differs, or the device failed (ioctl error, job timeout or fault)
   2  usage error (bad arguments, unreadable files)
-  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model),
-     or a model `compile` cannot compile (the node is named)
+  3  program invalid (malformed, refused by the kernel's validator, or not supported by the host engine model)
   4  no usable ANE device (use --model to run on the host engine model)";
 
 /// `parity` and `mlp`.

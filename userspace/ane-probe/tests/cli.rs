@@ -1187,6 +1187,8 @@ fn every_json_output_has_the_same_head() {
         assert_eq!(v["tool"]["name"], "ane-probe", "{all:?}");
         assert!(v["timestamp"].as_str().unwrap().ends_with('Z'), "{all:?}");
         assert!(v["tool"]["version"].is_string(), "{all:?}");
+    }
+}
 
 // ---------------------------------------------------------------------------
 // compile

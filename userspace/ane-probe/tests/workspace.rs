@@ -12,7 +12,13 @@ use std::process::Command;
 /// `cargo metadata --no-deps` of the manifest at `path`, parsed.
 fn metadata(path: &Path) -> serde_json::Value {
     let out = Command::new(env!("CARGO"))
-        .args(["metadata", "--no-deps", "--offline", "--format-version", "1"])
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
         .arg("--manifest-path")
         .arg(path)
         .output()
@@ -48,5 +54,8 @@ fn no_workspace_crate_is_publishable() {
     // The Python extension is a workspace of its own (built by maturin).
     all.extend(packages(&metadata(&top.join("ane-py/Cargo.toml"))));
     let publishable: Vec<_> = all.iter().filter(|(_, p)| *p).map(|(n, _)| n).collect();
-    assert!(publishable.is_empty(), "lack `publish = false`: {publishable:?}");
+    assert!(
+        publishable.is_empty(),
+        "lack `publish = false`: {publishable:?}"
+    );
 }
