@@ -357,6 +357,25 @@ boot() {
 }
 step "qemu x86_64: Debian's own vmlinuz loads the sample (it runs); exported symbols all in /proc/kallsyms" boot
 
+# Its own installation again (incremental: seconds), then --remove: what it
+# put into rust/ and the kbuild package's scripts/target.json go, nothing else.
+rerun_remove() {
+	local rc=0 before
+	"$tool" --kdir "$kdir" --source "$src" --rustc /usr/bin/rustc --workdir "$(meta_work)" \
+		>"$work/rerun.log" 2>&1 || rc=$?
+	grep -E "target.json|installed into|exit" "$work/rerun.log" | sed 's/^/    | /'
+	[ "$rc" = 0 ] || { cat "$work/rerun.log"; return 1; }
+	grep -q "kdir_files=scripts/target.json" "$kdir/rust/.ane-rust-meta" || { echo "target.json not in the stamp" >&2; return 1; }
+	before=$(find /usr/lib/linux-kbuild-"$abi" "/usr/src/linux-headers-$abi-common" | wc -l)
+	"$tool" --remove --kdir "$kdir" || return 1
+	[ ! -e "$kdir/scripts/target.json" ] && [ ! -e "$kdir/rust" ] ||
+		{ echo "--remove left files behind" >&2; ls -la "$kdir/rust" "$kdir/scripts/target.json" >&2; return 1; }
+	[ "$(find /usr/lib/linux-kbuild-"$abi" "/usr/src/linux-headers-$abi-common" | wc -l)" = $((before - 1)) ] ||
+		{ echo "--remove removed more than target.json from the kbuild/common packages" >&2; return 1; }
+	echo "rust/ and scripts/target.json removed; the packages' files kept"
+}
+step "ane-rust-meta again over its own installation, then --remove (target.json too)" rerun_remove
+
 echo
 echo "debian duration: $(($(date +%s) - t_start)) s (inside the chroot)"
 summary "ane-rust-meta on Debian's kernel: summary"
