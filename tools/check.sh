@@ -303,6 +303,16 @@ step "dkms: real add/build against the arm64 7.3 and 7.2 and the x86_64 (clang) 
 # to end on a headers tree made like linux-asahi-headers, booting the
 # original kernel with the modules built against the result.
 fstep "ane-rust-meta: Rust metadata for headers without rust/, end to end" tools/rustmeta/e2e.sh
+# The same tool on a kernel nobody here built: Debian's own prebuilt amd64
+# 7.3 kernel (trixie-backports, GCC 14, rustc 1.85.1, headers without
+# rust/): metadata rebuilt from Debian's linux-source, a Rust module built
+# against Debian's headers and loaded by Debian's own kernel in QEMU, and
+# the refusals (another rustc; a header copy that differs from the source).
+# The ane driver itself cannot be built there (Debian builds DRM as a
+# module, and the kernel crate's DRM API needs CONFIG_DRM=y): kdir-check
+# must refuse it by name.
+step "ane-rust-meta on Debian's own prebuilt 7.3 kernel: metadata, module built and loaded by Debian's kernel in QEMU, refusals" \
+	tools/rustmeta/debian.sh
 # The udev rule against attribute walks of an ane (M1) and an ane-fw (M2
 # Pro/Max) node and of devices it must leave alone (tools/udev/check.py).
 step "udev rule: ane and ane-fw nodes get render, 0660, uaccess; others nothing" \
