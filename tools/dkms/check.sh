@@ -61,7 +61,7 @@ for d in /usr/lib/modules /usr/src /var/lib/dkms; do
 	mount -t tmpfs tmpfs "$d"
 done
 
-version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' dkms.conf)
+version=$(cat VERSION)
 krel() { cat "$1/include/config/kernel.release"; }
 point_build() { mkdir -p "/usr/lib/modules/$1" && ln -sfn "$2" "/usr/lib/modules/$1/build"; }
 log() { echo "/var/lib/dkms/ane/$version/build/make.log"; }
@@ -109,7 +109,10 @@ build_for() {
 		echo "the module of a GCC-built kernel was built with LLVM=1" >&2
 		return 1
 	fi
-	tools/modinfo-check.sh "$ko" "$kdir"
+	tools/modinfo-check.sh "$ko" "$kdir" || return 1
+	# The module's version is the project's one version (VERSION).
+	[ "$(modinfo -F version "$ko")" = "$version" ] || { echo "modinfo version: '$(modinfo -F version "$ko")', not $version" >&2; return 1; }
+	echo "modinfo version: $version"
 }
 step "dkms build, arm64 7.3 test kernel (aarch64, rustc 1.85) + modinfo" build_for aarch64 "$ANE_KDIR_ARM"
 step "dkms build, arm64 7.2 test kernel (aarch64, backports rustc) + modinfo" build_for aarch64 "$ANE_KDIR_ARM72"
