@@ -23,6 +23,8 @@
 #   - without that directive, an x86_64 build is skipped (exit 77);
 #   - skipped (exit 77): a kernel without CONFIG_RUST, a kernel with its own
 #     ANE driver (CONFIG_DRM_ACCEL_ANE), a kernel older than 7.1;
+#   - the rust/ files docs/patches/linux-asahi-headers-rust.patch installs
+#     are enough for DKMS to build ane.ko;
 #   - a 7.1 kernel is not skipped: its headers without rust/ are stopped by
 #     PRE_BUILD naming ane-rust-meta;
 #   - PRE_BUILD stops a rustc that is not the kernel's, with the right advice
@@ -118,6 +120,33 @@ step "dkms build, arm64 7.3 test kernel (aarch64, rustc 1.85) + modinfo" build_f
 step "dkms build, arm64 7.2 test kernel (aarch64, backports rustc) + modinfo" build_for aarch64 "$ANE_KDIR_ARM72"
 step "dkms build, x86_64 kernel (arch widened by the test) + modinfo" \
 	build_for x86_64 "$ANE_KDIR_X86" --directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$"
+
+# docs/patches/linux-asahi-headers-rust.patch makes asahi-alarm's
+# linux-asahi-headers ship rust/. Its file set is enough: a build tree whose
+# rust/ holds only what the patch's lines install (run here, with O= the
+# arm64 7.3 kernel's build directory) builds ane.ko through DKMS.
+patch_rust_set() {
+	local d rel block ko
+	d=$(farm kfarm-patch "$ANE_KDIR_ARM")
+	cp "$ANE_KDIR_ARM/.config" "$d/.config"
+	block=$(sed -n 's/^+//p' docs/patches/linux-asahi-headers-rust.patch | grep -v '^+')
+	grep -q 'Installing Rust files' <<<"$block" || { echo "no Rust block in the patch" >&2; return 1; }
+	eval "package_rust() {
+$block
+}"
+	(O=$(readlink -f "$ANE_KDIR_ARM") builddir=$d package_rust) || return 1
+	echo "rust/ from the patch: $(cd "$d/rust" && find . -type f | sort | tr '\n' ' ')"
+	rel=$(krel "$d")
+	point_build "$rel" "$d"
+	dkms remove "ane/$version" -k "$rel" -a aarch64 >/dev/null 2>&1 || true
+	tools/kernel/with-toolchain.sh "$d" dkms build "ane/$version" -k "$rel" -a aarch64 >/tmp/dkms-patch.log 2>&1 ||
+		{ tail -n 20 /tmp/dkms-patch.log; tail -n 40 "$(log)" 2>/dev/null; return 1; }
+	ko=$(ls "/var/lib/dkms/ane/$version/$rel/aarch64/module/"ane.ko*)
+	echo "built $ko"
+	dkms remove "ane/$version" -k "$rel" -a aarch64 >/dev/null 2>&1 || true
+	point_build "$rel" "$ANE_KDIR_ARM"
+}
+step "docs/patches/linux-asahi-headers-rust.patch: a build tree with only the rust/ files it installs builds ane.ko (arm64 7.3)" patch_rust_set
 
 # expect_rc WANT COMMAND...: the command's exit status must be WANT
 # ("nonzero": anything but 0 and 77).
@@ -276,22 +305,27 @@ EOS
 	chmod +x "$shim/bin/rustc" "$shim/bin/rustup"
 	: >"$shim/calls"
 }
-# farm NAME TEXT: the x86_64 kernel's build tree as symlinks, with its own
-# .config saying it was built by TEXT (a plain text: a rustup build).
+# farm NAME KDIR: a build tree that is KDIR's top-level entries as symlinks
+# (rust/ and .config left out, for the caller to provide).
 farm() {
-	local d=/tmp/$1
+	local d=/tmp/$1 e
 	rm -rf "$d"
-	cp -as "$(readlink -f "$ANE_KDIR_X86")" "$d"
-	rm "$d/.config"
-	sed "s/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT=\"$2\"/" "$ANE_KDIR_X86/.config" >"$d/.config"
-	point_build "$(krel "$ANE_KDIR_X86")" "$d"
+	mkdir -p "$d"
+	for e in "$(readlink -f "$2")"/* "$(readlink -f "$2")"/.[!.]*; do
+		case "${e##*/}" in rust | .config) continue ;; esac
+		ln -s "$e" "$d/${e##*/}"
+	done
 	echo "$d"
 }
 rustup_select() {
 	local d rel rc=0 mlog
 	mk_shim
-	d=$(farm kfarm-rustup "rustc 1.93.1 (01f6ddf75 2026-02-11)")
+	d=$(farm kfarm-rustup "$ANE_KDIR_X86")
+	ln -s "$(readlink -f "$ANE_KDIR_X86")/rust" "$d/rust"
+	sed 's/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT="rustc 1.93.1 (01f6ddf75 2026-02-11)"/' \
+		"$ANE_KDIR_X86/.config" >"$d/.config"
 	rel=$(krel "$d")
+	point_build "$rel" "$d"
 	dkms remove "ane/$version" -k "$rel" -a x86_64 >/dev/null 2>&1 || true
 	PATH=$shim/bin:$PATH tools/kernel/with-toolchain.sh "$d" env PATH="$shim/bin:$PATH" \
 		dkms build "ane/$version" -k "$rel" -a x86_64 --directive "BUILD_EXCLUSIVE_ARCH=^(aarch64|x86_64)\$" \
