@@ -35,7 +35,8 @@
 #     (a stamp and files as ane-rust-meta writes them) is removed before
 #     pacman removes its headers, so no directory of the old kernel is left,
 #     and its cached source goes with it; the new kernel gets the hook;
-#   - removing the headers removes the metadata too.
+#   - removing the headers removes the metadata too; so does removing
+#     ane-rust-meta itself (for every kernel), leaving the headers' files.
 # Ends with "N passed, N failed".
 set -euo pipefail
 
@@ -274,5 +275,18 @@ remove() {
 	[ ! -e "$root/usr/lib/modules/$rel2" ] || { find "$root/usr/lib/modules/$rel2"; fail "the kernel's directory is left behind"; return 1; }
 }
 step "pacman -R linux-asahi-headers: the rebuilt metadata goes too, nothing left" remove
+
+remove_tool() {
+	pm_offline "$work/u4.log" -U "$work/pkgs/linux-asahi-headers-7.1.14.asahi1-1-any.pkg.tar.gz" || return 1
+	fake_rebuilt "$rel2" asahi-7.1.14-1
+	echo x >"$root/var/cache/ane-rust-meta/asahi-7.1.14-1.tar.gz"
+	pm -R ane-dkms ane-rust-meta 2>&1 | tee "$work/r2.log" || return 1
+	[ ! -e "$root/usr/lib/modules/$rel2/build/rust/.ane-rust-meta" ] || fail "the stamp is left behind" || return 1
+	[ ! -e "$root/usr/lib/modules/$rel2/build/rust/libkernel.rmeta" ] || fail "the metadata is left behind" || return 1
+	[ -f "$root/usr/lib/modules/$rel2/build/rust/kernel/Kconfig.test" ] || fail "the headers' own rust/kernel/Kconfig.test was removed" || return 1
+	[ ! -e "$root/var/cache/ane-rust-meta/asahi-7.1.14-1.tar.gz" ] || fail "the cached source is left behind" || return 1
+	echo "headers' rust/ now: $(cd "$root/usr/lib/modules/$rel2/build/rust" && find . -type f | tr '\n' ' ')"
+}
+step "pacman -R ane-dkms ane-rust-meta: the metadata and cached sources of every kernel go too, the headers' own files stay" remove_tool
 
 summary "ane-rust-meta hook summary"
