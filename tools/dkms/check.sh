@@ -67,6 +67,18 @@ version=$(cat VERSION)
 krel() { cat "$1/include/config/kernel.release"; }
 point_build() { mkdir -p "/usr/lib/modules/$1" && ln -sfn "$2" "/usr/lib/modules/$1/build"; }
 log() { echo "/var/lib/dkms/ane/$version/build/make.log"; }
+# farm NAME KDIR: a build tree that is KDIR's top-level entries as symlinks
+# (rust/ and .config left out, for the caller to provide).
+farm() {
+	local d=/tmp/$1 e
+	rm -rf "$d"
+	mkdir -p "$d"
+	for e in "$(readlink -f "$2")"/* "$(readlink -f "$2")"/.[!.]*; do
+		case "${e##*/}" in rust | .config) continue ;; esac
+		ln -s "$e" "$d/${e##*/}"
+	done
+	echo "$d"
+}
 
 install_src() {
 	packaging/common/install-dkms-src.sh /src / "$version"
@@ -304,18 +316,6 @@ case "\$1" in --version) echo "rustup 1.28.2 (shim)" ;; default) echo "1.99.0-x8
 EOS
 	chmod +x "$shim/bin/rustc" "$shim/bin/rustup"
 	: >"$shim/calls"
-}
-# farm NAME KDIR: a build tree that is KDIR's top-level entries as symlinks
-# (rust/ and .config left out, for the caller to provide).
-farm() {
-	local d=/tmp/$1 e
-	rm -rf "$d"
-	mkdir -p "$d"
-	for e in "$(readlink -f "$2")"/* "$(readlink -f "$2")"/.[!.]*; do
-		case "${e##*/}" in rust | .config) continue ;; esac
-		ln -s "$e" "$d/${e##*/}"
-	done
-	echo "$d"
 }
 rustup_select() {
 	local d rel rc=0 mlog
