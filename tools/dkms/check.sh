@@ -67,17 +67,24 @@ version=$(cat VERSION)
 krel() { cat "$1/include/config/kernel.release"; }
 point_build() { mkdir -p "/usr/lib/modules/$1" && ln -sfn "$2" "/usr/lib/modules/$1/build"; }
 log() { echo "/var/lib/dkms/ane/$version/build/make.log"; }
-# farm NAME KDIR: a build tree that is KDIR's top-level entries as symlinks
-# (rust/ and .config left out, for the caller to provide).
-farm() {
-	local d=/tmp/$1 e
-	rm -rf "$d"
-	mkdir -p "$d"
-	for e in "$(readlink -f "$2")"/* "$(readlink -f "$2")"/.[!.]*; do
-		case "${e##*/}" in rust | .config) continue ;; esac
-		ln -s "$e" "$d/${e##*/}"
-	done
-	echo "$d"
+# overlay KDIR: from here on, KDIR is a writable copy-on-write view of
+# itself (overlayfs, upper layer on this run's tmpfs, in this run's mount
+# namespace only: the cached kernel never changes); the original stays
+# readable at /tmp/orig-<name>. A kernel build tree records its own path
+# (its Makefile sets KBUILD_OUTPUT), so an edited tree must keep the path.
+overlay() {
+	local k n
+	k=$(readlink -f "$1")
+	n=${k##*/}
+	mkdir -p "/tmp/ovl-$n/upper" "/tmp/ovl-$n/work" "/tmp/orig-$n"
+	mount --bind "$k" "/tmp/orig-$n"
+	mount -t overlay overlay -o "lowerdir=/tmp/orig-$n,upperdir=/tmp/ovl-$n/upper,workdir=/tmp/ovl-$n/work" "$k"
+}
+unoverlay() {
+	local k n
+	k=$(readlink -f "$1")
+	n=${k##*/}
+	umount "$k" && umount "/tmp/orig-$n" && rm -rf "/tmp/ovl-$n"
 }
 
 install_src() {
@@ -138,25 +145,26 @@ step "dkms build, x86_64 kernel (arch widened by the test) + modinfo" \
 # rust/ holds only what the patch's lines install (run here, with O= the
 # arm64 7.3 kernel's build directory) builds ane.ko through DKMS.
 patch_rust_set() {
-	local d rel block ko
-	d=$(farm kfarm-patch "$ANE_KDIR_ARM")
-	cp "$ANE_KDIR_ARM/.config" "$d/.config"
+	local k n block ko rc=0
+	k=$(readlink -f "$ANE_KDIR_ARM")
+	n=${k##*/}
 	block=$(sed -n 's/^+//p' docs/patches/linux-asahi-headers-rust.patch | grep -v '^+')
 	grep -q 'Installing Rust files' <<<"$block" || { echo "no Rust block in the patch" >&2; return 1; }
 	eval "package_rust() {
 $block
 }"
-	(O=$(readlink -f "$ANE_KDIR_ARM") builddir=$d package_rust) || return 1
-	echo "rust/ from the patch: $(cd "$d/rust" && find . -type f | sort | tr '\n' ' ')"
-	rel=$(krel "$d")
-	point_build "$rel" "$d"
-	dkms remove "ane/$version" -k "$rel" -a aarch64 >/dev/null 2>&1 || true
-	tools/kernel/with-toolchain.sh "$d" dkms build "ane/$version" -k "$rel" -a aarch64 >/tmp/dkms-patch.log 2>&1 ||
-		{ tail -n 20 /tmp/dkms-patch.log; tail -n 40 "$(log)" 2>/dev/null; return 1; }
-	ko=$(ls "/var/lib/dkms/ane/$version/$rel/aarch64/module/"ane.ko*)
-	echo "built $ko"
-	dkms remove "ane/$version" -k "$rel" -a aarch64 >/dev/null 2>&1 || true
-	point_build "$rel" "$ANE_KDIR_ARM"
+	overlay "$k"
+	rm -rf "$k/rust"
+	(O=/tmp/orig-$n builddir=$k package_rust) || rc=1
+	echo "rust/ now holds only: $(cd "$k/rust" && find . -type f | sort | tr '\n' ' ')"
+	point_build "$(krel "$k")" "$k"
+	dkms remove "ane/$version" -k "$(krel "$k")" -a aarch64 >/dev/null 2>&1 || true
+	[ "$rc" = 0 ] && tools/kernel/with-toolchain.sh "$k" dkms build "ane/$version" -k "$(krel "$k")" -a aarch64 \
+		>/tmp/dkms-patch.log 2>&1 || { cat /tmp/dkms-patch.log; tail -n 40 "$(log)" 2>/dev/null; rc=1; }
+	[ "$rc" = 0 ] && ko=$(ls "/var/lib/dkms/ane/$version/$(krel "$k")/aarch64/module/"ane.ko*) && echo "built $ko"
+	dkms remove "ane/$version" -k "$(krel "$k")" -a aarch64 >/dev/null 2>&1 || true
+	unoverlay "$k"
+	return $rc
 }
 step "docs/patches/linux-asahi-headers-rust.patch: a build tree with only the rust/ files it installs builds ane.ko (arm64 7.3)" patch_rust_set
 
@@ -318,12 +326,19 @@ EOS
 	: >"$shim/calls"
 }
 rustup_select() {
+	local rc=0
+	# The x86_64 kernel, saying (in .config, what dkms.conf and PRE_BUILD
+	# read) that rustup's 1.93.1 built it.
+	overlay "$ANE_KDIR_X86"
+	rustup_select_in || rc=1
+	unoverlay "$ANE_KDIR_X86"
+	return $rc
+}
+rustup_select_in() {
 	local d rel rc=0 mlog
 	mk_shim
-	d=$(farm kfarm-rustup "$ANE_KDIR_X86")
-	ln -s "$(readlink -f "$ANE_KDIR_X86")/rust" "$d/rust"
-	sed 's/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT="rustc 1.93.1 (01f6ddf75 2026-02-11)"/' \
-		"$ANE_KDIR_X86/.config" >"$d/.config"
+	d=$(readlink -f "$ANE_KDIR_X86")
+	sed -i 's/^CONFIG_RUSTC_VERSION_TEXT=.*/CONFIG_RUSTC_VERSION_TEXT="rustc 1.93.1 (01f6ddf75 2026-02-11)"/' "$d/.config"
 	rel=$(krel "$d")
 	point_build "$rel" "$d"
 	dkms remove "ane/$version" -k "$rel" -a x86_64 >/dev/null 2>&1 || true
