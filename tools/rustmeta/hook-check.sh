@@ -138,10 +138,10 @@ packages() {
 	local d=$work/p-meta
 	mkdir -p "$d/usr/bin" "$d/usr/share/libalpm/hooks" "$d/usr/share/libalpm/scripts"
 	# The paths of packaging/arch/ane-rust-meta/PKGBUILD.
-	install -m755 tools/rustmeta/ane-rust-meta "$d/usr/bin/ane-rust-meta"
-	install -m755 packaging/arch/ane-rust-meta/ane-rust-meta-hook "$d/usr/share/libalpm/scripts/ane-rust-meta-hook"
+	install -m755 tools/rustmeta/ane-rust-meta "$d/usr/bin/ane-rust-meta" || return 1
+	install -m755 packaging/arch/ane-rust-meta/ane-rust-meta-hook "$d/usr/share/libalpm/scripts/ane-rust-meta-hook" || return 1
 	install -m644 packaging/arch/ane-rust-meta/65-ane-rust-meta.hook packaging/arch/ane-rust-meta/65-ane-rust-meta-remove.hook \
-		"$d/usr/share/libalpm/hooks/"
+		"$d/usr/share/libalpm/hooks/" || return 1
 	mkpkg ane-rust-meta "$version-1" "$d"
 	d=$work/p-dkms
 	mkdir -p "$d/usr/share/libalpm/hooks"
