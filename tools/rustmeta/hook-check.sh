@@ -198,7 +198,7 @@ order() {
 offline_said() {
 	local w
 	for w in "$2: OFFLINE? could not download https://github.com/AsahiLinux/linux/archive/refs/tags/$3.tar.gz" \
-		"ane-rust-meta-hook install --kernel $2" "--source-tarball /var/cache/ane-rust-meta/$3.tar.gz" \
+		"sudo /usr/share/libalpm/scripts/ane-rust-meta-hook install --kernel $2" "--source-tarball /var/cache/ane-rust-meta/$3.tar.gz" \
 		"dkms autoinstall -k $2"; do
 		grep -qF -- "$w" "$1" || fail "the hook did not say: $w" || return 1
 	done
