@@ -39,11 +39,17 @@ if [ "${ANE_DKMS_QUIET:-0}" != 1 ] && [ -f "$mine" ]; then
 		pid=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null || echo 0)
 	done
 fi
-# tell LINE...: to make.log and, through dkms, to the user.
+# tell LINE...: to make.log and, through dkms, to the user (from a new
+# line: dkms's "Running the pre_build script..." has none).
+told=0
 tell() {
 	for l in "$@"; do
 		printf '%s\n' "$l" >&2
-		[ -z "$term" ] || printf '%s\n' "$l" >>"$term" 2>/dev/null || true
+		if [ -n "$term" ]; then
+			[ "$told" = 1 ] || printf '\n' >>"$term" 2>/dev/null || true
+			told=1
+			printf '%s\n' "$l" >>"$term" 2>/dev/null || true
+		fi
 	done
 }
 
