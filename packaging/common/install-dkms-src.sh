@@ -8,8 +8,8 @@
 #   install-dkms-src.sh SRCDIR DESTDIR VERSION
 #
 # writes DESTDIR/usr/src/ane-VERSION/{dkms.conf,Makefile,Kbuild,LICENSE,
-# drivers/accel/ane/**,include/uapi/drm/ane_accel.h,packaging/dkms/pre-build.sh}
-# with PACKAGE_VERSION set to VERSION.
+# drivers/accel/ane/**,include/uapi/drm/ane_accel.h,packaging/dkms/pre-build.sh,
+# VERSION} with PACKAGE_VERSION and VERSION set to VERSION.
 set -eu
 src=$1 destdir=$2 version=$3
 dest=$destdir/usr/src/ane-$version
@@ -24,3 +24,6 @@ install -D -m 0755 "$src/packaging/dkms/pre-build.sh" "$dest/packaging/dkms/pre-
 	while read -r f; do install -D -m 0644 "$src/$f" "$dest/$f"; done
 sed "s/^PACKAGE_VERSION=.*/PACKAGE_VERSION=\"$version\"/" "$src/dkms.conf" >"$dest/dkms.conf"
 chmod 0644 "$dest/dkms.conf"
+# The module's MODULE_VERSION (Kbuild reads it).
+echo "$version" >"$dest/VERSION"
+chmod 0644 "$dest/VERSION"

@@ -6,8 +6,9 @@
 #   tools/packaging/check.sh     (from the repository root, on the host)
 #
 # Runs itself inside the build chroot (Debian ships makepkg and rpmbuild):
-#   - consistency: one version everywhere (dkms.conf, Cargo workspace,
-#     PKGBUILDs, spec); the modprobe.d file documents every module parameter
+#   - consistency: one version everywhere (VERSION, written by
+#     tools/version.sh into dkms.conf, the Cargo workspace and locks, ane-py,
+#     PKGBUILDs, spec, ane-rust-meta and the module); the modprobe.d file documents every module parameter
 #     with the driver's own default; the udev rule matches the ane accel node
 #     and sets group render, mode 0660 and uaccess;
 #   - the PKGBUILDs parse (bash -n, makepkg --printsrcinfo) and the -dkms one
@@ -37,22 +38,21 @@ fail() { echo "$*" >&2; return 1; }
 work=/tmp/ane-pkg
 rm -rf "$work"
 mkdir -p "$work"
-version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' dkms.conf)
+version=$(cat VERSION)
 
 # --- consistency ----------------------------------------------------------------
 versions() {
-	local ws pa pt spec
-	ws=$(sed -n 's/^version = "\(.*\)"$/\1/p' userspace/Cargo.toml | head -n1)
-	pa=$(sed -n 's/^pkgver=//p' packaging/arch/ane-dkms/PKGBUILD)
-	pt=$(sed -n 's/^pkgver=//p' packaging/arch/ane-tools/PKGBUILD)
-	pr=$(sed -n 's/^pkgver=//p' packaging/arch/ane-rust-meta/PKGBUILD)
-	tv=$(sed -n 's/^VERSION=//p' tools/rustmeta/ane-rust-meta)
-	spec=$(sed -n 's/^Version:[[:space:]]*//p' packaging/fedora/ane.spec)
-	echo "dkms.conf $version, workspace $ws, ane-dkms $pa, ane-tools $pt, ane-rust-meta $pr (tool $tv), spec $spec"
-	[ "$version" = "$ws" ] && [ "$ws" = "$pa" ] && [ "$pa" = "$pt" ] && [ "$pt" = "$spec" ] &&
-		[ "$pr" = "$version" ] && [ "$tv" = "$version" ]
+	local v
+	tools/version.sh || return 1
+	# `set` writes every place: on a copy of the tree, to another version.
+	rm -rf "$work/vcopy"
+	mkdir -p "$work/vcopy"
+	tar -C /src --exclude=./userspace/target --exclude=./.git -cf - . | tar -C "$work/vcopy" -xf -
+	"$work/vcopy/tools/version.sh" set 9.8.7 >/dev/null || { "$work/vcopy/tools/version.sh"; return 1; }
+	v=$("$work/vcopy/tools/version.sh" | grep -c '^ok .* 9\.8\.7$')
+	echo "tools/version.sh set 9.8.7 on a copy: $v places now say 9.8.7, the check passes"
 }
-step "one version in dkms.conf, Cargo workspace, PKGBUILDs, spec" versions
+step "one version: VERSION in dkms.conf, PKGBUILDs, spec, Cargo workspace and locks, ane-py, ane-rust-meta, module (tools/version.sh; set on a copy)" versions
 
 # Every parameter of the production module, with its default, from the
 # driver source (the `params` block up to the test flavour's `$($extra)*`,
@@ -146,6 +146,7 @@ arch_parse() {
 	done
 	grep -qx $'\tconflicts = omarchy-ane-dkms' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms does not conflict with omarchy-ane-dkms"
 	grep -qx $'\tdepends = dkms' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms does not depend on dkms"
+	grep -qx $'\tdepends = ane-rust-meta' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms does not depend on ane-rust-meta (its hook must run in the same transaction)"
 	grep -qx $'\tarch = any' "$work/arch/ane-dkms/.SRCINFO" || fail "ane-dkms is not arch=any"
 	grep -qx $'\tarch = aarch64' "$work/arch/ane-tools/.SRCINFO" || fail "ane-tools is not aarch64"
 	grep -qx $'\tarch = any' "$work/arch/ane-rust-meta/.SRCINFO" || fail "ane-rust-meta is not arch=any"
@@ -182,7 +183,7 @@ makepkg_dkms() {
 	has "$work/arch-dkms.list" \
 		"usr/src/ane-$version/dkms.conf" "usr/src/ane-$version/Makefile" "usr/src/ane-$version/Kbuild" \
 		"usr/src/ane-$version/drivers/accel/ane/ane_drv.rs" "usr/src/ane-$version/drivers/accel/ane/ane_glue.c" \
-		"usr/src/ane-$version/packaging/dkms/pre-build.sh" \
+		"usr/src/ane-$version/packaging/dkms/pre-build.sh" "usr/src/ane-$version/VERSION" \
 		usr/lib/udev/rules.d/70-ane.rules usr/lib/modprobe.d/ane.conf \
 		usr/share/doc/ane/install.md usr/share/licenses/ane-dkms/LICENSE || return 1
 	grep -qx "conflict = omarchy-ane-dkms" "$work/arch-dkms.pkginfo" || fail ".PKGINFO lacks the conflict"
@@ -208,14 +209,23 @@ makepkg_rust_meta() {
 	pacman -Qip "$pkg" | grep -E "^(Name|Version|Architecture|Depends On) "
 	bsdtar -tf "$pkg" | sed 's#/$##' | sort >"$work/arch-rust-meta.list"
 	has "$work/arch-rust-meta.list" usr/bin/ane-rust-meta usr/share/doc/ane-rust-meta/README.md \
-		usr/share/doc/ane-rust-meta/ane-rust-meta.txt usr/share/licenses/ane-rust-meta/LICENSE || return 1
+		usr/share/doc/ane-rust-meta/ane-rust-meta.txt usr/share/licenses/ane-rust-meta/LICENSE \
+		usr/share/libalpm/hooks/65-ane-rust-meta.hook usr/share/libalpm/hooks/65-ane-rust-meta-remove.hook \
+		usr/share/libalpm/scripts/ane-rust-meta-hook || return 1
 	mkdir -p "$work/arch-rust-meta-root"
 	bsdtar -xf "$pkg" -C "$work/arch-rust-meta-root"
 	# The packaged tool is the one the end-to-end test (tools/rustmeta/e2e.sh) runs.
 	cmp "$work/arch-rust-meta-root/usr/bin/ane-rust-meta" tools/rustmeta/ane-rust-meta
+	# The hooks and their script are the ones tools/rustmeta/hook-check.sh runs
+	# with pacman.
+	cmp "$work/arch-rust-meta-root/usr/share/libalpm/scripts/ane-rust-meta-hook" packaging/arch/ane-rust-meta/ane-rust-meta-hook
+	cmp "$work/arch-rust-meta-root/usr/share/libalpm/hooks/65-ane-rust-meta.hook" packaging/arch/ane-rust-meta/65-ane-rust-meta.hook
+	cmp "$work/arch-rust-meta-root/usr/share/libalpm/hooks/65-ane-rust-meta-remove.hook" packaging/arch/ane-rust-meta/65-ane-rust-meta-remove.hook
+	bsdtar -tvf "$(pkgfile "$d")" usr/share/libalpm/scripts/ane-rust-meta-hook | grep -q '^-rwxr-xr-x' ||
+		fail "the hook script is not executable in the package"
 	"$work/arch-rust-meta-root/usr/bin/ane-rust-meta" --version
 }
-step "makepkg: ane-rust-meta built, file list checked, the tool runs" makepkg_rust_meta
+step "makepkg: ane-rust-meta built, file list (tool, pacman hooks, hook script) checked, the tool runs" makepkg_rust_meta
 
 makepkg_tools() {
 	local d=$work/arch/ane-tools pkg

@@ -8,18 +8,20 @@
 # OUTDIR/ane-VERSION.tar.gz: the sources the packages build from (no VCS
 # data, no build output). With --vendor also OUTDIR/ane-VERSION-vendor.tar.gz:
 # `cargo vendor` of the userspace workspace, so rpmbuild can build offline.
-# VERSION is the one of dkms.conf.
+# VERSION is the project's one version (the file VERSION; tools/version.sh
+# checks first that every place carries it).
 set -euo pipefail
 out=$1
 top=$(cd "$(dirname "$0")/../.." && pwd)
-version=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$top/dkms.conf")
+"$top/tools/version.sh" >/dev/null || { echo "dist.sh: the version differs between places (tools/version.sh)" >&2; exit 1; }
+version=$(cat "$top/VERSION")
 mkdir -p "$out"
 tar -C "$top" --exclude-vcs --exclude=./userspace/target --exclude='*.dtbo' \
 	--exclude='*.ko' --exclude='*.o' --exclude='.*.cmd' \
 	--sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
 	--transform "s,^\\.,ane-$version," \
 	-czf "$out/ane-$version.tar.gz" \
-	./Makefile ./Kbuild ./LICENSE ./README.md ./dkms.conf ./drivers ./include ./dts ./docs ./packaging ./userspace \
+	./Makefile ./Kbuild ./LICENSE ./README.md ./VERSION ./dkms.conf ./drivers ./include ./dts ./docs ./packaging ./userspace \
 	./tools/rustmeta/ane-rust-meta ./tools/rustmeta/README.md
 echo "$out/ane-$version.tar.gz"
 if [ "${2:-}" = --vendor ]; then

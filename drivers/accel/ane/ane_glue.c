@@ -68,6 +68,11 @@ static const struct of_device_id ane_glue_fw_of[] = {
 };
 MODULE_DEVICE_TABLE(of, ane_glue_fw_of);
 
+/* The project's version (VERSION, passed in by Kbuild). */
+#ifdef ANE_VERSION
+MODULE_VERSION(ANE_VERSION);
+#endif
+
 /* The Rust callbacks, set by ane_glue_register() before any probe. */
 static const struct ane_glue_ops *ane_ops;
 
