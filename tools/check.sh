@@ -299,6 +299,11 @@ step "device tree: ane-dt against Arch Linux ARM's, Fedora's and upstream's own 
 # x86_64 sanitizer kernel (clang: DKMS must add LLVM=1).
 step "dkms: real add/build against the arm64 7.3 and 7.2 and the x86_64 (clang) kernels" \
 	env ANE_KDIR_ARM="$kdir_arm" ANE_KDIR_ARM72="$kdir_arm72" ANE_KDIR_X86="$kdir_san" tools/dkms/check.sh
+# The pacman hooks that rebuild the Rust metadata when a kernel is
+# installed or updated on Arch/Omarchy, run by a real pacman in an
+# Arch-shaped root without network: ordered before dkms's hook, the offline
+# message, updates and removals leave nothing behind.
+step "ane-rust-meta pacman hooks: real pacman in an Arch-shaped root without network (before dkms's hook, offline message, kernel update and removal leave nothing)" tools/rustmeta/hook-check.sh
 # Arch/Omarchy headers ship no rust/: ane-rust-meta rebuilds it; proved end
 # to end on a headers tree made like linux-asahi-headers, booting the
 # original kernel with the modules built against the result.

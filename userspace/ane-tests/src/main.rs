@@ -686,9 +686,48 @@ fn exec_sum_errno(d: &Device) -> Result<Option<Errno>, String> {
     match raw::exec(d.fd(), &mut a) {
         Err(e) => Ok(Some(e)),
         Ok(()) => {
-            d.wait(a.job_id, std::time::Duration::from_secs(20))
-                .map_err(|e| e.to_string())?;
+            d.wait(
+                a.job_id,
+                std::time::Duration::from_nanos(JOB_TIMEOUT_NS.unsigned_abs()),
+            )
+            .map_err(|e| e.to_string())?;
             Ok(None)
+        }
+    }
+}
+
+/// A sysfs power attribute of the device behind `d`.
+fn power_attr(d: &Device, name: &str) -> String {
+    format!(
+        "/sys/class/accel/{}/device/power/{name}",
+        d.path()
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("accel0")
+    )
+}
+
+/// Runtime suspend forbidden (`power/control` = `on`) while it lives, and
+/// allowed again (`auto`) when dropped. The containment tests hold one from
+/// before the failing job until the refused EXEC: the suite's autosuspend
+/// delay is 200 ms, and on a slow or loaded machine the device could
+/// otherwise power-cycle between the failure and the EXEC, which cures the
+/// engine and lets the EXEC run, so the test would hinge on the machine's
+/// speed.
+struct Awake(String);
+
+impl Awake {
+    fn hold(d: &Device) -> Result<Awake, String> {
+        let path = power_attr(d, "control");
+        std::fs::write(&path, "on").map_err(|e| format!("{path}: {e}"))?;
+        Ok(Awake(path))
+    }
+}
+
+impl Drop for Awake {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.0, "auto") {
+            eprintln!("{}: {e}", self.0);
         }
     }
 }
@@ -696,15 +735,10 @@ fn exec_sum_errno(d: &Device) -> Result<Option<Errno>, String> {
 /// Waits until the device runtime-suspends (the suite loads the module
 /// with a short autosuspend delay).
 fn wait_suspended(d: &Device) -> TestResult {
-    let status = format!(
-        "/sys/class/accel/{}/device/power/runtime_status",
-        d.path()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("accel0")
-    );
+    let status = power_attr(d, "runtime_status");
     let mut state = String::new();
-    for _ in 0..50 {
+    // 30 s: the delay is 200 ms, but the guest may run on a slow machine.
+    for _ in 0..300 {
         std::thread::sleep(std::time::Duration::from_millis(100));
         state = std::fs::read_to_string(&status).map_err(|e| e.to_string())?;
         if state.trim() == "suspended" {
@@ -716,8 +750,9 @@ fn wait_suspended(d: &Device) -> TestResult {
 
 /// After a failed job on T8103: jobs are refused (EIO) while the engine may
 /// still be running it, until the device runtime-suspends (a power cycle),
-/// and then they run again.
-fn refused_until_power_cycle(d: &Device) -> TestResult {
+/// and then they run again. `awake` has kept the device from suspending
+/// since before the failing job.
+fn refused_until_power_cycle(d: &Device, awake: Awake) -> TestResult {
     let state = engine_state(d)?;
     check!(
         state == uapi::engine_state::WEDGED_POWER_CYCLE,
@@ -726,6 +761,7 @@ fn refused_until_power_cycle(d: &Device) -> TestResult {
     let e = exec_sum_errno(d)?;
     check!(e == Some(Errno::IO), "EXEC on a contained engine: {e:?}");
     // Nothing holds the device awake now: it suspends, which cures it.
+    drop(awake);
     wait_suspended(d)?;
     let state = engine_state(d)?;
     check!(
@@ -744,6 +780,7 @@ fn refused_until_power_cycle(d: &Device) -> TestResult {
 /// finishes): a timeout reporting the latch, then containment.
 fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
+    let awake = Awake::hold(d)?;
     inject("error", 1)?;
     let (st, fault) = run_sum_detail(d)?;
     check!(st == uapi::job_status::TIMEOUT, "errored job ended {st}");
@@ -751,7 +788,7 @@ fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
         fault >> uapi::fault::KIND_SHIFT == uapi::fault::LATCH && fault as u32 != 0x2222_2222,
         "fault word {fault:#x}: no changed latch"
     );
-    refused_until_power_cycle(d)
+    refused_until_power_cycle(d, awake)
 }
 
 /// A DART fault: FAULT with the DART's error word, no engine register read
@@ -759,6 +796,7 @@ fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
 /// nothing unmapped until the power cycle.
 fn dart_fault_is_contained(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
+    let awake = Awake::hold(d)?;
     inject("dart_fault", 1)?;
     let (st, fault) = run_sum_detail(d)?;
     check!(st == uapi::job_status::FAULT, "faulting job ended {st}");
@@ -770,7 +808,7 @@ fn dart_fault_is_contained(d: &Device) -> TestResult {
         sim_counter("lockups")? == 0,
         "an engine register was read after the fault"
     );
-    refused_until_power_cycle(d)
+    refused_until_power_cycle(d, awake)
 }
 
 /// Line 1 never carries the finish word, or the idle bit never sets: the
@@ -778,13 +816,14 @@ fn dart_fault_is_contained(d: &Device) -> TestResult {
 fn missing_line_or_idle_times_out(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
     for what in ["drop_line1", "no_idle"] {
+        let awake = Awake::hold(d)?;
         inject(what, 1)?;
         let st = run_sum(d)?;
         check!(
             st == ane::device::JobStatus::Timeout,
             "{what}: job ended {st:?}"
         );
-        refused_until_power_cycle(d).map_err(|e| format!("{what}: {e}"))?;
+        refused_until_power_cycle(d, awake).map_err(|e| format!("{what}: {e}"))?;
     }
     Ok(())
 }
@@ -1177,13 +1216,14 @@ fn h14_fault(bits: &str) -> TestResult {
 
 fn injected_hang_recovers(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
+    let awake = Awake::hold(d)?;
     inject("hang", 1)?;
     let st = run_sum(d)?;
     check!(
         st == ane::device::JobStatus::Timeout,
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d)
+    refused_until_power_cycle(d, awake)
 }
 
 fn extended_bindings_accepted(d: &Device) -> TestResult {
@@ -1194,6 +1234,7 @@ fn extended_bindings_accepted(d: &Device) -> TestResult {
 
 fn wait_deadline_passes_first(d: &Device) -> TestResult {
     require_in_place_recovery(d)?;
+    let awake = Awake::hold(d)?;
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     inject("hang", 1)?;
     let mut a = r.exec_args();
@@ -1208,13 +1249,16 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
     check!(r1 == Err(Errno::TIME), "past deadline: {r1:?}");
     // Then it ends (timeout) and can still be waited for.
     let st = d
-        .wait(a.job_id, std::time::Duration::from_secs(20))
+        .wait(
+            a.job_id,
+            std::time::Duration::from_nanos(JOB_TIMEOUT_NS.unsigned_abs()),
+        )
         .map_err(|e| e.to_string())?;
     check!(
         st == Some(ane::device::JobStatus::Timeout),
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d)
+    refused_until_power_cycle(d, awake)
 }
 
 /// The submitting thread runs a job on an idle engine: one that ends at
