@@ -1144,6 +1144,43 @@ fn h14_fault(bits: &str) -> TestResult {
             state == uapi::fw_state::RUNNING,
             "state after a refused call: {state} (the call must fail alone)"
         );
+        // A refused call's buffers are not parked (kernel-2 N3): calls
+        // that each bind a quarter of the device cap, refused in order,
+        // hand every byte back, so eight of them fit under the cap.
+        let q = d.query().map_err(|e| e.to_string())?;
+        if q.bo_total_max <= 256 << 20 {
+            let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+            let chunk = q.bo_total_max / 4;
+            for i in 0..8 {
+                let (_bos, mut bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
+                let big = d
+                    .bo_create(chunk)
+                    .map_err(|e| format!("refused call {i}: a {chunk}-byte buffer: {e}"))?;
+                bindings.push(uapi::Binding {
+                    bo_handle: big.handle(),
+                    slot: 20,
+                    flags: uapi::bind::IN,
+                    offset: 0,
+                    size: chunk,
+                    ..Default::default()
+                });
+                let mut a = uapi::Exec {
+                    program: program.handle(),
+                    binding_count: bindings.len() as u32,
+                    bindings: bindings.as_ptr() as u64,
+                    binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                    ..Default::default()
+                };
+                raw::exec(d.fd(), &mut a).map_err(|e| format!("refused call {i}: EXEC: {e}"))?;
+                let st = d
+                    .wait(a.job_id, std::time::Duration::from_secs(60))
+                    .map_err(|e| e.to_string())?;
+                check!(
+                    matches!(st, Some(ane::device::JobStatus::Fault(_))),
+                    "refused call {i}: {st:?}"
+                );
+            }
+        }
         set("0")?;
         let st = h14_run_sum(&d, &program)?;
         check!(
