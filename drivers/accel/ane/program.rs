@@ -166,9 +166,11 @@ pub(crate) fn program_create(
     let tsk = usize::try_from(args.tsk_size).map_err(|_| E2BIG)?;
 
     // Stage the task stream in kernel memory and validate exactly those
-    // bytes: they are what goes into the private copy.
-    let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL)?;
-    stream.resize(tsk, 0, GFP_KERNEL)?;
+    // bytes: they are what goes into the private copy. The staging is
+    // charged to the caller's memory cgroup (up to 256 MiB per ioctl,
+    // kernel-2 N9).
+    let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL_ACCOUNT)?;
+    stream.resize(tsk, 0, GFP_KERNEL_ACCOUNT)?;
     gem::read(&src, args.offset, &mut stream)?;
     let summary = td::Program::new(&stream, td_size, args.td_count)
         .and_then(|p| p.validate())
