@@ -348,7 +348,7 @@ impl Engine {
             // finish event, may still write there. (A call refused before
             // it was sent, as after quarantine, or refused by the firmware
             // in order, frees them as usual.)
-            fw.park(res);
+            fw.park(res.into_bos());
         }
         Outcome { status, fault: 0 }
     }

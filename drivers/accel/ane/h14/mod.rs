@@ -594,8 +594,7 @@ impl Firmware {
     /// A buffer already parked is not parked again. Past [`MAX_PARKED`]
     /// buffers (or without memory to record one) the firmware is
     /// quarantined and the buffer leaked, with one message.
-    pub(crate) fn park(&self, res: crate::job::JobRes) {
-        let bos = res.into_bos();
+    pub(crate) fn park(&self, bos: KVec<ARef<Bo>>) {
         let mut st = self.state.lock();
         let mut full = false;
         for bo in bos.into_iter() {
@@ -728,9 +727,13 @@ impl Firmware {
             priority,
             cookie,
         };
+        // The command (3 KiB with every binding) is not kept on the stack
+        // (kernel-2 N15). Without memory the call fails before it is sent.
+        let Ok(mut cmd) = KVec::from_elem(0u8, msg::call_len(msg::MAX_IO), GFP_KERNEL) else {
+            return (job_status::FAULT, false);
+        };
         let mut sent = false;
         let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
-            let mut cmd = [0u8; msg::call_len(msg::MAX_IO)];
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
             sent = true;
