@@ -610,3 +610,64 @@ fn the_poll_backs_off_with_the_jobs_age_and_stays_prompt() {
         }
     }
 }
+
+/// Cells of one markdown table row (`\|` is a literal bar inside a cell).
+fn cells(row: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = row.trim().trim_start_matches('|').chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cur.push('|');
+                chars.next();
+            }
+            '|' => out.push(core::mem::take(&mut cur).trim().into()),
+            c => cur.push(c),
+        }
+    }
+    out
+}
+
+/// docs/hardware-record.md: every table has a "Ran on hardware" column,
+/// and every row says in it whether that thing ran (which driver, which
+/// machine or receipt) or never ran (issue 25, hw-2 §2.3).
+#[test]
+fn every_record_row_says_whether_it_ran_on_hardware() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/hardware-record.md");
+    let doc = std::fs::read_to_string(path).expect("docs/hardware-record.md");
+    let lines: Vec<&str> = doc.lines().collect();
+    let mut tables = 0;
+    let mut i = 0;
+    while i + 1 < lines.len() {
+        if !(lines[i].starts_with('|') && lines[i + 1].starts_with("|---")) {
+            i += 1;
+            continue;
+        }
+        tables += 1;
+        let head = cells(lines[i]);
+        let col = head
+            .iter()
+            .position(|c| c == "Ran on hardware")
+            .unwrap_or_else(|| panic!("line {}: no \"Ran on hardware\" column: {head:?}", i + 1));
+        let mut j = i + 2;
+        while j < lines.len() && lines[j].starts_with('|') {
+            let row = cells(lines[j]);
+            assert_eq!(row.len(), head.len(), "line {}: {} cells", j + 1, row.len());
+            let ran = row[col].to_lowercase();
+            let words: Vec<&str> = ran.split(|c: char| !c.is_alphanumeric()).collect();
+            assert!(
+                ["yes", "no", "ran", "never"]
+                    .iter()
+                    .any(|w| words.contains(w))
+                    || ran.contains("not recorded"),
+                "line {}: says neither ran nor never ran: {:?}",
+                j + 1,
+                row[col]
+            );
+            j += 1;
+        }
+        i = j;
+    }
+    assert!(tables >= 12, "{tables} tables");
+}
