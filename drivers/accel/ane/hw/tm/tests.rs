@@ -150,7 +150,11 @@ fn a_late_event_of_the_same_id_is_drained_before_the_push() {
     r.inject.set(Some(Inject::Hang));
     let mut host = QuietHost { polls: 5 };
     let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
-    assert_eq!(end.progress, Progress::Running, "the late word completed the next job");
+    assert_eq!(
+        end.progress,
+        Progress::Running,
+        "the late word completed the next job"
+    );
 }
 
 /// A job host that stamps, masks and waits silently.
