@@ -62,9 +62,15 @@ dmesg | grep -q "CONFIG_GET exchange failed: SharedMalloc" || fail "no SHAREDMAL
 # them on the H13 engine model) and match the CPU reference.
 modprobe ane sim_soc=0x6021
 ane-ioctl-tests --h14 || fail "h14 suite"
-# doctor on the simulated M2 Max: the firmware rung runs and passes.
-ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed on T6021"; }
-grep -q "^ok   firmware" /tmp/doctor.txt || fail "doctor: no firmware rung on T6021"
+# doctor on the simulated M2 Max without an H14 program: the firmware
+# runs, but the ladder stops at the firmware rung and says what to supply;
+# no H13 stream is sent to the firmware (exit 1, job and parity skipped).
+rc=0
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || rc=$?
+[ "$rc" = 1 ] || { cat /tmp/doctor.txt; fail "doctor on T6021 without an H14 program: exit $rc, not 1"; }
+grep -q "^FAIL firmware  the coprocessor's firmware runs; no H14 program" /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor: the firmware rung does not stop the ladder"; }
+grep -q "next: supply an Apple-compiled H14 program that ran on hardware" /tmp/doctor.txt || fail "doctor: no instruction to supply an H14 program"
+grep -q "^skip job " /tmp/doctor.txt || fail "doctor: the job rung ran without an H14 program"
 modprobe -r ane
 # Faults in a running firmware: an error status (the call is refused in
 # order: it fails alone and the firmware keeps running), a missing finish

@@ -257,11 +257,6 @@ struct State {
     dev: Option<ARef<Device<AneDriver>>>,
     /// Programs loaded into the firmware, by digest.
     programs: KVec<([u8; 32], FwProgram)>,
-    /// The next call's cookie. OA always sends 0xADD0; the firmware echoes
-    /// the cookie in the call's events, so a fresh one per call lets a
-    /// finish event be matched to its call (echo of other values: not
-    /// measured on hardware, see `hw::fw::msg`).
-    next_cookie: u64,
     /// The optional RTKit session.
     rtkit: Option<crate::ext::rtkit::Rtkit>,
     /// Buffers of calls that failed after their addresses reached the
@@ -333,7 +328,6 @@ impl Firmware {
                     released: false,
                     dev: None,
                     programs: KVec::new(),
-                    next_cookie: 1,
                     rtkit: None,
                     parked: KVec::new(),
                 }),
@@ -715,12 +709,10 @@ impl Firmware {
     /// parked: the call failed after its buffers' addresses reached the
     /// firmware and no reply said it was refused in order.
     pub(crate) fn call(&self, p: &FwProgram, priority: u32, io: &[IoRef]) -> (u32, bool) {
-        let cookie = {
-            let mut st = self.state.lock();
-            let c = st.next_cookie;
-            st.next_cookie = c.wrapping_add(1).max(1);
-            c
-        };
+        // The only cookie that ran (OA-RT `ANE_CALL_COOKIE`). Calls are one
+        // at a time (the state lock is held from the CALL to its finish),
+        // and a finish kept from an earlier call is forgotten first.
+        let cookie = msg::CALL_COOKIE;
         let args = CallArgs {
             program: p.program,
             process: p.process,
@@ -736,6 +728,8 @@ impl Firmware {
         let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
+            host.drain(ctx)?;
+            host.forget_finished();
             sent = true;
             let answer = host.exchange_status(
                 ctx,
