@@ -937,17 +937,19 @@ fn sorted(mut v: Vec<TensorSlot>) -> Vec<TensorSlot> {
 }
 
 fn binary(shape: &Shape, op: PeOp) -> Result<Program, BuildError> {
+    binary_task(shape, PeTask::two(op, input(0), input(1), OUT))
+}
+
+/// One planar task over inputs `a` (slot 5) and `b` (slot 6) into `out`
+/// (slot 4).
+fn binary_task(shape: &Shape, t: PeTask) -> Result<Program, BuildError> {
     let g = Geom::new(shape, "shape")?;
     let tensors = sorted(vec![
         slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
         slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
         slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
     ]);
-    Ok(pe_program(
-        &[PeTask::two(op, input(0), input(1), OUT)],
-        &g,
-        tensors,
-    ))
+    Ok(pe_program(&[t], &g, tensors))
 }
 
 /// Elementwise `out = a + b` (planar engine; `a` in slot 5, `b` in slot 6,
@@ -965,17 +967,13 @@ pub fn mul(shape: &Shape) -> Result<Program, BuildError> {
 /// `(−1 · b) + a`, source 0 (PreScale's operand) reading `b`, source 1
 /// `a` (slots as [`add`]). One rounding: `fp16(a − b)`.
 pub fn sub(shape: &Shape) -> Result<Program, BuildError> {
-    let g = Geom::new(shape, "shape")?;
-    let tensors = sorted(vec![
-        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
-        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
-        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
-    ]);
-    let t = PeTask {
-        pre: F16_MINUS_ONE,
-        ..PeTask::two(PeOp::Add, input(1), input(0), OUT)
-    };
-    Ok(pe_program(&[t], &g, tensors))
+    binary_task(
+        shape,
+        PeTask {
+            pre: F16_MINUS_ONE,
+            ..PeTask::two(PeOp::Add, input(1), input(0), OUT)
+        },
+    )
 }
 
 /// Elementwise mean `out = (a + b) · 0.5` (Scale 0.5, eiln's `ave`;
@@ -983,17 +981,13 @@ pub fn sub(shape: &Shape) -> Result<Program, BuildError> {
 /// which is exact, so the result is `fp16((a + b) / 2)` unless `a + b`
 /// overflows binary32 (it cannot for fp16 operands).
 pub fn mean(shape: &Shape) -> Result<Program, BuildError> {
-    let g = Geom::new(shape, "shape")?;
-    let tensors = sorted(vec![
-        slot_of(shape, "a", SLOT_FIRST_INPUT, Direction::In),
-        slot_of(shape, "b", SLOT_FIRST_INPUT + 1, Direction::In),
-        slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
-    ]);
-    let t = PeTask {
-        scale: F16_HALF,
-        ..PeTask::two(PeOp::Add, input(0), input(1), OUT)
-    };
-    Ok(pe_program(&[t], &g, tensors))
+    binary_task(
+        shape,
+        PeTask {
+            scale: F16_HALF,
+            ..PeTask::two(PeOp::Add, input(0), input(1), OUT)
+        },
+    )
 }
 
 /// Elementwise `out = a · a` as eiln's compiled square: a multiply whose
