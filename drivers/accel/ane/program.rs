@@ -189,10 +189,12 @@ pub(crate) fn program_create(
     // makes there must stay within what was copied (the stream, the
     // weights), or the engine reads into the guard gap and faults the DART
     // for everyone (kernel-2 N1).
-    summary.check_private(args.tsk_size, weights_len).map_err(|e| {
-        pr_debug!("program rejected: {:?}\n", e);
-        EINVAL
-    })?;
+    summary
+        .check_private(args.tsk_size, weights_len)
+        .map_err(|e| {
+            pr_debug!("program rejected: {:?}\n", e);
+            EINVAL
+        })?;
     let weights_off = stream_off.checked_add(weights_at).ok_or(EINVAL)?;
     let total = weights_off.checked_add(weights_len).ok_or(EINVAL)?;
     let total = (total + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);

@@ -723,13 +723,15 @@ impl SimPageTable {
             .position(|m| m.iova > iova)
             .unwrap_or(maps.len());
         maps.reserve(1, GFP_KERNEL)?;
-        maps.insert_within_capacity(pos, SimMap {
+        maps.insert_within_capacity(
+            pos,
+            SimMap {
                 iova,
                 pages: copy,
                 writable,
             },
         )
-            .map_err(|_| ENOMEM)
+        .map_err(|_| ENOMEM)
     }
 
     /// Removes the mapping at `iova`.
