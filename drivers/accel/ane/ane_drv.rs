@@ -246,8 +246,8 @@ macro_rules! ane_module {
                     description: "1: T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind)",
                 },
                 boost_idle_ms: u32 {
-                    default: 100,
-                    description: "CPU-cluster boost: every cpufreq policy's minimum is held at its top frequency from the start of a job until this many ms after the last (visible in scaling_min_freq); 0 = off (read at bind)",
+                    default: 0,
+                    description: "CPU-cluster boost, a power policy for the administrator: every cpufreq policy's minimum is held at its top frequency from the start of a job until this many ms after the last (visible in scaling_min_freq). Default 0 = off; 100 is what omarchy-ane measured (T8103: a 171 ms encoder ran in 138 ms) (read at bind)",
                 },
                 completion_irq: u32 {
                     default: 0,

@@ -23,6 +23,7 @@
 #include <linux/cpufreq.h>
 #include <linux/device.h>
 #include <linux/firmware.h>
+#include <linux/highmem.h>
 #include <linux/interrupt.h>
 #include <linux/io.h>
 #include <linux/mod_devicetable.h>
@@ -656,6 +657,22 @@ int ane_glue_pm_domains_attach(struct device *dev)
 	if (ret == -EEXIST)
 		return 1;	/* one domain, attached by the bus */
 	return ret;
+}
+
+/*
+ * Copies between part of a page and a kernel buffer (the caller checked
+ * that offset + len stays within the page). The page may be mapped by
+ * userspace and by the device, which may write it meanwhile; as any kernel
+ * copy of user-shared memory, the bytes copied are then unspecified.
+ */
+void ane_glue_page_read(struct page *page, size_t offset, void *dst, size_t len)
+{
+	memcpy_from_page(dst, page, offset, len);
+}
+
+void ane_glue_page_write(struct page *page, size_t offset, const void *src, size_t len)
+{
+	memcpy_to_page(page, offset, src, len);
 }
 
 /* A full barrier for memory shared with a device (dma_mb() is a macro). */

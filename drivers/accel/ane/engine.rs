@@ -342,12 +342,13 @@ impl Engine {
         // UAPI priorities 0..=2 onto the firmware's 2..=7.
         let priority = 2 + 2 * job.priority.min(2);
         job.mark_started();
-        let (status, sent) = fw.call(&p, priority, &job.io);
-        if status != job_status::DONE && sent {
+        let (status, park) = fw.call(&p, priority, &job.io);
+        if park {
             // The firmware saw the buffers' addresses and, without its
             // finish event, may still write there. (A call refused before
-            // it was sent, as after quarantine, frees them as usual.)
-            fw.park(res);
+            // it was sent, as after quarantine, or refused by the firmware
+            // in order, frees them as usual.)
+            fw.park(res.into_bos());
         }
         Outcome { status, fault: 0 }
     }

@@ -151,13 +151,17 @@ fn create_mapped(
 }
 
 /// A kernel-owned BO in `file`'s address space: no handle, never mapped
-/// to userspace (program copies).
+/// to userspace, mapped read-only for the device (H13 program copies: the
+/// engine must run exactly what was validated).
 pub(crate) fn create_private(
     dev: &Device<AneDriver>,
     file: &File<AneDriver>,
     size: u64,
 ) -> Result<ARef<Bo>> {
-    create(dev, file, size)
+    let vm = &file.inner().vm;
+    create_mapped(dev, Some(&file.inner().bytes), size, |bo| {
+        vm.map_read_only(bo)
+    })
 }
 
 /// `DRM_IOCTL_ANE_BO_CREATE`.

@@ -85,6 +85,12 @@ impl JobRes {
     pub(crate) fn drop_pm(&mut self) {
         self.pm = None;
     }
+
+    /// The job's buffers; the program, the address space and the PM
+    /// reference are dropped.
+    pub(crate) fn into_bos(self) -> KVec<ARef<Bo>> {
+        self._bos
+    }
 }
 
 impl Job {

@@ -166,9 +166,11 @@ pub(crate) fn program_create(
     let tsk = usize::try_from(args.tsk_size).map_err(|_| E2BIG)?;
 
     // Stage the task stream in kernel memory and validate exactly those
-    // bytes: they are what goes into the private copy.
-    let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL)?;
-    stream.resize(tsk, 0, GFP_KERNEL)?;
+    // bytes: they are what goes into the private copy. The staging is
+    // charged to the caller's memory cgroup (up to 256 MiB per ioctl,
+    // kernel-2 N9).
+    let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL_ACCOUNT)?;
+    stream.resize(tsk, 0, GFP_KERNEL_ACCOUNT)?;
     gem::read(&src, args.offset, &mut stream)?;
     let summary = td::Program::new(&stream, td_size, args.td_count)
         .and_then(|p| p.validate())
@@ -183,6 +185,16 @@ pub(crate) fn program_create(
     let weights_at = (args.tsk_size + WEIGHTS_ALIGN - 1) & !(WEIGHTS_ALIGN - 1);
     let weights_len = args.size.saturating_sub(weights_at);
     let stream_off = stream_offset(td_size);
+    // Slots 0 and 1 point into the private copy: every read the program
+    // makes there must stay within what was copied (the stream, the
+    // weights), or the engine reads into the guard gap and faults the DART
+    // for everyone (kernel-2 N1).
+    summary
+        .check_private(args.tsk_size, weights_len)
+        .map_err(|e| {
+            pr_debug!("program rejected: {:?}\n", e);
+            EINVAL
+        })?;
     let weights_off = stream_off.checked_add(weights_at).ok_or(EINVAL)?;
     let total = weights_off.checked_add(weights_len).ok_or(EINVAL)?;
     let total = (total + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);

@@ -633,6 +633,9 @@ impl Executor for SimExec {
 struct SimMap {
     iova: u64,
     pages: KVec<PagePtr>,
+    /// The device may write it (a DMA write to a read-only mapping faults,
+    /// as the DART's permission check does).
+    writable: bool,
 }
 
 /// The simulated engine's page table: what the engine's DMA translates
@@ -707,8 +710,9 @@ impl SimPageTable {
         });
     }
 
-    /// Maps `pages` at `iova` (the caller allocated the range).
-    pub(crate) fn map(&self, iova: u64, pages: &[PagePtr]) -> Result {
+    /// Maps `pages` at `iova` (the caller allocated the range), writable by
+    /// the engine when `writable`.
+    pub(crate) fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
         let mut copy = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
         for p in pages {
             copy.push(*p, GFP_KERNEL)?;
@@ -719,8 +723,15 @@ impl SimPageTable {
             .position(|m| m.iova > iova)
             .unwrap_or(maps.len());
         maps.reserve(1, GFP_KERNEL)?;
-        maps.insert_within_capacity(pos, SimMap { iova, pages: copy })
-            .map_err(|_| ENOMEM)
+        maps.insert_within_capacity(
+            pos,
+            SimMap {
+                iova,
+                pages: copy,
+                writable,
+            },
+        )
+        .map_err(|_| ENOMEM)
     }
 
     /// Removes the mapping at `iova`.
@@ -744,11 +755,13 @@ impl SimPageTable {
 
     /// Runs `f` on each page-sized chunk of `[iova, iova + len)`: the page,
     /// the offset in it and the chunk's offset and length in the transfer.
-    /// `EFAULT` if any byte is unmapped (the engine's translation fault).
+    /// `EFAULT` if any byte is unmapped (the engine's translation fault), or
+    /// mapped read-only and `write` (its permission fault).
     fn walk(
         &self,
         iova: u64,
         len: usize,
+        write: bool,
         mut f: impl FnMut(&PagePtr, usize, usize, usize) -> Result,
     ) -> Result {
         let maps = self.0.maps.lock();
@@ -759,6 +772,9 @@ impl SimPageTable {
                 .iter()
                 .find(|m| addr >= m.iova && addr - m.iova < (m.pages.len() as u64) * PAGE_SIZE)
                 .ok_or(EFAULT)?;
+            if write && !m.writable {
+                return Err(EFAULT);
+            }
             let off = addr - m.iova;
             let page = m.pages.get((off / PAGE_SIZE) as usize).ok_or(EFAULT)?;
             let in_page = (off % PAGE_SIZE) as usize;
@@ -772,7 +788,7 @@ impl SimPageTable {
     /// DMA read of `buf.len()` bytes at `iova`.
     pub(crate) fn read(&self, iova: u64, buf: &mut [u8]) -> Result {
         let len = buf.len();
-        self.walk(iova, len, |page, in_page, at, n| {
+        self.walk(iova, len, false, |page, in_page, at, n| {
             let dst = buf.get_mut(at..at + n).ok_or(EFAULT)?;
             // SAFETY: The page belongs to a live mapping (we hold the table
             // lock, and BOs unmap before releasing their pages).
@@ -782,7 +798,7 @@ impl SimPageTable {
 
     /// DMA write of `buf` at `iova`.
     pub(crate) fn write(&self, iova: u64, buf: &[u8]) -> Result {
-        self.walk(iova, buf.len(), |page, in_page, at, n| {
+        self.walk(iova, buf.len(), true, |page, in_page, at, n| {
             let src = buf.get(at..at + n).ok_or(EFAULT)?;
             // SAFETY: As in `read`.
             unsafe { page.write(in_page, src) }

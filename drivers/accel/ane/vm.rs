@@ -69,11 +69,11 @@ pub(crate) enum AddressSpace {
 }
 
 impl AddressSpace {
-    fn map(&self, iova: u64, bo: &Bo) -> Result {
+    fn map(&self, iova: u64, bo: &Bo, writable: bool) -> Result {
         match self {
-            AddressSpace::Iommu(d) => d.domain.map_object(iova, bo),
+            AddressSpace::Iommu(d) => d.domain.map_object(iova, bo, writable),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.map(iova, bo.pages()),
+            AddressSpace::Sim(pt) => pt.map(iova, bo.pages(), writable),
         }
     }
 
@@ -206,8 +206,20 @@ impl Vm {
         )
     }
 
-    /// Maps all of `bo` at a newly allocated address.
+    /// Maps all of `bo` at a newly allocated address, readable and writable
+    /// by the device.
     pub(crate) fn map(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+        self.map_with(bo, true)
+    }
+
+    /// Maps all of `bo` at a newly allocated address, readable by the
+    /// device only (program copies: the engine must not change what was
+    /// validated).
+    pub(crate) fn map_read_only(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+        self.map_with(bo, false)
+    }
+
+    fn map_with(self: &Arc<Self>, bo: &Bo, writable: bool) -> Result<Mapping> {
         let size = bo.size() as u64;
         // The address range covers whole alignment units; only the BO's
         // pages are mapped.
@@ -217,7 +229,7 @@ impl Vm {
             AllocError::NoSpace => ENOSPC,
             AllocError::Store(e) => e,
         })?;
-        if let Err(e) = self.space.map(iova, bo) {
+        if let Err(e) = self.space.map(iova, bo, writable) {
             self.iova.lock().free(iova);
             return Err(e);
         }
@@ -232,7 +244,7 @@ impl Vm {
     /// Maps all of `bo` at `iova`, an address outside the allocator's
     /// window that the caller reserved (the H14 firmware's own window).
     pub(crate) fn map_fixed(self: &Arc<Self>, bo: &Bo, iova: u64) -> Result<Mapping> {
-        self.space.map(iova, bo)?;
+        self.space.map(iova, bo, true)?;
         Ok(Mapping {
             vm: self.clone(),
             iova,

@@ -19,8 +19,13 @@
 //! 3. `device`: a device-tree node of the driver's, enabled and bound, with
 //!    its power domains (or, without a device tree, the simulated device);
 //! 4. `node`: its accel node opens as this driver's device;
-//! 5. `firmware` (M2 Pro/Max only): the coprocessor's firmware runs;
-//! 6. `job`: one tiny job (the smallest parity cell) with a short timeout;
+//! 5. `firmware` (M2 Pro/Max only): the coprocessor's firmware runs, and
+//!    an H14 program that ran on hardware was supplied (`--h14-program`);
+//!    without one the ladder stops here with what to supply: an H13 task
+//!    stream is never sent to the T6021 firmware;
+//! 6. `job`: one tiny job (the smallest parity cell) with a short timeout
+//!    (H13; on H14 the supplied program, which this version cannot read
+//!    yet, so nothing is sent);
 //! 7. `parity`: every parity cell against the CPU reference.
 //!
 //! It only reads sysfs, procfs and the device tree and submits jobs through
@@ -58,6 +63,12 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "N", default_value_t = 5_000,
           value_parser = clap::value_parser!(u64).range(1..=600_000))]
     timeout_ms: u64,
+    /// M2 Pro/Max: an Apple-compiled H14 program that ran on hardware
+    /// (for example one of omarchy-ane's published H14 fixtures) for the
+    /// job rung. Without it the ladder stops at the firmware rung: an H13
+    /// task stream is never sent to the T6021 firmware.
+    #[arg(long, value_name = "FILE")]
+    h14_program: Option<PathBuf>,
 }
 
 /// The `schema` of the receipt.
@@ -395,14 +406,46 @@ fn node(info: &SystemInfo) -> Result<(String, Option<String>), (String, String)>
     ))
 }
 
-/// Rung 5 (H14): the firmware runs.
-fn firmware(state: &str) -> Outcome {
-    if state == "running" {
-        return Ok("the coprocessor's firmware runs".into());
+/// What rung 5 asks for when no H14 program was supplied.
+pub const SUPPLY_H14: &str = "supply an Apple-compiled H14 program that ran on hardware (for example one of omarchy-ane's published H14 fixtures): ane-probe doctor --h14-program FILE. The doctor never sends an H13 task stream (HWX, .anec, a parity cell) to the T6021 firmware: nothing records what the firmware does with one, and a refusal quarantines the ANE until reboot";
+
+/// Rung 5 (H14): the firmware runs, and the job rung has a program the
+/// firmware can run: `h14` is the `--h14-program` file, as its path and
+/// its bytes (`Err` when it could not be read).
+fn firmware(state: &str, h14: Option<(&Path, &std::io::Result<Vec<u8>>)>) -> Outcome {
+    if state != "running" {
+        return Err((
+            format!("firmware {state}"),
+            "check the firmware file: ane-probe firmware /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho; a coprocessor that was released needs a reboot before another start (docs/install.md)".into(),
+        ));
     }
+    match h14 {
+        None => Err((
+            "the coprocessor's firmware runs; no H14 program to run on it".into(),
+            SUPPLY_H14.into(),
+        )),
+        Some((p, Err(e))) => Err((
+            format!(
+                "the coprocessor's firmware runs; cannot read the H14 program {}: {e}",
+                p.display()
+            ),
+            SUPPLY_H14.into(),
+        )),
+        Some((p, Ok(bytes))) => Ok(format!(
+            "the coprocessor's firmware runs; H14 program {} ({} bytes, sha256 {})",
+            p.display(),
+            bytes.len(),
+            ane::program::sha256_hex(bytes)
+        )),
+    }
+}
+
+/// Rung 6 on H14: the supplied program. This ane-probe cannot yet read the
+/// H14 program container (issue 25), so nothing is sent to the firmware.
+fn job_h14() -> Outcome {
     Err((
-        format!("firmware {state}"),
-        "check the firmware file: ane-probe firmware /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho; a coprocessor that was released needs a reboot before another start (docs/install.md)".into(),
+        "not run: this ane-probe cannot read an H14 program container yet; nothing was sent to the firmware".into(),
+        "attach this receipt (it records the program's sha256) to issue 25".into(),
     ))
 }
 
@@ -414,10 +457,16 @@ fn job(root: &Path, timeout: Duration) -> Outcome {
             "see rung `node`".into(),
         )
     })?;
+    // A program that ran on hardware per the record first; none is
+    // recorded yet, so the smallest project-built cell.
     let cells = parity::cells();
-    let Some(cell) = cells.iter().min_by_key(|c| c.name.len()) else {
+    let Some(cell) = cells
+        .iter()
+        .min_by_key(|c| (!c.provenance().ran_on_hardware, c.name.len()))
+    else {
         return Err(("no parity cell".into(), "a build problem".into()));
     };
+    let ran = cell.provenance().source;
     let mut exec = DeviceExecutor::new(&dev);
     exec.timeout = timeout;
     let r = parity::run_cell(cell, &mut exec);
@@ -430,7 +479,10 @@ fn job(root: &Path, timeout: Duration) -> Outcome {
             format!("{}: the output differs from the CPU reference", cell.name),
             "attach this receipt to a bug report".into(),
         )),
-        _ => Ok(format!("{} ran and matched the CPU reference", cell.name)),
+        _ => Ok(format!(
+            "{} ran and matched the CPU reference (program provenance: {ran})",
+            cell.name
+        )),
     }
 }
 
@@ -508,16 +560,28 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
             d
         })
     });
-    match fw.as_deref() {
+    let h14 = args
+        .h14_program
+        .as_ref()
+        .map(|p| (p.as_path(), std::fs::read(p)));
+    let on_firmware = match fw.as_deref() {
         Some("none") | None if !l.failed => {
-            l.skip("firmware", "this SoC runs no firmware under Linux")
+            l.skip("firmware", "this SoC runs no firmware under Linux");
+            false
         }
         _ => {
             let state = fw.clone().unwrap_or_else(|| "unknown".into());
-            l.rung("firmware", || firmware(&state));
+            l.rung("firmware", || {
+                firmware(&state, h14.as_ref().map(|(p, b)| (*p, b)))
+            });
+            true
         }
+    };
+    if on_firmware {
+        l.rung("job", job_h14);
+    } else {
+        l.rung("job", || job(&ctx.root, timeout));
     }
-    l.rung("job", || job(&ctx.root, timeout));
     l.rung("parity", || parity_all(&ctx.root, timeout));
     let failed = l.failed;
     let report = Report {
@@ -548,4 +612,38 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
         println!("receipt: {}", receipt.display());
     }
     Ok(if failed { exit::FAILURE } else { exit::OK })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// T6021 without `--h14-program`: the ladder stops at the firmware
+    /// rung with what to supply; never a job of an H13 stream.
+    #[test]
+    fn t6021_stops_at_the_firmware_rung_without_an_h14_program() {
+        let (d, next) = firmware("running", None).unwrap_err();
+        assert!(d.contains("no H14 program"), "{d}");
+        assert!(next.contains("--h14-program FILE"), "{next}");
+        assert!(
+            next.contains("omarchy-ane's published H14 fixtures"),
+            "{next}"
+        );
+        assert!(next.contains("never sends an H13 task stream"), "{next}");
+        let missing: std::io::Result<Vec<u8>> =
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        assert!(firmware("running", Some((Path::new("/x.bin"), &missing))).is_err());
+        let ok: std::io::Result<Vec<u8>> = Ok(b"abc".to_vec());
+        let d = firmware("running", Some((Path::new("/x.bin"), &ok))).unwrap();
+        assert!(
+            d.contains("sha256 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            "{d}"
+        );
+        assert!(firmware("failed", None)
+            .unwrap_err()
+            .0
+            .contains("firmware failed"));
+        // With a program, the job rung still sends nothing (no H14 reader).
+        assert!(job_h14().unwrap_err().0.contains("nothing was sent"));
+    }
 }

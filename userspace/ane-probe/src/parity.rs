@@ -51,6 +51,11 @@ pub struct Row {
     pub verdict: &'static str,
     /// Why the cell failed to build or run.
     pub error: Option<String>,
+    /// Whether this exact program ran on hardware per
+    /// docs/hardware-record.md.
+    pub ran_on_hardware: bool,
+    /// The record's source for that, or why it never ran.
+    pub provenance: &'static str,
 }
 
 /// The name of a verdict in JSON.
@@ -82,7 +87,10 @@ pub fn ulp_text(u: u32) -> String {
 
 impl Row {
     fn new(r: &CellResult) -> Row {
+        let p = parity::provenance_of(r.cell).unwrap_or(parity::PROJECT_BUILT);
         Row {
+            ran_on_hardware: p.ran_on_hardware,
+            provenance: p.source,
             cell: r.cell,
             shape: r.shape.clone(),
             elements: r.elements,
@@ -111,9 +119,11 @@ pub struct Report {
     pub verdict: &'static str,
 }
 
-/// The cells named by `--cells` (all when empty), in table order.
+/// The cells named by `--cells` (all when empty), in first-contact order:
+/// programs that ran on hardware per the record first, then the others in
+/// table order.
 pub fn select_cells(names: &[String]) -> Result<Vec<Cell>, Error> {
-    let all = parity::cells();
+    let all = parity::first_contact_order(parity::cells(), |c| c.provenance().ran_on_hardware);
     if names.is_empty() {
         return Ok(all);
     }
@@ -221,6 +231,11 @@ fn print_table(r: &Report, results: &[CellResult]) {
                 c.shape.clone(),
                 ulp_text(c.max_ulp),
                 c.mismatches.to_string(),
+                if parity::provenance_of(c.cell).is_some_and(|p| p.ran_on_hardware) {
+                    "ran".into()
+                } else {
+                    "never ran".into()
+                },
                 verdict_text(c.verdict),
             ]
         })
@@ -228,16 +243,54 @@ fn print_table(r: &Report, results: &[CellResult]) {
     print!(
         "{}",
         table(
-            &["cell", "shape", "max ulp", "mismatches", "verdict"],
+            &[
+                "cell",
+                "shape",
+                "max ulp",
+                "mismatches",
+                "on hardware",
+                "verdict"
+            ],
             &rows
         )
     );
+    println!("on hardware: whether that exact program ran on an Apple machine per docs/hardware-record.md (--json: provenance)");
     println!("verdict:  {}", r.verdict);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every receipt row says whether its program ran on hardware, with
+    /// the record's source; programs that ran come first.
+    #[test]
+    fn rows_say_whether_the_program_ran_on_hardware() {
+        for c in parity::cells() {
+            let r = parity::run_cell(&c, &mut ModelExecutor::new());
+            let row = Row::new(&r);
+            assert!(
+                !row.ran_on_hardware,
+                "{}: the record shows no builder output on hardware",
+                c.name
+            );
+            assert!(
+                row.provenance.starts_with("never ran: "),
+                "{}",
+                row.provenance
+            );
+            let v = serde_json::to_value(&row).unwrap();
+            assert_eq!(v["ran_on_hardware"], false);
+            assert!(v["provenance"]
+                .as_str()
+                .unwrap()
+                .contains("hardware-record"));
+        }
+        let cells = parity::cells();
+        let last = cells.last().unwrap().name;
+        let order = parity::first_contact_order(cells, |c| c.name == last);
+        assert_eq!(order[0].name, last, "a program that ran goes first");
+    }
 
     #[test]
     fn cell_selection() {

@@ -1183,6 +1183,43 @@ fn h14_fault(bits: &str) -> TestResult {
             state == uapi::fw_state::RUNNING,
             "state after a refused call: {state} (the call must fail alone)"
         );
+        // A refused call's buffers are not parked (kernel-2 N3): calls
+        // that each bind a quarter of the device cap, refused in order,
+        // hand every byte back, so eight of them fit under the cap.
+        let q = d.query().map_err(|e| e.to_string())?;
+        if q.bo_total_max <= 256 << 20 {
+            let hwx = fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+            let chunk = q.bo_total_max / 4;
+            for i in 0..8 {
+                let (_bos, mut bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
+                let big = d
+                    .bo_create(chunk)
+                    .map_err(|e| format!("refused call {i}: a {chunk}-byte buffer: {e}"))?;
+                bindings.push(uapi::Binding {
+                    bo_handle: big.handle(),
+                    slot: 20,
+                    flags: uapi::bind::IN,
+                    offset: 0,
+                    size: chunk,
+                    ..Default::default()
+                });
+                let mut a = uapi::Exec {
+                    program: program.handle(),
+                    binding_count: bindings.len() as u32,
+                    bindings: bindings.as_ptr() as u64,
+                    binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                    ..Default::default()
+                };
+                raw::exec(d.fd(), &mut a).map_err(|e| format!("refused call {i}: EXEC: {e}"))?;
+                let st = d
+                    .wait(a.job_id, std::time::Duration::from_secs(60))
+                    .map_err(|e| e.to_string())?;
+                check!(
+                    matches!(st, Some(ane::device::JobStatus::Fault(_))),
+                    "refused call {i}: {st:?}"
+                );
+            }
+        }
         set("0")?;
         let st = h14_run_sum(&d, &program)?;
         check!(
@@ -1528,12 +1565,23 @@ struct Staged<'d> {
 }
 
 fn staged(d: &Device) -> Result<Staged<'_>, Errno> {
-    let hwx = fixture("tinygrad_sum.hwx").ok_or(Errno::NOSYS)?;
+    staged_from(d, "tinygrad_sum.hwx")
+}
+
+/// Fixture `name` staged for PROGRAM_CREATE: the task stream, then the
+/// weights at round_up(tsk_size, 16).
+fn staged_from<'d>(d: &'d Device, name: &str) -> Result<Staged<'d>, Errno> {
+    let hwx = fixture(name).ok_or(Errno::NOSYS)?;
     let stream = hwx.task_stream();
     let tsk = stream.len() as u64;
-    let size = tsk.div_ceil(16) * 16 + hwx.weights().len() as u64;
+    let weights_at = tsk.div_ceil(16) * 16;
+    let size = weights_at + hwx.weights().len() as u64;
     let mut bo = d.bo_create(size.max(1)).map_err(|_| Errno::IO)?;
-    bo.map().map_err(|_| Errno::IO)?[..stream.len()].copy_from_slice(stream);
+    {
+        let m = bo.map().map_err(|_| Errno::IO)?;
+        m[..stream.len()].copy_from_slice(stream);
+        m[weights_at as usize..size as usize].copy_from_slice(hwx.weights());
+    }
     let args = uapi::ProgramCreate {
         bo_handle: bo.handle(),
         offset: 0,
@@ -1550,6 +1598,34 @@ fn create_with(d: &Device, f: impl FnOnce(&mut uapi::ProgramCreate)) -> Result<(
     let s = staged(d)?;
     let mut a = s.args;
     f(&mut a);
+    let r = raw::program_create(d.fd(), &mut a);
+    if r.is_ok() {
+        let mut x = uapi::ProgramDestroy {
+            handle: a.handle,
+            pad: 0,
+        };
+        let _ = raw::program_destroy(d.fd(), &mut x);
+    }
+    drop(s.bo);
+    r
+}
+
+/// PROGRAM_CREATE of the convolution fixture with its weights cut to
+/// `keep(needed)` bytes, where `needed` is how far its coefficient DMA
+/// reads on slot 1 (kernel-2 N1: a read past the private copy would fault
+/// the DART).
+fn conv_weights_cut(d: &Device, keep: fn(u64) -> u64) -> Result<(), Errno> {
+    let s = staged_from(d, "tinygrad_conv.hwx")?;
+    let hwx = fixture("tinygrad_conv.hwx").ok_or(Errno::NOSYS)?;
+    let summary = ane::hw::td::Program::new(hwx.task_stream(), hwx.td_size(), hwx.td_count())
+        .and_then(|p| p.validate())
+        .map_err(|_| Errno::IO)?;
+    let needed = summary.slots[1].min_size;
+    if needed == 0 {
+        return Err(Errno::IO);
+    }
+    let mut a = s.args;
+    a.size = a.tsk_size.div_ceil(16) * 16 + keep(needed);
     let r = raw::program_create(d.fd(), &mut a);
     if r.is_ok() {
         let mut x = uapi::ProgramDestroy {
@@ -1756,6 +1832,16 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
         "program_create: td_count larger than the stream",
         Errno::INVAL,
         |d| create_with(d, |a| a.td_count = 2),
+    ),
+    (
+        "program_create: weights one byte shorter than slot 1's reads",
+        Errno::INVAL,
+        |d| conv_weights_cut(d, |n| n - 1),
+    ),
+    (
+        "program_create: no weights for a program that reads slot 1",
+        Errno::INVAL,
+        |d| conv_weights_cut(d, |_| 0),
     ),
     ("program_create: corrupt stream header", Errno::INVAL, |d| {
         corrupt_stream(d, 0x28, 0xffff_ffff)

@@ -635,6 +635,27 @@ impl Staging {
     }
 }
 
+/// Why an H13 task stream is never handed to the T6021 firmware: the
+/// record's firmware runs Apple-compiled H14 programs (omarchy-ane
+/// `load_program`: six sections, ids 1-5 and 7; hw-2 T15) and nothing
+/// records what it does with an H13 stream (at best a refusal that
+/// quarantines the ANE until reboot).
+pub const H13_ON_FIRMWARE: &str = "an H13 task stream is never sent to the T6021 firmware: it runs only Apple-compiled H14 programs that ran on hardware (omarchy-ane's published H14 fixtures); load one with Device::program_create_sections";
+
+/// Refuses an H13 task stream (HWX, `.anec`, a builder cell) on the
+/// firmware backend (`backend` is `DRM_ANE_PARAM_BACKEND`), naming the
+/// field: `backend`.
+pub fn check_stream_backend(backend: u64) -> Result<()> {
+    if backend == uapi::backend::FIRMWARE {
+        return Err(Error::Invalid {
+            field: "backend",
+            value: backend,
+            reason: H13_ON_FIRMWARE,
+        });
+    }
+    Ok(())
+}
+
 /// A validated program held by the kernel; destroyed when dropped.
 #[derive(Debug)]
 pub struct Program<'d> {
@@ -1039,6 +1060,24 @@ mod tests {
         send_sync::<Device>();
         send_sync::<Bo<'static>>();
         send_sync::<Program<'static>>();
+    }
+
+    /// An H13 task stream is refused on the firmware backend, with the
+    /// field named and why; the host-driven backend takes it.
+    #[test]
+    fn an_h13_stream_is_refused_on_the_firmware_backend() {
+        let e = check_stream_backend(uapi::backend::FIRMWARE).unwrap_err();
+        match &e {
+            Error::Invalid { field, reason, .. } => {
+                assert_eq!(*field, "backend");
+                assert!(
+                    reason.contains("never sent to the T6021 firmware"),
+                    "{reason}"
+                );
+            }
+            e => panic!("{e:?}"),
+        }
+        check_stream_backend(uapi::backend::HOST_DRIVEN).unwrap();
     }
 
     #[test]

@@ -153,6 +153,49 @@ pub struct Cell {
     pub seed: u64,
 }
 
+/// Whether a program's exact bytes ran on hardware according to
+/// `docs/hardware-record.md`, and the source that says so.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Provenance {
+    /// The record shows these bytes running on an Apple machine.
+    pub ran_on_hardware: bool,
+    /// Which driver, machine and receipt; or why it never ran.
+    pub source: &'static str,
+}
+
+/// Every parity cell: the project's builder made it, and the record shows
+/// no builder output on hardware (hw-2 §3 item 13). No Apple-compiled
+/// fixture is recorded as having run through eiln's driver either
+/// (`docs/hardware-record.md` names none), so no cell can go first on
+/// that ground yet.
+pub const PROJECT_BUILT: Provenance = Provenance {
+    ran_on_hardware: false,
+    source: "never ran: built by this project's builder (userspace/ane/src/builder.rs); docs/hardware-record.md records no builder output on hardware",
+};
+
+impl Cell {
+    /// Whether this cell's program ran on hardware per the record.
+    pub fn provenance(&self) -> Provenance {
+        PROJECT_BUILT
+    }
+}
+
+/// The provenance of the cell named `name` (`None`: no such cell).
+pub fn provenance_of(name: &str) -> Option<Provenance> {
+    cells()
+        .iter()
+        .find(|c| c.name == name)
+        .map(Cell::provenance)
+}
+
+/// `cells` in the order a first contact runs them: programs that ran on
+/// hardware per the record first, then the rest, each group in its given
+/// order.
+pub fn first_contact_order(mut cells: Vec<Cell>, ran: impl Fn(&Cell) -> bool) -> Vec<Cell> {
+    cells.sort_by_key(|c| !ran(c));
+    cells
+}
+
 /// The seed's parity cells (see the module documentation).
 pub fn cells() -> Vec<Cell> {
     vec![

@@ -73,8 +73,17 @@ pub struct Device<T: Driver> {
     data: T::Data,
 }
 
-// SAFETY: The DRM core serialises what needs serialising on the C side;
-// `T::Data` is `Send + Sync`.
+// SAFETY: `Device<T>` has two fields. `data` is `T::Data`, which
+// `Driver` bounds `Send + Sync`. `drm` is only reached through a raw pointer
+// (`as_raw`) passed to DRM core functions that do their own locking and may
+// be called from any thread on a live device: `drm_dev_get`/`drm_dev_put`
+// (atomic refcount), `drm_dev_enter`/`drm_dev_exit` (SRCU), GEM object
+// creation, registration and unplug (once each, by probe and unbind); the
+// Rust side never reads or writes its fields after `new` set `driver`,
+// before the device was shared. Dropping the
+// device from another thread is `drm_dev_put`, which frees it with the
+// `release` callback on whichever thread drops the last reference, as DRM
+// drivers in C do.
 unsafe impl<T: Driver> Send for Device<T> {}
 // SAFETY: See `Send`.
 unsafe impl<T: Driver> Sync for Device<T> {}

@@ -30,6 +30,7 @@ use kernel::{
 };
 
 use super::accel::{Device, Driver, File};
+use super::glue;
 
 /// A page of a GEM object, as a device address space records it: what a
 /// page-table entry points at.
@@ -43,6 +44,21 @@ unsafe impl Send for PagePtr {}
 // SAFETY: See `Send`.
 unsafe impl Sync for PagePtr {}
 
+/// `EINVAL` unless `[offset, offset + len)` lies within one page.
+fn in_page(offset: usize, len: usize) -> Result {
+    match offset.checked_add(len) {
+        Some(end) if end <= kernel::page::PAGE_SIZE => Ok(()),
+        _ => Err(EINVAL),
+    }
+}
+
+// The copies below are made in C (`ane_glue.c`, `memcpy_from_page` and
+// `memcpy_to_page`), not with `kernel::page`'s `read_raw`/`write_raw`:
+// those require that no write to the same bytes races with the copy, and
+// these pages are shared with userspace (mmap) and with the device, which
+// may write them at any time. No Rust reference to the page's memory is
+// ever formed; a racing write only leaves the copied bytes unspecified, as
+// in any kernel copy of user-shared memory.
 impl PagePtr {
     /// Copies `dst.len()` bytes out of the page, from `offset`.
     ///
@@ -51,11 +67,20 @@ impl PagePtr {
     /// The page must still be pinned by its object (the caller holds the
     /// mapping that points at it).
     pub unsafe fn read(&self, offset: usize, dst: &mut [u8]) -> Result {
-        // SAFETY: The page is alive by the safety requirements.
-        let page = unsafe { kernel::page::BorrowedPage::from_raw(self.0) };
-        // SAFETY: `dst` is valid for `dst.len()` writes; `read_raw` checks
-        // the range against the page.
-        unsafe { page.read_raw(dst.as_mut_ptr(), offset, dst.len()) }
+        in_page(offset, dst.len())?;
+        // SAFETY: The page is alive by the safety requirements and the
+        // range lies within it (checked above); `dst` is valid for
+        // `dst.len()` writes and is not the page's memory. Concurrent
+        // writers of the page: see the comment above this impl.
+        unsafe {
+            glue::ane_glue_page_read(
+                self.0.as_ptr().cast(),
+                offset,
+                dst.as_mut_ptr().cast(),
+                dst.len(),
+            )
+        };
+        Ok(())
     }
 
     /// Copies `src` into the page at `offset`.
@@ -64,11 +89,17 @@ impl PagePtr {
     ///
     /// As for [`PagePtr::read`].
     pub unsafe fn write(&self, offset: usize, src: &[u8]) -> Result {
-        // SAFETY: The page is alive by the safety requirements.
-        let page = unsafe { kernel::page::BorrowedPage::from_raw(self.0) };
-        // SAFETY: `src` is valid for `src.len()` reads; `write_raw` checks
-        // the range against the page.
-        unsafe { page.write_raw(src.as_ptr(), offset, src.len()) }
+        in_page(offset, src.len())?;
+        // SAFETY: As in `read`; `src` is valid for `src.len()` reads.
+        unsafe {
+            glue::ane_glue_page_write(
+                self.0.as_ptr().cast(),
+                offset,
+                src.as_ptr().cast(),
+                src.len(),
+            )
+        };
+        Ok(())
     }
 }
 

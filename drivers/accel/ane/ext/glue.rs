@@ -99,6 +99,18 @@ extern "C" {
     pub(crate) fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
     pub(crate) fn ane_glue_dma_mb();
+    pub(crate) fn ane_glue_page_read(
+        page: *mut c_void,
+        offset: usize,
+        dst: *mut c_void,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_page_write(
+        page: *mut c_void,
+        offset: usize,
+        src: *const c_void,
+        len: usize,
+    );
     pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
     pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
     pub(crate) fn ane_glue_boost_end(b: *mut c_void);

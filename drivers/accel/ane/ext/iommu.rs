@@ -32,14 +32,20 @@ impl IommuDomain {
         NonNull::new(raw).map(Self).ok_or(ENOMEM)
     }
 
-    /// Maps all of `bo` at `iova`, readable and writable by the device and
-    /// cacheable (`IOMMU_CACHE`: the DART marks the pages coherent with the
+    /// Maps all of `bo` at `iova`, readable by the device (and writable
+    /// when `writable`) and cacheable (`IOMMU_CACHE`: the DART marks the pages coherent with the
     /// CPU's caches, which is how the references ran T8103 and T6001 with
     /// cached CPU mappings), in one call over the object's scatter list.
-    pub fn map_object<T: Driver, D: Send + Sync>(&self, iova: u64, bo: &Object<T, D>) -> Result {
+    pub fn map_object<T: Driver, D: Send + Sync>(
+        &self,
+        iova: u64,
+        bo: &Object<T, D>,
+        writable: bool,
+    ) -> Result {
         let sgt = bo.sg_table()?;
         let iova_ul = usize::try_from(iova).map_err(|_| EINVAL)?;
-        let prot = (bindings::IOMMU_READ | bindings::IOMMU_WRITE | bindings::IOMMU_CACHE) as i32;
+        let write = if writable { bindings::IOMMU_WRITE } else { 0 };
+        let prot = (bindings::IOMMU_READ | write | bindings::IOMMU_CACHE) as i32;
         // SAFETY: The domain is live; `sgt` describes the object's pinned
         // pages.
         let mapped = unsafe {

@@ -41,7 +41,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     prelude::*,
-    sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
+    sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex},
     time::{delay::fsleep, msecs_to_jiffies, Delta, Instant, Monotonic},
 };
 
@@ -187,7 +187,6 @@ pub(crate) struct H13 {
     enabled: AtomicBool,
     /// The completion interrupt's line, when requested (0: polling).
     irq: AtomicU32,
-    nid: AtomicU32,
     #[pin]
     held: Mutex<Held>,
     #[pin]
@@ -218,7 +217,6 @@ impl H13 {
                 powered: AtomicBool::new(true),
                 enabled: AtomicBool::new(false),
                 irq: AtomicU32::new(0),
-                nid: AtomicU32::new(0),
                 held <- new_mutex!(Held {
                     jobs: KVec::new(),
                     cycled: false,
@@ -387,7 +385,7 @@ impl H13 {
         let prog = &res.program;
         let push = Push {
             queue: tm::QUEUE,
-            nid: self.next_nid(),
+            nid: tm::JOB_NID,
             bars: &job.bars,
             td_size: prog.td_size,
             td_count: prog.td_count,
@@ -519,15 +517,6 @@ impl H13 {
                 Outcome::new(job_status::TIMEOUT, f)
             }
         }
-    }
-
-    /// The next job's network id (only the holder of the engine calls
-    /// this).
-    fn next_nid(&self) -> u8 {
-        let n = self.nid.load(Ordering::Relaxed);
-        self.nid
-            .store((n + 1) % tm::JOB_NIDS.len() as u32, Ordering::Relaxed);
-        tm::job_nid(n)
     }
 
     /// Keeps a failed job's buffers (its address space stays attached) and
@@ -735,10 +724,18 @@ impl JobHost for Host<'_> {
             w = h.waiting.lock();
         }
         if !core::mem::take(&mut w.woken) {
-            let _ = h
+            let r = h
                 .wake
                 .wait_interruptible_timeout(&mut w, msecs_to_jiffies(IRQ_POLL_MS));
             w.woken = false;
+            if matches!(r, CondVarTimeoutResult::Signal { .. }) {
+                // A signal is pending (the job runs in its submitter's
+                // thread, `Engine::run_inline`): the interruptible wait
+                // returns at once, so sleep without it rather than spin on
+                // the registers for the whole job (kernel-2 N12).
+                drop(w);
+                fsleep(Delta::from_millis(i64::from(IRQ_POLL_MS)));
+            }
         }
         true
     }

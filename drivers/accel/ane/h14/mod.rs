@@ -257,17 +257,13 @@ struct State {
     dev: Option<ARef<Device<AneDriver>>>,
     /// Programs loaded into the firmware, by digest.
     programs: KVec<([u8; 32], FwProgram)>,
-    /// The next call's cookie. OA always sends 0xADD0; the firmware echoes
-    /// the cookie in the call's events, so a fresh one per call lets a
-    /// finish event be matched to its call (echo of other values: not
-    /// measured on hardware, see `hw::fw::msg`).
-    next_cookie: u64,
     /// The optional RTKit session.
     rtkit: Option<crate::ext::rtkit::Rtkit>,
-    /// Resources of calls that failed after their buffers' addresses
-    /// reached the firmware: it may still touch them, so they are parked
-    /// until reboot (the record parks such buffers too).
-    parked: KVec<crate::job::JobRes>,
+    /// Buffers of calls that failed after their addresses reached the
+    /// firmware: it may still touch them, so they are parked until reboot
+    /// (the record parks such buffers too). Each buffer once, at most
+    /// [`MAX_PARKED`].
+    parked: KVec<ARef<Bo>>,
 }
 
 /// A program the firmware has loaded, with its process.
@@ -283,6 +279,10 @@ pub(crate) struct FwProgram {
 /// frees one, and a LOAD beyond it fails and quarantines (OA's cap,
 /// `hw::fw::msg::MAX_PROGRAMS`).
 const MAX_PROGRAMS: usize = msg::MAX_PROGRAMS;
+/// Buffers parked at most. Past this the firmware is quarantined: a
+/// firmware that keeps failing calls after seeing their buffers must not
+/// pin the clients' memory without bound.
+const MAX_PARKED: usize = 1024;
 /// Polls of a PROGRAM_LOAD, PROC_CREATE or CALL reply and of a finish
 /// event: 5 s at [`REPLY_POLL_US`].
 const COMMAND_POLLS: u32 = 100_000;
@@ -328,7 +328,6 @@ impl Firmware {
                     released: false,
                     dev: None,
                     programs: KVec::new(),
-                    next_cookie: 1,
                     rtkit: None,
                     parked: KVec::new(),
                 }),
@@ -585,21 +584,38 @@ impl Firmware {
     /// Keeps a failed call's resources until reboot: the firmware saw their
     /// addresses and may still write there. (The simulator's firmware stops
     /// with its device: there they go at unbind.)
-    pub(crate) fn park(&self, mut res: crate::job::JobRes) {
-        res.drop_pm();
+    ///
+    /// A buffer already parked is not parked again. Past [`MAX_PARKED`]
+    /// buffers (or without memory to record one) the firmware is
+    /// quarantined and the buffer leaked, with one message.
+    pub(crate) fn park(&self, bos: KVec<ARef<Bo>>) {
         let mut st = self.state.lock();
-        let kept = match st.parked.reserve(1, GFP_KERNEL) {
-            Ok(()) => st.parked.push_within_capacity(res).map_err(|e| {
-                core::mem::forget(e);
-            }),
-            Err(_) => {
-                core::mem::forget(res);
-                Err(())
+        let mut full = false;
+        for bo in bos.into_iter() {
+            if st.parked.iter().any(|p| core::ptr::eq::<Bo>(&**p, &*bo)) {
+                continue;
             }
-        };
-        if kept.is_err() {
-            // No memory to record them: never free them either.
-            pr_err!("ANE firmware: cannot park a failed call's buffers; leaking them\n");
+            let kept = if st.parked.len() >= MAX_PARKED {
+                Err(bo)
+            } else {
+                match st.parked.reserve(1, GFP_KERNEL) {
+                    Ok(()) => st.parked.push_within_capacity(bo).map_err(|e| e.0),
+                    Err(_) => Err(bo),
+                }
+            };
+            if let Err(bo) = kept {
+                // Never free it: the firmware may still write there.
+                core::mem::forget(bo);
+                full = true;
+            }
+        }
+        drop(st);
+        if full && self.state() != fw_state::QUARANTINED {
+            self.set_state(fw_state::QUARANTINED);
+            pr_err!(
+                "ANE firmware: more than {} buffers of failed calls parked; quarantined until reboot\n",
+                MAX_PARKED
+            );
         }
     }
 
@@ -688,24 +704,32 @@ impl Firmware {
     /// dispatch event only mean it started). Returns a `job_status` value
     /// and whether the firmware was handed the call (then it saw the
     /// buffers' addresses).
+    ///
+    /// Returns the job status and whether the call's buffers must be
+    /// parked: the call failed after its buffers' addresses reached the
+    /// firmware and no reply said it was refused in order.
     pub(crate) fn call(&self, p: &FwProgram, priority: u32, io: &[IoRef]) -> (u32, bool) {
-        let cookie = {
-            let mut st = self.state.lock();
-            let c = st.next_cookie;
-            st.next_cookie = c.wrapping_add(1).max(1);
-            c
-        };
+        // The only cookie that ran (OA-RT `ANE_CALL_COOKIE`). Calls are one
+        // at a time (the state lock is held from the CALL to its finish),
+        // and a finish kept from an earlier call is forgotten first.
+        let cookie = msg::CALL_COOKIE;
         let args = CallArgs {
             program: p.program,
             process: p.process,
             priority,
             cookie,
         };
+        // The command (3 KiB with every binding) is not kept on the stack
+        // (kernel-2 N15). Without memory the call fails before it is sent.
+        let Ok(mut cmd) = KVec::from_elem(0u8, msg::call_len(msg::MAX_IO), GFP_KERNEL) else {
+            return (job_status::FAULT, false);
+        };
         let mut sent = false;
         let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
-            let mut cmd = [0u8; msg::call_len(msg::MAX_IO)];
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
+            host.drain(ctx)?;
+            host.forget_finished();
             sent = true;
             let answer = host.exchange_status(
                 ctx,
@@ -742,7 +766,9 @@ impl Firmware {
             Err(e) if e == ETIMEDOUT => job_status::TIMEOUT,
             Err(_) => job_status::FAULT,
         };
-        (status, sent)
+        // A call refused in order has no finish event to come and the
+        // firmware dropped its buffers: nothing to park (kernel-2 N3).
+        (status, sent && r.is_err())
     }
 
     /// Stages the image as the record's own-memory mode does: one buffer of

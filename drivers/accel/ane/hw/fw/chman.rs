@@ -1220,6 +1220,19 @@ impl Host {
         self.last_bad_pointer
     }
 
+    /// Forgets every finish event kept so far (before a CALL whose cookie
+    /// equals an earlier call's: one left from an earlier call must not end
+    /// it). Returns how many were forgotten.
+    pub fn forget_finished(&mut self) -> u32 {
+        let mut n = 0;
+        for s in self.finished.iter_mut() {
+            if s.take().is_some() {
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Claims the finish event of `cookie`, if it arrived.
     pub fn take_finish(&mut self, cookie: u64) -> Option<Event> {
         self.finished

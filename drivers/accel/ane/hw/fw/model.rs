@@ -129,6 +129,9 @@ pub mod status {
     pub const BAD_PROCESS: u16 = 0x7;
     /// Too many calls in flight.
     pub const BUSY: u16 = 0x8;
+    /// A CALL cookie other than [`super::msg::CALL_COOKIE`], the only one
+    /// that ran (unless [`super::ModelConfig::any_cookie`]).
+    pub const BAD_COOKIE: u16 = 0x9;
 }
 
 /// SCRATCH7 under [`Faults::BAD_DONE`].
@@ -188,6 +191,11 @@ pub struct ModelConfig {
     pub rvbar: u64,
     /// Status of every reply under [`Faults::ERROR_STATUS`].
     pub injected_status: u16,
+    /// Echo any CALL cookie. Off by default: the record ran only
+    /// [`msg::CALL_COOKIE`] and knows nothing of other values, so the model
+    /// refuses them ([`status::BAD_COOKIE`]); host tests of the cookie
+    /// matching itself turn it on.
+    pub any_cookie: bool,
 }
 
 impl ModelConfig {
@@ -206,6 +214,7 @@ impl ModelConfig {
         config_word: 0x14,
         rvbar: regs::RVBAR_LATCHED,
         injected_status: 0xe0,
+        any_cookie: false,
     };
 }
 
@@ -302,6 +311,8 @@ pub struct ModelStats {
     pub events: u64,
     /// CONFIG_GETs answered.
     pub config_gets: u64,
+    /// CALLs refused for a cookie other than [`msg::CALL_COOKIE`].
+    pub bad_cookies: u64,
 }
 
 /// One PROCEDURE_CALL, as the [`Executor`] sees it.
@@ -476,6 +487,7 @@ impl FwModel {
                 exec_failures: 0,
                 events: 0,
                 config_gets: 0,
+                bad_cookies: 0,
             },
             violations: Violations {
                 rvbar_rewrites: 0,
@@ -1210,6 +1222,10 @@ impl FwModel {
         let Ok(cmd) = msg::decode_call_header(head) else {
             return status::BAD_MESSAGE;
         };
+        if !self.cfg.any_cookie && cmd.args.cookie != msg::CALL_COOKIE {
+            self.stats.bad_cookies = self.stats.bad_cookies.wrapping_add(1);
+            return status::BAD_COOKIE;
+        }
         let mut sections = [SectionRef::default(); MAX_SECTIONS];
         let Some((n_sections, process)) = self.read_program(mem, cmd.args.program, &mut sections)
         else {

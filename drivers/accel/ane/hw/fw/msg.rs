@@ -28,10 +28,11 @@
 //! - Property 0x10aa with value 1 is the only write OA ever sent, and the
 //!   only one known safe ([`PERF_MODE`]); nothing else is sent.
 //! - The CALL cookie comes back in the call's IO_T2H events (RT, comment of
-//!   its cookie constant). OA always sends 0xADD0; the driver sends a
-//!   fresh cookie per call and matches the finish event by it. That the
-//!   firmware echoes values other than 0xADD0 follows from the echo, but
-//!   was never measured on hardware (open).
+//!   its cookie constant). OA always sends 0xADD0 ([`CALL_COOKIE`]), and
+//!   no other value ever ran (hw-2 row 30), so the driver sends only that.
+//!   Calls are told apart as in OA: one call at a time (the transport's
+//!   lock is held from the CALL to its finish event), and finish events
+//!   left from earlier calls are drained and forgotten before each CALL.
 //! - Program unload: OA has no unload path and states that the firmware
 //!   never frees programs or processes; its table holds 256 programs and
 //!   the 257th LOAD answered a protocol error and quarantined the device
@@ -57,6 +58,10 @@
 
 use super::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
 use super::sha256::{Sha256, DIGEST_LEN};
+
+/// The PROCEDURE_CALL cookie: the only value that ran on hardware (OA-RT
+/// `#define ANE_CALL_COOKIE 0xADD0`, every call of OA-IP on T6021).
+pub const CALL_COOKIE: u64 = 0xADD0;
 
 /// Bytes of the CSNE header.
 pub const HEADER_LEN: usize = 8;

@@ -556,7 +556,7 @@ fn load_proc_call_finish_round_trip() {
     ];
     // Enough calls to wrap the IO ring (16 slots) and IO_T2H (64 slots).
     for i in 0..40u64 {
-        let cookie = 0xadd0 + i;
+        let cookie = CALL_COOKIE;
         let args = CallArgs {
             program,
             process,
@@ -574,7 +574,7 @@ fn load_proc_call_finish_round_trip() {
         );
     }
     let (p, q, cookie, secs_seen, io_seen) = bus.exec.calls.last().unwrap().clone();
-    assert_eq!((p, q, cookie), (program, process, 0xadd0 + 39));
+    assert_eq!((p, q, cookie), (program, process, CALL_COOKIE));
     assert_eq!(
         secs_seen.iter().map(|s| s.id).collect::<Vec<_>>(),
         [2, 3],
@@ -601,10 +601,80 @@ fn load_proc_call_finish_round_trip() {
     assert_eq!(bus.model.violations(), Violations::default());
 }
 
+/// The record ran only cookie 0xADD0 (OA-RT `ANE_CALL_COOKIE`; hw-2 row
+/// 30): the model refuses any other in order, so a driver that sends
+/// another fails its calls on the simulator.
 #[test]
-fn pipelined_calls_are_matched_by_cookie() {
+fn only_the_cookie_that_ran_is_accepted() {
+    assert_eq!(CALL_COOKIE, 0xadd0);
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
+    for cookie in [1, 2, 0xadd1] {
+        let args = CallArgs {
+            program,
+            process,
+            priority: 2,
+            cookie,
+        };
+        let mut m = [0u8; msg::call_len(MAX_IO)];
+        let n = encode_procedure_call(&mut m, &args, &io).unwrap();
+        let mut r = [0u8; CALL_HEADER_LEN];
+        let reply = host
+            .exchange_status(&mut bus, &m[..n], &mut r, POLLS, 50)
+            .unwrap();
+        assert_eq!(reply.status, status::BAD_COOKIE, "cookie {cookie:#x}");
+    }
+    assert_eq!(bus.model.stats().bad_cookies, 3);
+    assert_eq!(bus.model.stats().calls, 0, "nothing ran");
+    let args = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: CALL_COOKIE,
+    };
+    call(&mut bus, &mut host, &args, &io).unwrap();
+    assert_eq!(
+        host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50)
+            .unwrap()
+            .cookie,
+        CALL_COOKIE
+    );
+}
+
+/// With one cookie for every call, a finish event kept from an earlier
+/// call would end the next one at once: the driver forgets kept finishes
+/// before each CALL (`h14::Firmware::call`).
+#[test]
+fn a_kept_finish_is_forgotten_before_the_next_call() {
     let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
         finish_delay: 5,
+        any_cookie: true,
+        ..ModelConfig::DEFAULT
+    });
+    let first = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: CALL_COOKIE,
+    };
+    let second = CallArgs { cookie: 2, ..first };
+    call(&mut bus, &mut host, &first, &io).unwrap();
+    call(&mut bus, &mut host, &second, &io).unwrap();
+    host.wait_finish(&mut bus, 2, POLLS, 50).unwrap();
+    assert_eq!(
+        host.forget_finished(),
+        1,
+        "the first call's finish was kept"
+    );
+    assert_eq!(host.take_finish(CALL_COOKIE), None);
+}
+
+#[test]
+fn pipelined_calls_are_matched_by_cookie() {
+    // The host's matching of several cookies; the driver sends only
+    // CALL_COOKIE, one call at a time, so the model must echo others here.
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
+        finish_delay: 5,
+        any_cookie: true,
         ..ModelConfig::DEFAULT
     });
     let first = CallArgs {
@@ -650,7 +720,7 @@ fn executor_failure_is_a_status() {
         program,
         process,
         priority: 7,
-        cookie: 9,
+        cookie: CALL_COOKIE,
     };
     assert_eq!(
         call(&mut bus, &mut host, &args, &io),
@@ -667,11 +737,11 @@ fn executor_failure_is_a_status() {
 fn a_refused_call_fails_alone_through_exchange_status() {
     let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
     bus.exec.fail = true;
-    let mut args = CallArgs {
+    let args = CallArgs {
         program,
         process,
         priority: 7,
-        cookie: 9,
+        cookie: CALL_COOKIE,
     };
     let mut m = [0u8; msg::call_len(MAX_IO)];
     let n = encode_procedure_call(&mut m, &args, &io).unwrap();
@@ -691,13 +761,16 @@ fn a_refused_call_fails_alone_through_exchange_status() {
         !host.quarantined(),
         "an in-order refusal is not a protocol failure"
     );
-    assert_eq!(host.take_finish(9), None, "a refused call has no finish");
+    assert_eq!(
+        host.take_finish(CALL_COOKIE),
+        None,
+        "a refused call has no finish"
+    );
     // The channel is where the protocol expects it: the next call runs.
     bus.exec.fail = false;
-    args.cookie = 10;
     call(&mut bus, &mut host, &args, &io).unwrap();
-    let e = host.wait_finish(&mut bus, 10, POLLS, 50).unwrap();
-    assert_eq!(e.cookie, 10);
+    let e = host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50).unwrap();
+    assert_eq!(e.cookie, CALL_COOKIE);
     assert_eq!(bus.model.stats().calls, 2);
 }
 
@@ -907,12 +980,14 @@ fn fault_missing_finish() {
         program,
         process,
         priority: 2,
-        cookie: 0x77,
+        cookie: CALL_COOKIE,
     };
     call(&mut bus, &mut host, &args, &io).unwrap();
     assert_eq!(
-        host.wait_finish(&mut bus, 0x77, 100, 50),
-        Err(ExchangeError::FinishTimeout { cookie: 0x77 })
+        host.wait_finish(&mut bus, CALL_COOKIE, 100, 50),
+        Err(ExchangeError::FinishTimeout {
+            cookie: CALL_COOKIE
+        })
     );
     assert_eq!(host.stats().drained, 1, "the dispatch event arrived");
     assert!(host.quarantined());
@@ -1185,10 +1260,10 @@ fn events_are_published_by_pointer() {
         program,
         process,
         priority: 2,
-        cookie: 0x51,
+        cookie: CALL_COOKIE,
     };
     call(&mut bus, &mut host, &args, &io).unwrap();
-    host.wait_finish(&mut bus, 0x51, POLLS, 50).unwrap();
+    host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50).unwrap();
     let sm = bus.model.shared_buffer().unwrap();
     // Both events were handed back (bit 0 set) and pointed into the
     // SHAREDMALLOC buffer, 0x28 bytes each.
@@ -1196,7 +1271,7 @@ fn events_are_published_by_pointer() {
         let p = sm + model::EVENT_AREA + slot * model::EVENT_STRIDE;
         assert_eq!(slot_words(&bus, &host, IO_T2H, slot)[..2], [p | 1, 0x28]);
         let e = decode_event(bus.mem.get(p, 0x28)).unwrap();
-        assert_eq!((e.cookie, e.seq), (0x51, slot as u32));
+        assert_eq!((e.cookie, e.seq), (CALL_COOKIE, slot as u32));
     }
     assert_eq!(host.stats().bad_events, 0);
 }
@@ -1271,7 +1346,7 @@ fn fault_bad_event_pointer() {
         program,
         process,
         priority: 2,
-        cookie: 0x52,
+        cookie: CALL_COOKIE,
     };
     // The reply is fine; the events point outside the host's memory: they
     // are skipped unread, so the finish never arrives and the call times

@@ -766,6 +766,23 @@ fn eiln_kernels_decode_and_validate() {
         // the coefficient DMA stays inside them.
         let weights = p.len() as u64 - s.span.next_multiple_of(16);
         assert!(s.slots[1].min_size <= weights, "{name}");
+        // The private copy PROGRAM_CREATE makes (the stream, then the
+        // weights) covers every read on slots 0 and 1; one weight byte
+        // less does not (kernel-2 N1).
+        s.check_private(s.span, weights)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        if s.slots[1].min_size > 0 {
+            assert_eq!(
+                s.check_private(s.span, s.slots[1].min_size - 1),
+                Err(BufferError {
+                    slot: 1,
+                    required: s.slots[1].min_size,
+                    bound: s.slots[1].min_size - 1
+                }),
+                "{name}"
+            );
+        }
+        assert!(s.check_private(s.slots[0].min_size - 1, weights).is_err());
         assert_eq!(
             s.kernel_reads().is_empty(),
             s.slots[1].min_size == 0,

@@ -259,6 +259,19 @@ impl ProgramSummary {
         Ok(())
     }
 
+    /// Checks the program's own slots against the private copy the kernel
+    /// makes of it: every DMA extent on slot 0 (the task stream) must stay
+    /// within the `stream` bytes copied from the stream, and every extent on
+    /// slot 1 (the weights) within the `weights` bytes copied from the
+    /// weights. Past them the engine would read into the guard gap and
+    /// fault the DART, which a client must not be able to do on purpose.
+    pub fn check_private(&self, stream: u64, weights: u64) -> Result<(), BufferError> {
+        let mut sizes = [u64::MAX; BAR_SLOTS];
+        sizes[usize::from(SLOT_COMMAND)] = stream;
+        sizes[usize::from(SLOT_KERNEL)] = weights;
+        self.check_buffers(&sizes)
+    }
+
     /// Records an access of `slot`. Within a TD, reads are noted before the
     /// write, as the engine reads its sources before storing the result.
     fn note(&mut self, slot: u8, usage: SlotUsage, size: u64, access: Option<Access>) {

@@ -162,14 +162,12 @@ pub const fn event_nid(info: u32) -> u8 {
     ((info >> 16) & 0xff) as u8
 }
 
-/// Network ids the driver stamps on jobs, in turn: the three values that
-/// ran on hardware (0x40 in every reference; 0x41 and 0x60 as the second
-/// slot of eiln's and m1n1's two-TD FIFO). Consecutive jobs never share an
-/// id, so a late event of the previous job cannot complete the next one,
-/// and older events were drained before the push.
-pub const JOB_NIDS: [u8; 3] = [0x40, 0x41, 0x60];
-
-/// The network id of the `n`-th job.
-pub const fn job_nid(n: u32) -> u8 {
-    JOB_NIDS[(n % JOB_NIDS.len() as u32) as usize]
-}
+/// The network id the driver stamps on every job: 0x40, the only id any
+/// reference pushed (eiln `ane_drv.c` `req.nid = ANE_FIFO_NID`, also at
+/// `afeafa4`; m1n1 `fw/ane.py` l.179 `req.nid = self.FIFO_NID`; OA-DRV
+/// `ane_submit`). 0x41 and 0x60 only ever sat in the FIFO's tail copy,
+/// which nothing pointed the task manager at. Jobs are told apart from a
+/// late event as the references do: one job on the engine at a time, a
+/// failed one recovered (power cycle or drain to idle) before the next
+/// push, and both event lines drained right before every push.
+pub const JOB_NID: u8 = 0x40;

@@ -446,6 +446,12 @@ impl TmModel {
         }
     }
 
+    /// An event the engine posts late, on both lines (for example a
+    /// previous job's finish word arriving after its retire).
+    pub fn post_late(&mut self, info: u32) {
+        self.post(info, [true, true]);
+    }
+
     fn post(&mut self, info: u32, lines: [bool; 2]) {
         for (f, on) in self.lines.iter_mut().zip(lines) {
             if on {

@@ -69,10 +69,8 @@ fn words() {
     assert_eq!(tq_reg(4, tq::ADDR), 0x21000 + 4 * 0x148 + 0x134);
     assert!(tq_reg(TQ_COUNT - 1, tq::ADDR) + 4 <= ENGINE_WINDOW);
     assert_eq!(size_field(0x274), ((0x274 / 4) - 1) << 16);
-    assert_eq!(job_nid(0), 0x40);
-    assert_eq!(job_nid(1), 0x41);
-    assert_eq!(job_nid(2), 0x60);
-    assert_eq!(job_nid(3), 0x40);
+    // The only id any reference pushed (hw-2 H5, record C6).
+    assert_eq!(JOB_NID, 0x40);
 }
 
 #[test]
@@ -135,6 +133,46 @@ fn a_stale_event_completes_nothing() {
         },
     );
     assert_eq!(c.poll(&r, &seq::NoDart), Progress::Running);
+}
+
+/// Every job carries the same id (0x40, the only one that ran), so a late
+/// finish word of the previous job is told apart by when it arrives: the
+/// drain right before the push pops it, and the next job (which hangs here)
+/// is not completed by it.
+#[test]
+fn a_late_event_of_the_same_id_is_drained_before_the_push() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(end.progress, Progress::Done);
+    r.model.borrow_mut().post_late(finish_word(JOB_NID, 1));
+    r.inject.set(Some(Inject::Hang));
+    let mut host = QuietHost { polls: 5 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(
+        end.progress,
+        Progress::Running,
+        "the late word completed the next job"
+    );
+}
+
+/// A job host that stamps, masks and waits silently.
+struct QuietHost {
+    polls: u32,
+}
+
+impl seq::JobHost for QuietHost {
+    fn stamp(&mut self, _nid: u8) -> bool {
+        true
+    }
+
+    fn mask_darts(&mut self, _masked: bool) {}
+
+    fn pause(&mut self) -> bool {
+        self.polls = self.polls.saturating_sub(1);
+        self.polls > 0
+    }
 }
 
 #[test]
@@ -442,10 +480,10 @@ fn canonical(retention: bool) -> Vec<String> {
     t.note("enable");
     seq::enable(&t);
     t.note("job: nid 0x40, two TDs");
-    assert_eq!(driver_job(&t, &job(job_nid(0), 2), 10), Progress::Done);
-    t.note("job: nid 0x41 hangs; the timeout ends the polls");
+    assert_eq!(driver_job(&t, &job(JOB_NID, 2), 10), Progress::Done);
+    t.note("job: nid 0x40 again, hangs; the timeout ends the polls");
     r.inject.set(Some(Inject::Hang));
-    assert_eq!(driver_job(&t, &job(job_nid(1), 1), 2), Progress::Running);
+    assert_eq!(driver_job(&t, &job(JOB_NID, 1), 2), Progress::Running);
     t.note("recovery");
     if retention {
         let mut polls = 2;
@@ -575,4 +613,65 @@ fn the_poll_backs_off_with_the_jobs_age_and_stays_prompt() {
             assert!(looks * 16 <= fixed, "{job_us} µs: {looks} vs {fixed} looks");
         }
     }
+}
+
+/// Cells of one markdown table row (`\|` is a literal bar inside a cell).
+fn cells(row: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = row.trim().trim_start_matches('|').chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cur.push('|');
+                chars.next();
+            }
+            '|' => out.push(core::mem::take(&mut cur).trim().into()),
+            c => cur.push(c),
+        }
+    }
+    out
+}
+
+/// docs/hardware-record.md: every table has a "Ran on hardware" column,
+/// and every row says in it whether that thing ran (which driver, which
+/// machine or receipt) or never ran (issue 25, hw-2 §2.3).
+#[test]
+fn every_record_row_says_whether_it_ran_on_hardware() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/hardware-record.md");
+    let doc = std::fs::read_to_string(path).expect("docs/hardware-record.md");
+    let lines: Vec<&str> = doc.lines().collect();
+    let mut tables = 0;
+    let mut i = 0;
+    while i + 1 < lines.len() {
+        if !(lines[i].starts_with('|') && lines[i + 1].starts_with("|---")) {
+            i += 1;
+            continue;
+        }
+        tables += 1;
+        let head = cells(lines[i]);
+        let col = head
+            .iter()
+            .position(|c| c == "Ran on hardware")
+            .unwrap_or_else(|| panic!("line {}: no \"Ran on hardware\" column: {head:?}", i + 1));
+        let mut j = i + 2;
+        while j < lines.len() && lines[j].starts_with('|') {
+            let row = cells(lines[j]);
+            assert_eq!(row.len(), head.len(), "line {}: {} cells", j + 1, row.len());
+            let ran = row[col].to_lowercase();
+            let words: Vec<&str> = ran.split(|c: char| !c.is_alphanumeric()).collect();
+            assert!(
+                ["yes", "no", "ran", "never"]
+                    .iter()
+                    .any(|w| words.contains(w))
+                    || ran.contains("not recorded"),
+                "line {}: says neither ran nor never ran: {:?}",
+                j + 1,
+                row[col]
+            );
+            j += 1;
+        }
+        i = j;
+    }
+    assert!(tables >= 12, "{tables} tables");
 }
