@@ -1594,11 +1594,9 @@ fn staged_from<'d>(d: &'d Device, name: &str) -> Result<Staged<'d>, Errno> {
     Ok(Staged { bo, args })
 }
 
-fn create_with(d: &Device, f: impl FnOnce(&mut uapi::ProgramCreate)) -> Result<(), Errno> {
-    let s = staged(d)?;
-    let mut a = s.args;
-    f(&mut a);
-    let r = raw::program_create(d.fd(), &mut a);
+/// PROGRAM_CREATE with `a`; a program it creates is destroyed again.
+fn create_then_destroy(d: &Device, a: &mut uapi::ProgramCreate) -> Result<(), Errno> {
+    let r = raw::program_create(d.fd(), a);
     if r.is_ok() {
         let mut x = uapi::ProgramDestroy {
             handle: a.handle,
@@ -1606,6 +1604,14 @@ fn create_with(d: &Device, f: impl FnOnce(&mut uapi::ProgramCreate)) -> Result<(
         };
         let _ = raw::program_destroy(d.fd(), &mut x);
     }
+    r
+}
+
+fn create_with(d: &Device, f: impl FnOnce(&mut uapi::ProgramCreate)) -> Result<(), Errno> {
+    let s = staged(d)?;
+    let mut a = s.args;
+    f(&mut a);
+    let r = create_then_destroy(d, &mut a);
     drop(s.bo);
     r
 }
@@ -1626,14 +1632,7 @@ fn conv_weights_cut(d: &Device, keep: fn(u64) -> u64) -> Result<(), Errno> {
     }
     let mut a = s.args;
     a.size = a.tsk_size.div_ceil(16) * 16 + keep(needed);
-    let r = raw::program_create(d.fd(), &mut a);
-    if r.is_ok() {
-        let mut x = uapi::ProgramDestroy {
-            handle: a.handle,
-            pad: 0,
-        };
-        let _ = raw::program_destroy(d.fd(), &mut x);
-    }
+    let r = create_then_destroy(d, &mut a);
     drop(s.bo);
     r
 }
