@@ -119,7 +119,7 @@ step "binding: examples compile and validate" binding_examples
 compat_of() { sed -n 's/^[[:space:]]*compatible = "\(apple,t[0-9]*-ane\)";.*/\1/p' "dts/$1-ane.dts"; }
 compatibles_known() {
 	local soc c ok=0
-	for soc in t8103 t6001 t6021; do
+	for soc in t8103 t6000 t6001 t6020 t6021; do
 		c=$(compat_of "$soc")
 		if grep -q "c\"$c\"" drivers/accel/ane/hw/soc.rs && grep -q -- "- $c\$" dts/bindings/apple,t8103-ane.yaml; then
 			echo "$soc-ane.dts: $c (in soc.rs and the binding)"
@@ -136,9 +136,11 @@ step "overlays use the driver's compatibles" compatibles_known
 # At least one board per SoC: Mac mini / MacBook (M1), MacBook Pro + Mac Studio
 # (M1 Max, M2 Max).
 boards_t8103="t8103-j274 t8103-j293 t8103-j313"
+boards_t6000="t6000-j314s t6000-j316s"
 boards_t6001="t6001-j314c t6001-j316c t6001-j375c"
+boards_t6020="t6020-j414s t6020-j416s t6020-j474s"
 boards_t6021="t6021-j414c t6021-j416c t6021-j475c"
-all_boards="$boards_t8103 $boards_t6001 $boards_t6021"
+all_boards="$boards_t8103 $boards_t6000 $boards_t6001 $boards_t6020 $boards_t6021"
 build_boards() {
 	local targets=() b
 	for b in $all_boards; do targets+=("apple/$b.dtb"); done
@@ -219,7 +221,7 @@ schema_check() {
 
 dtcheck() { python3 tools/dt/dtcheck.py "$work/$1.dtb" "$work/$2-ane.dtbo" "$work/$1-ane.dtb" "$3"; }
 
-for soc in t8103 t6001 t6021; do
+for soc in t8103 t6000 t6001 t6020 t6021; do
 	compat=$(compat_of "$soc")
 	step "$soc: overlay compiles, no warnings, no __fixups__" compile_overlay "$soc"
 	boards=boards_$soc
@@ -231,7 +233,7 @@ for soc in t8103 t6001 t6021; do
 	done
 done
 
-for soc in t8103 t6001 t6021; do
+for soc in t8103 t6000 t6001 t6020 t6021; do
 	boards=boards_$soc
 	for b in ${!boards}; do
 		[ -f "$work/$b-ane.dtb" ] || continue

@@ -237,7 +237,8 @@ makepkg_tools() {
 	pacman -Qip "$pkg" | grep -E "^(Name|Version|Architecture|Depends On) "
 	bsdtar -tf "$pkg" | sed 's#/$##' | sort >"$work/arch-tools.list"
 	has "$work/arch-tools.list" usr/bin/ane-probe usr/bin/ane-dt \
-		usr/share/ane/dt/t8103-ane.dtbo usr/share/ane/dt/t6001-ane.dtbo usr/share/ane/dt/t6021-ane.dtbo \
+		usr/share/ane/dt/t8103-ane.dtbo usr/share/ane/dt/t6000-ane.dtbo usr/share/ane/dt/t6001-ane.dtbo \
+		usr/share/ane/dt/t6020-ane.dtbo usr/share/ane/dt/t6021-ane.dtbo \
 		usr/share/ane/dt/bindings/apple,t8103-ane.yaml usr/share/licenses/ane-tools/LICENSE || return 1
 	mkdir -p "$work/arch-tools-root"
 	bsdtar -xf "$pkg" -C "$work/arch-tools-root"
@@ -270,7 +271,7 @@ rpm_inspect() {
 	dkms=$(ls "$top"/RPMS/noarch/ane-dkms-"$version"-*.noarch.rpm)
 	rpm -qlp "$tools" | sed 's#^/##' | sort >"$work/rpm-tools.list"
 	rpm -qlp "$dkms" | sed 's#^/##' | sort >"$work/rpm-dkms.list"
-	has "$work/rpm-tools.list" usr/bin/ane-probe usr/bin/ane-dt usr/share/ane/dt/t6021-ane.dtbo || return 1
+	has "$work/rpm-tools.list" usr/bin/ane-probe usr/bin/ane-dt usr/share/ane/dt/t6000-ane.dtbo usr/share/ane/dt/t6020-ane.dtbo usr/share/ane/dt/t6021-ane.dtbo || return 1
 	has "$work/rpm-dkms.list" "usr/src/ane-$version/dkms.conf" "usr/src/ane-$version/packaging/dkms/pre-build.sh" \
 		usr/lib/udev/rules.d/70-ane.rules usr/lib/modprobe.d/ane.conf usr/share/doc/ane/install.md || return 1
 	rpm -qp --requires "$dkms" | tee "$work/rpm-dkms.requires"

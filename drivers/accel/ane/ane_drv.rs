@@ -274,7 +274,7 @@ ane_module! {
     },
     sim_soc: u32 {
         default: 0,
-        description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6001, 0x6021)",
+        description: "Test flavour only: register a simulated ANE of this SoC (0x8103, 0x6000, 0x6001, 0x6020, 0x6021)",
     },
     sim_fw_faults: u32 {
         default: 0,

@@ -361,6 +361,7 @@ fn h14_resources(
         let sim = sim::SimFw::new(
             ext::param::get(module_parameters::sim_fw_faults.value()),
             &pt,
+            h14_chip(soc)?,
         )?;
         let space = AddressSpace::Sim(pt);
         space.attach_device()?;
@@ -401,11 +402,17 @@ fn h14_resources(
     Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
+/// The firmware patch values of an H14 SoC (every firmware-backed table
+/// entry has them; `hw::fw::patch` tests that).
+fn h14_chip(soc: &SocInfo) -> Result<&'static hw::fw::patch::Chip> {
+    hw::fw::patch::chip(soc.id).ok_or(ENODEV)
+}
+
 /// H14: Linux starts the ANE firmware and sends it commands.
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
-    let firmware = h14::Firmware::new(regs, vm.clone())?;
+    let firmware = h14::Firmware::new(regs, vm.clone(), h14_chip(soc)?)?;
     let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
     let data = ane_data(
         dev,

@@ -35,8 +35,8 @@
 //! line, and the driver's handler runs for it; otherwise it goes to the
 //! DART's line, as the record says, and the driver polls.
 //!
-//! Module parameter `sim_soc` (a chip number: `0x8103`, `0x6001` or
-//! `0x6021`) registers a platform device named `ane` whose platform data
+//! Module parameter `sim_soc` (a chip number: `0x8103`, `0x6000`,
+//! `0x6001`, `0x6020` or `0x6021`) registers a platform device named `ane` whose platform data
 //! names the SoC; the production platform driver binds it by name, so probe,
 //! runtime PM, sysfs unbind and remove all run the real code. The simulated
 //! hardware sits behind the same interfaces as the real one: here, a
@@ -81,7 +81,7 @@ pub(crate) fn register(sim_soc: u32) -> Result<Option<PlatformDevice>> {
     }
     let Some(soc) = soc_of_param(sim_soc) else {
         pr_err!(
-            "sim_soc={:#x} is not a supported SoC (0x8103, 0x6001, 0x6021)\n",
+            "sim_soc={:#x} is not a supported SoC (0x8103, 0x6000, 0x6001, 0x6020, 0x6021)\n",
             sim_soc
         );
         return Err(EINVAL);
@@ -534,9 +534,15 @@ pub(crate) struct SimFw {
 
 impl SimFw {
     /// A stopped coprocessor with `faults`, fetching through `pt`.
-    pub(crate) fn new(faults: u32, pt: &SimPageTable) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        faults: u32,
+        pt: &SimPageTable,
+        chip: &'static crate::hw::fw::patch::Chip,
+    ) -> Result<Arc<Self>> {
         let mut cfg = ModelConfig::DEFAULT;
         cfg.faults = Faults::from_bits(faults);
+        // The simulated chip checks the patches of its own SoC.
+        cfg.chip = chip;
         let dir = Dir::new(c"ane-sim");
         Arc::pin_init(
             try_pin_init!(Self {

@@ -86,4 +86,13 @@ for f in 8 16 4 256; do
 	ane-ioctl-tests --h14-fault "$f" || fail "h14 fault $f"
 	modprobe -r ane
 done
+# The simulated T6020 (M2 Pro): the same firmware image, with the T6020's
+# own patch values (RTK_soc 0x6020, revision 0x01, the T6020 tunables),
+# which the simulated coprocessor checks before it posts READY; then the
+# firmware-path fixtures through it.
+modprobe ane sim_soc=0x6020
+ane-ioctl-tests --fw-expect running 0 no || fail "T6020: the firmware does not run"
+dmesg | grep -q "iBoot patches replayed (soc 0x6020 rev 0x1," || fail "T6020: not patched as a T6020"
+ane-ioctl-tests --h14 || fail "T6020: h14 suite"
+modprobe -r ane
 kmemleak_scan

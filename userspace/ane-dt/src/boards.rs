@@ -81,6 +81,22 @@ pub const BOARDS: &[Board] = &[
         "iMac (24-inch, M1, 2021, 2 ports)",
     ),
     b(
+        "t6000-j314s",
+        "apple,j314s",
+        "apple,t6000",
+        "t6000",
+        "apple,t6000-ane",
+        "MacBook Pro (14-inch, M1 Pro, 2021)",
+    ),
+    b(
+        "t6000-j316s",
+        "apple,j316s",
+        "apple,t6000",
+        "t6000",
+        "apple,t6000-ane",
+        "MacBook Pro (16-inch, M1 Pro, 2021)",
+    ),
+    b(
         "t6001-j314c",
         "apple,j314c",
         "apple,t6001",
@@ -103,6 +119,30 @@ pub const BOARDS: &[Board] = &[
         "t6001",
         "apple,t6000-ane",
         "Mac Studio (M1 Max, 2022)",
+    ),
+    b(
+        "t6020-j414s",
+        "apple,j414s",
+        "apple,t6020",
+        "t6020",
+        "apple,t6020-ane",
+        "MacBook Pro (14-inch, M2 Pro, 2023)",
+    ),
+    b(
+        "t6020-j416s",
+        "apple,j416s",
+        "apple,t6020",
+        "t6020",
+        "apple,t6020-ane",
+        "MacBook Pro (16-inch, M2 Pro, 2023)",
+    ),
+    b(
+        "t6020-j474s",
+        "apple,j474s",
+        "apple,t6020",
+        "t6020",
+        "apple,t6020-ane",
+        "Mac mini (M2 Pro, 2023)",
     ),
     b(
         "t6021-j414c",
@@ -185,6 +225,66 @@ mod tests {
             by_dtb("t6021-j475c.dtb").unwrap().ane_compatible,
             "apple,t6021-ane"
         );
-        assert!(by_dtb("t6000-j314s").is_none(), "M1 Pro has no overlay yet");
+        assert_eq!(by_dtb("t6000-j314s").unwrap().overlay, "t6000");
+        assert_eq!(
+            by_root_compatible(&c(&["apple,j474s", "apple,t6020", "apple,arm-platform"]))
+                .unwrap()
+                .ane_compatible,
+            "apple,t6020-ane"
+        );
+        // An M2 Pro board name with the M2 Max chip is no board of ours.
+        assert!(by_root_compatible(&c(&["apple,j414s", "apple,t6021"])).is_none());
+    }
+
+    /// The overlay of every board exists, and its ANE node carries the
+    /// board's ANE compatible, which is a compatible of the driver.
+    #[test]
+    fn every_overlay_exists_with_the_boards_compatible() {
+        let dts = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dts");
+        let soc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../drivers/accel/ane/hw/soc.rs"
+        ))
+        .unwrap();
+        for b in BOARDS {
+            let text = std::fs::read_to_string(format!("{dts}/{}-ane.dts", b.overlay))
+                .unwrap_or_else(|e| panic!("{}: {e}", b.overlay));
+            let node = format!("\t\t\t\tcompatible = \"{}\";", b.ane_compatible);
+            assert!(
+                text.contains(&node),
+                "{}: no node {}",
+                b.overlay,
+                b.ane_compatible
+            );
+            assert!(
+                soc.contains(&format!("c\"{}\"", b.ane_compatible)),
+                "{} is not in soc.rs",
+                b.ane_compatible
+            );
+        }
+    }
+
+    /// The M1 Pro and M2 Pro overlays are the M1 Max and M2 Max ones: the
+    /// same text after the header comment, but for the M2 Pro's node
+    /// compatible and skip-if-compatible.
+    #[test]
+    fn twin_overlays_match() {
+        let dts = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dts");
+        let body = |soc: &str| {
+            let t = std::fs::read_to_string(format!("{dts}/{soc}-ane.dts")).unwrap();
+            t[t.find("*/").unwrap()..].to_string()
+        };
+        assert_eq!(body("t6000"), body("t6001"));
+        let t6021 = body("t6021")
+            .replace(
+                "skip-if-compatible = \"apple,t6021-ane\", \"apple,t6020-ane\";",
+                "skip-if-compatible = \"apple,t6020-ane\";",
+            )
+            .replacen(
+                "compatible = \"apple,t6021-ane\";",
+                "compatible = \"apple,t6020-ane\";",
+                1,
+            );
+        assert_eq!(body("t6020"), t6021);
     }
 }

@@ -150,15 +150,23 @@ fn soc(info: &SystemInfo) -> Outcome {
         }
         return Err((
             format!("{name}: the driver knows this SoC ({path}), but no overlay describes the ANE of board {board} yet"),
-            "nothing to install until an overlay exists for this board: M1 Pro, M1 Ultra and M2 Pro have none (docs/install.md section 1, dts/README.md)".into(),
+            "nothing to install until an overlay exists for this board: the M1 Ultra (T6002) has none (docs/install.md section 1, dts/README.md)".into(),
         ));
     }
-    if let Some((_, name)) = UNSUPPORTED
+    if let Some((c, name)) = UNSUPPORTED
         .iter()
         .find(|(c, _)| compat.iter().any(|x| x == c))
     {
+        // The plain M2 is the one a reader may expect: omarchy-ane ships
+        // an overlay for it, opt-in and marked untested, and no record
+        // shows any driver running its ANE.
+        let why = if *c == "apple,t8112" {
+            " (no driver is recorded running its ANE: omarchy-ane ships a T8112 overlay opt-in and marked untested, and its firmware boot needs a chip revision read from eFuses that nobody has checked on one)"
+        } else {
+            ""
+        };
         return Err((
-            format!("{name}: not supported: this project has no hardware record for its ANE (no confirmed registers, power domains or firmware), so the driver has no entry for it"),
+            format!("{name}: not supported: this project has no hardware record for its ANE{why} (no confirmed registers, power domains or firmware), so the driver has no entry for it"),
             "no setup step helps on this Mac; do not install the headers, ane-rust-meta or the DKMS module for it (docs/install.md section 1 lists the supported Macs)".into(),
         ));
     }

@@ -2,6 +2,16 @@
 
 //! The little of NumPy's `.npy` format tensor files need: a C-order
 //! little-endian float16 (`<f2`) array.
+//!
+//! Kept by hand, measured: the `.npy` crates (`npyz` 0.9, and
+//! `ndarray-npy`, which adds `ndarray`) parse the header's Python literal
+//! with `py_literal`, which pulls `pest`, `num-bigint` and `psm`, whose
+//! build script assembles code with the target's C compiler. Building
+//! `npyz` alone took 38 crates and 32.7 s of CPU (200 s wall on the shared
+//! 2-core builder), for the three keys of a header this file reads in
+//! 60 lines. A header it cannot read is refused by name, and the data's
+//! size is checked against the tensor by the caller
+//! (`slots::read_tensor`).
 
 /// The magic string every `.npy` file starts with.
 const MAGIC: &[u8] = b"\x93NUMPY";

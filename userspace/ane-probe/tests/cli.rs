@@ -659,17 +659,34 @@ fn doctor_names_the_socs_path_first() {
     );
     assert!(out.contains("do not install the headers"), "{out}");
     assert_eq!(v["rungs"][1]["verdict"], "skip");
+    assert!(
+        out.contains("no driver is recorded running its ANE"),
+        "the plain M2's reason: {out}"
+    );
     // M2 Max: the firmware path.
     let (_, out, _) = case(&["apple,j414c", "apple,t6021", "apple,arm-platform"]);
     assert!(
         out.contains("ok   soc       T6021 (M2 Max): supported, H14 path: the driver starts the ANE's firmware"),
         "{out}"
     );
-    // M1 Pro: the driver knows the SoC, but no overlay describes the board.
+    // M1 Pro and M2 Pro: supported, with their own overlays.
     let (_, out, _) = case(&["apple,j314s", "apple,t6000", "apple,arm-platform"]);
     assert!(
+        out.contains("ok   soc       T6000 (M1 Pro/Max): supported, H13 path")
+            && out.contains("overlay t6000 for MacBook Pro (14-inch, M1 Pro, 2021) (t6000-j314s)"),
+        "{out}"
+    );
+    let (_, out, _) = case(&["apple,j474s", "apple,t6020", "apple,arm-platform"]);
+    assert!(
+        out.contains("ok   soc       T6020 (M2 Pro): supported, H14 path")
+            && out.contains("overlay t6020 for Mac mini (M2 Pro, 2023) (t6020-j474s)"),
+        "{out}"
+    );
+    // M1 Ultra: the driver knows the SoC, but no overlay describes the board.
+    let (_, out, _) = case(&["apple,j375d", "apple,t6002", "apple,arm-platform"]);
+    assert!(
         out.contains("FAIL soc       T6000 (M1 Pro/Max): the driver knows this SoC")
-            && out.contains("no overlay describes the ANE of board apple,j314s"),
+            && out.contains("no overlay describes the ANE of board apple,j375d"),
         "{out}"
     );
     // An Apple SoC nobody has listed, and a machine that is no Mac.

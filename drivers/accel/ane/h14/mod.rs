@@ -299,6 +299,9 @@ pub(crate) struct Firmware {
     /// The device-wide address space.
     vm: Arc<Vm>,
     regs: FwRegs,
+    /// The chip values iBoot's patches carry (`RTK_soc`, revision,
+    /// tunables).
+    chip: &'static patch::Chip,
 }
 
 /// A real coprocessor was released in this boot (by any binding): it cannot
@@ -311,8 +314,9 @@ const CONFIG_GET_POLLS: u32 = 60_000;
 const REPLY_POLL_US: u32 = 50;
 
 impl Firmware {
-    /// Firmware that has not started, over `regs`, with its memory in `vm`.
-    pub(crate) fn new(regs: FwRegs, vm: Arc<Vm>) -> Result<Arc<Self>> {
+    /// Firmware of `chip` that has not started, over `regs`, with its
+    /// memory in `vm`.
+    pub(crate) fn new(regs: FwRegs, vm: Arc<Vm>, chip: &'static patch::Chip) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
@@ -335,6 +339,7 @@ impl Firmware {
                 refused: AtomicU64::new(0),
                 vm,
                 regs,
+                chip,
             }),
             GFP_KERNEL,
         )
@@ -815,14 +820,12 @@ impl Firmware {
         }
         let engine = self.regs.engine_pa();
         let random = crate::ext::glue::random_u64();
-        let params = patch::PatchParams {
-            exec_base: entry.unwrap_or(dva),
-            stack_guard: patch::stack_guard_from(random),
-            soc: patch::T6021_SOC,
-            revision: patch::T6021_REVISION,
-            cpu_pa: engine + regs::ASC_CPU_BASE as u64,
-            wrapper_pa: engine + regs::WRAPPER_BASE as u64,
-        };
+        let params = patch::PatchParams::for_chip(
+            self.chip,
+            entry.unwrap_or(dva),
+            patch::stack_guard_from(random),
+            engine,
+        );
         if let Err(e) = patch::apply(&mut staged, &params) {
             pr_err!("ANE firmware: iBoot patches not replayed: {:?}\n", e);
             return Err(EINVAL);

@@ -460,6 +460,14 @@ mod tests {
             SocInfo::by_root_compatible("apple,t6021").unwrap().id,
             SocId::T6021
         );
+        assert_eq!(
+            SocInfo::by_root_compatible("apple,t6020").unwrap().id,
+            SocId::T6020
+        );
+        assert_eq!(
+            SocInfo::by_root_compatible("apple,t6000").unwrap().id,
+            SocId::T6000
+        );
         assert!(
             SocInfo::by_root_compatible("apple,t8112").is_none(),
             "M2 is not supported"
@@ -496,7 +504,9 @@ mod tests {
         let dts = concat!(env!("CARGO_MANIFEST_DIR"), "/../../dts");
         for (file, soc) in [
             ("t8103-ane.dts", &T8103),
+            ("t6000-ane.dts", &T6000),
             ("t6001-ane.dts", &T6000),
+            ("t6020-ane.dts", &T6020),
             ("t6021-ane.dts", &T6021),
         ] {
             let text = std::fs::read_to_string(std::format!("{dts}/{file}")).unwrap();

@@ -196,6 +196,9 @@ pub struct ModelConfig {
     /// refuses them ([`status::BAD_COOKIE`]); host tests of the cookie
     /// matching itself turn it on.
     pub any_cookie: bool,
+    /// The chip whose `RTK_soc`, `RTK_soc_revision` and tunables key the
+    /// staged image must carry (the simulated SoC).
+    pub chip: &'static patch::Chip,
 }
 
 impl ModelConfig {
@@ -215,6 +218,7 @@ impl ModelConfig {
         rvbar: regs::RVBAR_LATCHED,
         injected_status: 0xe0,
         any_cookie: false,
+        chip: &patch::T6021_CHIP,
     };
 }
 
@@ -748,9 +752,10 @@ impl FwModel {
         (self.rvbar & regs::RVBAR_VALID != 0).then_some(self.rvbar & regs::RVBAR_FOLD_MASK)
     }
 
-    /// Checks two of iBoot's patches on the image at the entry: the DATA
-    /// base word and `RTK_soc` (an unlatched RVBAR's fold points at the
-    /// staged copy itself).
+    /// Checks iBoot's patches on the image at the entry: the DATA base
+    /// word, `RTK_soc`, `RTK_soc_revision` and the tunables block of the
+    /// configured chip (an unlatched RVBAR's fold points at the staged copy
+    /// itself).
     fn check_patches<M: Mem + ?Sized>(&mut self, mem: &mut M) -> Result<(), Crash> {
         let entry = self.entry().unwrap_or(self.rvbar & regs::RVBAR_FOLD_MASK);
         let mut w = [0u8; 8];
@@ -769,8 +774,34 @@ impl FwModel {
         let mut d = [0u8; 4];
         mem.read(at(soc).map_err(Crash::ImageUnmapped)?, &mut d)
             .map_err(Crash::ImageUnmapped)?;
-        if u32::from_le_bytes(d) != patch::T6021_SOC {
+        if u32::from_le_bytes(d) != self.cfg.chip.soc {
             return Err(Crash::Unpatched { vm: soc });
+        }
+        let rev = patch::RTK_RECORDS[2].vm + patch::RTK_HEADER;
+        mem.read(at(rev).map_err(Crash::ImageUnmapped)?, &mut d)
+            .map_err(Crash::ImageUnmapped)?;
+        if u32::from_le_bytes(d) != self.cfg.chip.revision {
+            return Err(Crash::Unpatched { vm: rev });
+        }
+        // The tunables block: this chip's record count and key.
+        let block = patch::TUNABLES_VM;
+        mem.read(at(block).map_err(Crash::ImageUnmapped)?, &mut w)
+            .map_err(Crash::ImageUnmapped)?;
+        let tun = self.cfg.chip.tunables;
+        let key = tun.key(self.cfg.chip.revision);
+        let found_key = u32::from_le_bytes([w[4], w[5], w[6], w[7]]);
+        if usize::from(w[3]) != tun.records.len() || key != Some(found_key) {
+            return Err(Crash::Unpatched { vm: block });
+        }
+        // And every record's value (the lists of two chips differ in
+        // values only).
+        for (i, r) in tun.records.iter().enumerate() {
+            let val = block + patch::TUNABLES_HEADER + i * patch::TUNABLE_LEN + 12;
+            mem.read(at(val).map_err(Crash::ImageUnmapped)?, &mut w)
+                .map_err(Crash::ImageUnmapped)?;
+            if u64::from_le_bytes(w) != r.val {
+                return Err(Crash::Unpatched { vm: val });
+            }
         }
         Ok(())
     }

@@ -40,6 +40,7 @@
 
 use core::fmt;
 
+use super::super::soc::SocId;
 use super::bytes::{array_at, put, put_u32, put_u64, u32_at, u64_at};
 use super::image::{STAGED_SIZE, T6021_SEGMENTS};
 use super::regs;
@@ -192,6 +193,97 @@ pub const T602X_TUNABLES: Tunables = Tunables {
     ],
 };
 
+/// The T6020 (M2 Pro) ASC tunables of the ANE: one list under key 0x00,
+/// at the T6021 offsets, 13 of whose 24 values differ (iBootStage2 25G83
+/// of j414s/j416s, as OA-VH `c2b7408b` restates it).
+pub const T6020_TUNABLES: Tunables = Tunables {
+    keys: &[0x00],
+    records: &[
+        t(0x15_0010, 0x3f, 0x10),
+        t(0x05_1c08, 0x1000_0000, 0x1000_0000),
+        t(0x05_1c18, 0x0010_0000_0000_0000, 0x0010_0000_0000_0000),
+        t(0x14_0020, 0xf0_0000, 0x70_0000),
+        t(0x14_0120, 0x2eff, 0x2b1),
+        t(0x14_0130, 0x3fff, 0x18),
+        t(0x14_0138, 0x7fff, 0x64),
+        t(0x14_0140, 0x3fff, 0x18),
+        t(0x14_0148, 0x7fff, 0x64),
+        t(0x14_0150, 0x3fff, 0x20),
+        t(0x14_0158, 0x7fff, 0x86),
+        t(0x14_0160, 0x3fff, 0x4f),
+        t(0x14_0168, 0x7fff, 0x14e),
+        t(0x14_0170, 0x3fff, 0x8),
+        t(0x14_0178, 0x7fff, 0x22),
+        t(0x14_0180, 0x3fff, 0x8),
+        t(0x14_0188, 0x7fff, 0x22),
+        t(0x14_0190, 0x3fff, 0x18),
+        t(0x14_0198, 0x7fff, 0x64),
+        t(0x14_01a0, 0x3fff, 0x18),
+        t(0x14_01a8, 0x7fff, 0x64),
+        t(0x14_5010, 0x8_000c, 0xc),
+        t(0x14_a008, 0xff0_ffff, 0x2520),
+        t(0x14_a010, 0xff0_ffff, 0x100_2520),
+    ],
+};
+
+/// What the patches write that differs between the H14 chips: `RTK_soc`,
+/// `RTK_soc_revision` and the tunables list. The engine window (and so
+/// the CPU and wrapper addresses) is the node's own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chip {
+    /// `RTK_soc`.
+    pub soc: u32,
+    /// `RTK_soc_revision`; also picks the tunables key.
+    pub revision: u32,
+    /// The ASC tunables.
+    pub tunables: &'static Tunables,
+}
+
+/// The T6021 (M2 Max): the values of the 17 pre-Linux captures and of the
+/// record's gate (OA-GATE).
+pub const T6021_CHIP: Chip = Chip {
+    soc: T6021_SOC,
+    revision: T6021_REVISION,
+    tunables: &T602X_TUNABLES,
+};
+
+/// The T6020 (M2 Pro): `RTK_soc` 0x6020, revision 0x01 (ANEMinorVersion 1
+/// on four of omarchy-ane's community rows), the T6020 tunables. Source:
+/// omarchy-ane `packaging/dt/t6020-ane.dts` and OA-VH at `c2b7408b`; it
+/// ran on one M2 Pro only as omarchy-ane's community row `3c9389040f51`
+/// (the aurora in-tree driver; CHANGELOG `0477f725`, "T6020 on by
+/// default"). Booting the T6020 with the T6021's values would hand its
+/// firmware another chip's SoC number and tunables.
+pub const T6020_CHIP: Chip = Chip {
+    soc: T6020_SOC,
+    revision: T6020_REVISION,
+    tunables: &T6020_TUNABLES,
+};
+
+/// `RTK_soc` of the T6020.
+pub const T6020_SOC: u32 = 0x6020;
+/// `RTK_soc_revision` of the T6020 (see [`T6020_CHIP`]).
+pub const T6020_REVISION: u32 = 0x01;
+
+/// The chip whose `RTK_soc` is `soc`, if the driver boots it.
+pub const fn chip_by_soc(soc: u32) -> Option<&'static Chip> {
+    match soc {
+        T6021_SOC => Some(&T6021_CHIP),
+        T6020_SOC => Some(&T6020_CHIP),
+        _ => None,
+    }
+}
+
+/// The chip values of an H14 SoC (`None` for H13, which has no firmware
+/// to patch).
+pub const fn chip(id: SocId) -> Option<&'static Chip> {
+    match id {
+        SocId::T6021 => Some(&T6021_CHIP),
+        SocId::T6020 => Some(&T6020_CHIP),
+        SocId::T8103 | SocId::T6000 => None,
+    }
+}
+
 /// `RTK_soc` of the T6021.
 pub const T6021_SOC: u32 = 0x6021;
 /// `RTK_soc_revision` of the T6021: a measured constant (all 17 captures),
@@ -232,6 +324,18 @@ impl PatchParams {
             revision: T6021_REVISION,
             cpu_pa: T6021_CPU_PA,
             wrapper_pa: T6021_WRAPPER_PA,
+        }
+    }
+
+    /// The values for `chip` whose `engine` window is at `engine_pa`.
+    pub const fn for_chip(chip: &Chip, exec_base: u64, stack_guard: u64, engine_pa: u64) -> Self {
+        Self {
+            exec_base,
+            stack_guard,
+            soc: chip.soc,
+            revision: chip.revision,
+            cpu_pa: engine_pa.wrapping_add(regs::ASC_CPU_BASE as u64),
+            wrapper_pa: engine_pa.wrapping_add(regs::WRAPPER_BASE as u64),
         }
     }
 
@@ -299,6 +403,11 @@ pub enum PatchError {
         /// The length found.
         len: u32,
     },
+    /// `RTK_soc` names no chip the driver boots.
+    UnknownSoc {
+        /// The number.
+        soc: u32,
+    },
     /// The tunables block header is not the file's.
     TunablesHeader {
         /// The header found.
@@ -331,6 +440,7 @@ impl fmt::Display for PatchError {
                     "__rtk_patch {name}: tag {tag:#010x} length {len}, not the pinned image's"
                 )
             }
+            Self::UnknownSoc { soc } => write!(f, "no ASC tunables for SoC {soc:#x}"),
             Self::TunablesHeader { found } => {
                 write!(
                     f,
@@ -341,9 +451,11 @@ impl fmt::Display for PatchError {
     }
 }
 
-/// Replays iBoot's patches with the T6021/T6022 tunables.
+/// Replays iBoot's patches with the tunables of the chip `p.soc` names
+/// ([`chip_by_soc`]).
 pub fn apply(staged: &mut [u8], p: &PatchParams) -> Result<(), PatchError> {
-    apply_with(staged, p, &T602X_TUNABLES)
+    let chip = chip_by_soc(p.soc).ok_or(PatchError::UnknownSoc { soc: p.soc })?;
+    apply_with(staged, p, chip.tunables)
 }
 
 /// Replays iBoot's patches on `staged`, the image laid out by `vmaddr`
@@ -482,6 +594,57 @@ mod tests {
 
     const ENTRY: u64 = 0x100_0000_0000;
     const GUARD: u64 = 0x1122_3344_0066_7788;
+
+    /// The T6020's list has the T6021's offsets and masks and differs in
+    /// 13 of 24 values (OA-VH); every firmware-backed SoC of the table has
+    /// chip values and every host-driven one has none; a T6020 staged
+    /// copy carries 0x6020, revision 1, key 0 and the T6020 values.
+    #[test]
+    fn t6020_chip_values() {
+        use super::super::super::soc::{BackendKind, TABLE};
+        let (a, b) = (T602X_TUNABLES.records, T6020_TUNABLES.records);
+        assert_eq!(a.len(), b.len());
+        let differ = a.iter().zip(b).filter(|(x, y)| x.val != y.val).count();
+        assert_eq!(differ, 13);
+        assert!(a
+            .iter()
+            .zip(b)
+            .all(|(x, y)| x.off == y.off && x.mask == y.mask));
+        for soc in TABLE {
+            assert_eq!(
+                chip(soc.id).is_some(),
+                soc.backend == BackendKind::Firmware,
+                "{:?}",
+                soc.id
+            );
+            if let Some(c) = chip(soc.id) {
+                assert_eq!(c.soc, soc.id as u32, "RTK_soc is the chip number");
+                assert_eq!(chip_by_soc(c.soc), Some(c));
+                assert!(c.tunables.key(c.revision).is_some());
+            }
+        }
+        let mut s = staged();
+        let p = PatchParams::for_chip(&T6020_CHIP, ENTRY, GUARD, T6021_ENGINE_BASE);
+        assert_eq!(p.cpu_pa, T6021_CPU_PA);
+        assert_eq!(p.wrapper_pa, T6021_WRAPPER_PA);
+        apply(&mut s, &p).unwrap();
+        let val = |r: usize| u32_at(&s, RTK_RECORDS[r].vm + RTK_HEADER).unwrap();
+        assert_eq!((val(1), val(2)), (0x6020, 0x01));
+        assert_eq!(u32_at(&s, TUNABLES_VM + 4), Some(0x00));
+        for (i, r) in T6020_TUNABLES.records.iter().enumerate() {
+            let at = TUNABLES_VM + TUNABLES_HEADER + i * TUNABLE_LEN;
+            assert_eq!(u64_at(&s, at + 12), Some(r.val), "record {i}");
+        }
+        // A number no chip has is refused before any write.
+        let mut s = staged();
+        let before = s.clone();
+        let p = PatchParams { soc: 0x8112, ..p };
+        assert_eq!(
+            apply(&mut s, &p),
+            Err(PatchError::UnknownSoc { soc: 0x8112 })
+        );
+        assert!(s == before);
+    }
 
     #[test]
     fn writes_every_patch_and_nothing_else() {

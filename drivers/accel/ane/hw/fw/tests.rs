@@ -29,14 +29,29 @@ const MEM_LEN: usize = 8 << 20;
 /// Polls for an exchange (steps of one model tick each).
 const POLLS: u32 = 200;
 
-/// A staged image window with the two patches the model checks, for an
-/// execution base `base`.
+/// A staged image window with the patches the model checks, for an
+/// execution base `base`, with the T6021's values.
 fn patched_image(base: u64) -> Vec<u8> {
-    let mut b = vec![0u8; patch::RTK_RECORDS[1].vm + 0x100];
+    patched_image_for(base, &patch::T6021_CHIP)
+}
+
+/// The same with `chip`'s `RTK_soc`, revision and tunables block.
+fn patched_image_for(base: u64, chip: &patch::Chip) -> Vec<u8> {
+    let mut b = vec![0u8; patch::TUNABLES_VM + patch::TUNABLES_BLOCK];
     let at = patch::DATA_BASE_VM;
     b[at..at + 8].copy_from_slice(&(base + patch::DATA_VMADDR).to_le_bytes());
     let at = patch::RTK_RECORDS[1].vm + patch::RTK_HEADER;
-    b[at..at + 4].copy_from_slice(&patch::T6021_SOC.to_le_bytes());
+    b[at..at + 4].copy_from_slice(&chip.soc.to_le_bytes());
+    let at = patch::RTK_RECORDS[2].vm + patch::RTK_HEADER;
+    b[at..at + 4].copy_from_slice(&chip.revision.to_le_bytes());
+    let at = patch::TUNABLES_VM;
+    b[at + 3] = chip.tunables.records.len() as u8;
+    let key = chip.tunables.key(chip.revision).unwrap();
+    b[at + 4..at + 8].copy_from_slice(&key.to_le_bytes());
+    for (i, r) in chip.tunables.records.iter().enumerate() {
+        let v = at + patch::TUNABLES_HEADER + i * patch::TUNABLE_LEN + 12;
+        b[v..v + 8].copy_from_slice(&r.val.to_le_bytes());
+    }
     b
 }
 
@@ -1679,6 +1694,49 @@ fn firmware_never_comes_up_unpatched() {
     assert_eq!(e.step, Step::Ready);
     assert!(e.released());
     assert_eq!(bus.model.crash(), Some(Crash::Unpatched { vm: at }));
+}
+
+/// A simulated T6020 (M2 Pro) comes up only with its own patch values:
+/// an image patched as a T6021 (`RTK_soc` 0x6021, revision 0x11, the
+/// T6021 tunables), which is what the driver staged for every H14 chip
+/// before, crashes it; the T6020's own values boot. Each of the three
+/// differences alone is refused.
+#[test]
+fn t6020_needs_its_own_patches() {
+    let t6020 = ModelConfig {
+        chip: &patch::T6020_CHIP,
+        ..ModelConfig::DEFAULT
+    };
+    let mut bus = Bus::new(t6020);
+    bus.mem.image = patched_image(regs::FW_IOVA);
+    let e = boot::boot(&mut bus, &FAST).unwrap_err();
+    assert_eq!(e.step, Step::Ready);
+    assert!(matches!(bus.model.crash(), Some(Crash::Unpatched { .. })));
+
+    let mut bus = Bus::new(t6020);
+    bus.mem.image = patched_image_for(regs::FW_IOVA, &patch::T6020_CHIP);
+    boot::boot(&mut bus, &FAST).unwrap();
+
+    // One difference at a time: the revision, then one tunable value.
+    for chip in [
+        patch::Chip {
+            revision: patch::T6021_REVISION,
+            ..patch::T6020_CHIP
+        },
+        patch::Chip {
+            tunables: &patch::T602X_TUNABLES,
+            revision: 0x00,
+            ..patch::T6020_CHIP
+        },
+    ] {
+        let mut bus = Bus::new(t6020);
+        bus.mem.image = patched_image_for(regs::FW_IOVA, &chip);
+        boot::boot(&mut bus, &FAST).unwrap_err();
+        assert!(
+            matches!(bus.model.crash(), Some(Crash::Unpatched { .. })),
+            "{chip:?}"
+        );
+    }
 }
 
 /// A [`Bus`] with two injectable departures from the model: CPU_STATUS
