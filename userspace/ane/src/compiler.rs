@@ -22,6 +22,7 @@
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Gelu` (`approximate = "none"`) | the same with [`builder::gelu_table`] (eiln's compiled gelu's layout, step 1/4) | 1 |
 //! | `Flatten`, `Reshape` (constant shape) of a computed value that keeps the engine tensor (`[1, C, 1, 1]` ↔ `[1, C]`) | a change of the model's view only | 0 |
 //! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
@@ -719,17 +720,29 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
-            "Sigmoid" => {
+            "Sigmoid" | "Gelu" => {
+                let act = if op == "Gelu" {
+                    let approx = n.attr("approximate").map(|a| a.s.as_slice());
+                    if approx.is_some_and(|a| a != b"none") {
+                        return Err(unsupported(n, "approximate = \"tanh\": only the exact GELU (approximate = \"none\") has a table here (builder::gelu_table)"));
+                    }
+                    Activation::Gelu
+                } else {
+                    Activation::Sigmoid
+                };
                 let x = val_of(&n.input[0])?;
                 (
                     Some(Op::Unary {
                         node: node_name(n),
                         x: n.input[0].clone(),
                         out: out.clone(),
-                        act: Activation::Sigmoid,
+                        act,
                     }),
                     x.dims.clone(),
                 )
+            }
+            "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Softmax" => {
+                return Err(unsupported(n, format!("the engine's {op} table is not understood: Apple's compiled tables for it use table flags other than 1 (eiln's tanh 0x60, exp 0xA, sqrt 0xC5, log2 0xC9; reciprocal is the undocumented MACCfg operation 0x121C08; softmax keeps a source in L2), whose symmetry / range-reduction rule is unknown (td.md §2.4), so the engine model refuses them and nothing checks such a program")));
             }
             "Concat" => {
                 let vs = n
@@ -837,7 +850,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {
@@ -1123,10 +1136,9 @@ fn lower(
                 let (src, s) = loc_of(vals, &mut place, x)?;
                 let (dst, _) = loc_of(vals, &mut place, out)?;
                 let g = geom(&s, node)?;
-                let lut = if *act == Activation::Sigmoid {
-                    push_const(&mut weights, &builder::sigmoid_table())
-                } else {
-                    0
+                let lut = match act.table() {
+                    Some(t) => push_const(&mut weights, &t),
+                    None => 0,
                 };
                 steps.push(Step::Ne(
                     NeTask {

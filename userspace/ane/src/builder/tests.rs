@@ -640,6 +640,38 @@ fn sigmoid_on_the_model() {
     assert!(worst > 0.0, "the data exercises the interpolation");
 }
 
+/// The GELU table through the engine model, on every finite fp16 input:
+/// within [`GELU_TABLE_ERROR`] of the correctly rounded `x · Φ(x)`, NaN
+/// kept, `+∞` to `+∞` and `−∞` to 0.
+#[test]
+fn gelu_on_the_model() {
+    let s = shape(1, 64, 1, 1024);
+    let p = gelu(&s).unwrap();
+    p.validate().unwrap();
+    let x: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+    let want = reference::gelu(&x, Rounding::NearestEven);
+    let (mut worst, mut at) = (0f64, 0f64);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if x[i].is_nan() {
+            assert!(g.is_nan(), "NaN in, {g} out");
+            continue;
+        }
+        if x[i].is_infinite() {
+            let inf = if x[i] > f16::ZERO { f16::INFINITY } else { f16::ZERO };
+            assert_eq!(*g, inf, "x = {}", x[i]);
+            continue;
+        }
+        let e = (f64::from(*g) - f64::from(*w)).abs();
+        if e > worst {
+            (worst, at) = (e, f64::from(x[i]));
+        }
+    }
+    println!("gelu: max abs error {worst:.2e} (at x = {at}) from the correctly rounded x·Φ(x)");
+    assert!(worst <= GELU_TABLE_ERROR, "{worst} at x = {at}");
+    assert!(worst > 0.0, "the data exercises the interpolation");
+}
+
 /// Concat copies both inputs bit for bit into their channel ranges, on
 /// every class of value, NaN payloads aside.
 #[test]

@@ -92,7 +92,7 @@ fn the_zoo_matches_the_cpu() {
 #[test]
 fn unsupported_ops_name_the_node() {
     let bytes = model(
-        vec![node("act", "Softmax", &["x"], &["y"], vec![])],
+        vec![node("act", "LpNormalization", &["x"], &["y"], vec![])],
         vec![],
         vec![ValueInfoProto::float("x", &[2, 3])],
         ValueInfoProto::float("y", &[2, 3]),
@@ -100,10 +100,41 @@ fn unsupported_ops_name_the_node() {
     let e = compile(&bytes, Target::H13).unwrap_err();
     match &e {
         CompileError::Unsupported { node, op, reason } => {
-            assert_eq!((node.as_str(), op.as_str()), ("act", "Softmax"));
+            assert_eq!((node.as_str(), op.as_str()), ("act", "LpNormalization"));
             assert!(reason.contains("supported subset"), "{reason}");
         }
         other => panic!("{other:?}"),
+    }
+    // Non-linearities whose engine table is not understood, and the tanh
+    // form of GELU: refused with the reason, not approximated.
+    for (op, attrs, why) in [
+        ("Tanh", vec![], "table is not understood"),
+        ("Erf", vec![], "table is not understood"),
+        ("Softmax", vec![], "table is not understood"),
+        (
+            "Gelu",
+            vec![AttributeProto {
+                name: "approximate".into(),
+                s: b"tanh".to_vec(),
+                r#type: 3,
+                ..Default::default()
+            }],
+            "approximate",
+        ),
+    ] {
+        let bytes = model(
+            vec![node("nl", op, &["x"], &["y"], attrs)],
+            vec![],
+            vec![ValueInfoProto::float("x", &[2, 3])],
+            ValueInfoProto::float("y", &[2, 3]),
+        );
+        match compile(&bytes, Target::H13).unwrap_err() {
+            CompileError::Unsupported { node, op: o, reason } => {
+                assert_eq!((node.as_str(), o.as_str()), ("nl", op));
+                assert!(reason.contains(why), "{op}: {reason}");
+            }
+            other => panic!("{op}: {other:?}"),
+        }
     }
     // A 3x3 convolution: refused with the reason.
     let bytes = model(

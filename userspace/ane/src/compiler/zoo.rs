@@ -100,6 +100,7 @@ pub fn all(seed: u64) -> Vec<Example> {
         branches(&mut rng),
         residual(&mut rng),
         cnn_head(&mut rng),
+        transformer_mlp(&mut rng),
     ]
 }
 
@@ -135,6 +136,18 @@ pub(crate) fn model(
     inputs: Vec<ValueInfoProto>,
     output: ValueInfoProto,
 ) -> Vec<u8> {
+    model_at(13, nodes, inits, inputs, output)
+}
+
+/// [`model`] importing the default domain at `opset` (`Gelu` is an
+/// operator from opset 20 on).
+pub(crate) fn model_at(
+    opset: i64,
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+    inputs: Vec<ValueInfoProto>,
+    output: ValueInfoProto,
+) -> Vec<u8> {
     ModelProto {
         ir_version: 8,
         producer_name: "ane compiler zoo".into(),
@@ -148,7 +161,7 @@ pub(crate) fn model(
         }),
         opset_import: vec![OperatorSetIdProto {
             domain: String::new(),
-            version: 13,
+            version: opset,
         }],
     }
     .encode_to_vec()
@@ -586,5 +599,61 @@ pub fn cnn_head(rng: &mut Rng) -> Example {
         // conv, its bias, relu, the gemm and its bias; the flatten is free.
         tds: 5,
         table_error: 0.0,
+    }
+}
+
+/// A transformer's MLP block on 8 tokens of width 32: MatMul(32 → 64) →
+/// Add of a bias → Gelu → MatMul(64 → 32) → Add of a bias (opset 20).
+/// The GELU table's error ([`crate::builder::GELU_TABLE_ERROR`]) reaches
+/// each output through the second layer's weights: `table_error` is it
+/// times the largest `Σ_j |W2[j][i]|`.
+pub fn transformer_mlp(rng: &mut Rng) -> Example {
+    let (b, d, f) = (8, 32, 64);
+    let w1 = rand(rng, d * f, 0.3);
+    let b1 = rand(rng, f, 0.5);
+    let w2 = rand(rng, f * d, 0.2);
+    let b2 = rand(rng, d, 0.5);
+    let bytes = model_at(
+        20,
+        vec![
+            node("up", "MatMul", &["x", "w1"], &["u"], vec![]),
+            node("up_bias", "Add", &["u", "b1"], &["ub"], vec![]),
+            node("act", "Gelu", &["ub"], &["g"], vec![]),
+            node("down", "MatMul", &["g", "w2"], &["v"], vec![]),
+            node("down_bias", "Add", &["v", "b2"], &["y"], vec![]),
+        ],
+        vec![
+            TensorProto::float("w1", &[d as i64, f as i64], &w1),
+            TensorProto::float("b1", &[f as i64], &b1),
+            TensorProto::float("w2", &[f as i64, d as i64], &w2),
+            TensorProto::float("b2", &[d as i64], &b2),
+        ],
+        vec![ValueInfoProto::float("x", &[b as i64, d as i64])],
+        ValueInfoProto::float("y", &[b as i64, d as i64]),
+    );
+    let x = rand(rng, b * d, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let u = gemm(&xd, b, d, &w1, f, false, Some(&b1));
+    let g: Vec<f64> = u
+        .iter()
+        .map(|&v| crate::reference::scalar::gelu_f64(v))
+        .collect();
+    let y = gemm(&g, b, f, &w2, d, false, Some(&b2));
+    // GELU is at most 1.13-Lipschitz: the error of u passes through it
+    // about unchanged, so u, g and y each count once.
+    let scale = maxabs(&u) + maxabs(&g) + maxabs(&y);
+    let gain = (0..d)
+        .map(|i| (0..f).map(|j| f64::from(w2[j * d + i].abs())).sum::<f64>())
+        .fold(0f64, f64::max);
+    Example {
+        name: "transformer_mlp".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![b, d], x)],
+        output: ("y".into(), vec![b, d]),
+        reference: y,
+        scale,
+        // up, its bias, gelu, down, its bias.
+        tds: 5,
+        table_error: crate::builder::GELU_TABLE_ERROR * gain,
     }
 }
