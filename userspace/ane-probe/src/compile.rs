@@ -24,6 +24,8 @@ pub const AFTER_HELP: &str =
                       between samples 1/2 apart, abs error <= 0.0035; 0/1 beyond -9.94/8.32)
   Gelu                approximate = "none": the same with a GELU table (eiln's compiled
                       gelu's layout, samples 1/4 apart, abs error <= 0.0035; identity above 4)
+  Clip, LeakyRelu     constant bounds / alpha: the same with a table without samples
+                      (eiln's relu6, hardtanh, leakyrelu): exact
   (refused)           Tanh, Erf, Exp, Log, Sqrt, Reciprocal, Softmax: the engine's tables for
                       them are not understood (td.md 2.4), so nothing could check the program
   Flatten, Reshape    only when the engine tensor stays the same ([1, C, 1, 1] <-> [1, C]): free

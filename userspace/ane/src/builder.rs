@@ -299,6 +299,21 @@ pub enum Activation {
     /// `x · Φ(x)` through the engine's table ([`gelu_table`], as
     /// [`Activation::Sigmoid`]); only on a pass-through ([`gelu`]).
     Gelu,
+    /// `min(max(x, lo), hi)` (fp16 bits) through a table without samples
+    /// ([`clip_table`]); only on a pass-through ([`clip`]).
+    Clip {
+        /// The lower bound's fp16 bits.
+        lo: u16,
+        /// The upper bound's fp16 bits.
+        hi: u16,
+    },
+    /// `x` for `x > 0`, else `slope · x` (fp16 bits), through a table
+    /// without samples ([`leaky_relu_table`]); only on a pass-through
+    /// ([`leaky_relu`]).
+    LeakyRelu {
+        /// The negative slope's fp16 bits.
+        slope: u16,
+    },
 }
 
 impl Activation {
@@ -307,7 +322,10 @@ impl Activation {
         match self {
             Activation::None => 0,
             Activation::Relu => 1,
-            Activation::Sigmoid | Activation::Gelu => 2,
+            Activation::Sigmoid
+            | Activation::Gelu
+            | Activation::Clip { .. }
+            | Activation::LeakyRelu { .. } => 2,
         }
     }
 
@@ -318,6 +336,8 @@ impl Activation {
             Activation::None | Activation::Relu => None,
             Activation::Sigmoid => Some(sigmoid_table()),
             Activation::Gelu => Some(gelu_table()),
+            Activation::Clip { lo, hi } => Some(clip_table(lo, hi)),
+            Activation::LeakyRelu { slope } => Some(leaky_relu_table(slope)),
         }
     }
 }
@@ -327,8 +347,9 @@ impl Activation {
 
 /// fp16 1.0.
 pub(crate) const F16_ONE: u16 = 0x3C00;
-/// +∞ in binary16.
+/// +∞ and −∞ in binary16.
 const F16_INF: u16 = 0x7C00;
+const F16_NEG_INF: u16 = 0xFC00;
 /// fp16 −1.0 and 0.5.
 pub(crate) const F16_MINUS_ONE: u16 = 0xBC00;
 pub(crate) const F16_HALF: u16 = 0x3800;
@@ -1406,11 +1427,7 @@ pub fn sigmoid_table() -> [u8; LUT_BYTES as usize] {
     halves[40] = h(y1 - right * x1);
     halves[41] = 1;
     halves[42] = 1;
-    let mut out = [0u8; LUT_BYTES as usize];
-    for (i, v) in halves.iter().enumerate() {
-        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
-    }
-    out
+    table_bytes(&halves)
 }
 
 /// Elementwise logistic function on the neural engine: a pass-through
@@ -1427,6 +1444,56 @@ pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
 /// `x` in slot 5, `out` in slot 4. Accuracy: [`GELU_TABLE_ERROR`].
 pub fn gelu(shape: &Shape) -> Result<Program, BuildError> {
     table_op(shape, Activation::Gelu)
+}
+
+/// Elementwise `min(max(x, lo), hi)` on the neural engine (`lo`, `hi`
+/// fp16 bits, `lo <= hi`; ±∞ for a missing bound): a pass-through with
+/// [`clip_table`], exact (eiln's relu6 and hardtanh).
+pub fn clip(shape: &Shape, lo: u16, hi: u16) -> Result<Program, BuildError> {
+    table_op(shape, Activation::Clip { lo, hi })
+}
+
+/// Elementwise leaky ReLU on the neural engine (`slope` fp16 bits): a
+/// pass-through with [`leaky_relu_table`] (eiln's leakyrelu and rrelu):
+/// `x` for `x > 0`, else `slope · x` rounded once.
+pub fn leaky_relu(shape: &Shape, slope: u16) -> Result<Program, BuildError> {
+    table_op(shape, Activation::LeakyRelu { slope })
+}
+
+/// A table without samples (grid half 0x40; layout in the engine model's
+/// `lut.rs`): the clamps, then the left tail for `x <= 0` and the right
+/// one for `x > 0`, each `slope · x + 0`.
+fn linear_table(clamps: [u16; 4], left: u16, right: u16) -> [u8; LUT_BYTES as usize] {
+    let mut halves = [0u16; LUT_BYTES as usize / 2];
+    halves[..4].copy_from_slice(&clamps);
+    halves[37] = left;
+    halves[39] = right;
+    halves[41] = 0x40;
+    halves[42] = 1;
+    table_bytes(&halves)
+}
+
+/// The clip table, as eiln's compiled relu6 (`lo = 0`, `hi = 6`) and
+/// hardtanh (`−1`, `1`): `x_lo = y_lo = lo`, `x_hi = y_hi = hi`, both
+/// tails the identity.
+pub fn clip_table(lo: u16, hi: u16) -> [u8; LUT_BYTES as usize] {
+    linear_table([lo, hi, lo, hi], F16_ONE, F16_ONE)
+}
+
+/// The leaky ReLU table, as eiln's compiled leakyrelu (slope fp16(0.01))
+/// and rrelu (the mean slope fp16(11/48)): no clamps (±∞), left tail
+/// `slope · x`, right tail the identity.
+pub fn leaky_relu_table(slope: u16) -> [u8; LUT_BYTES as usize] {
+    linear_table([F16_NEG_INF, F16_INF, F16_NEG_INF, F16_INF], slope, F16_ONE)
+}
+
+/// A table's 64 halves as its little-endian bytes.
+fn table_bytes(halves: &[u16; LUT_BYTES as usize / 2]) -> [u8; LUT_BYTES as usize] {
+    let mut out = [0u8; LUT_BYTES as usize];
+    for (o, v) in out.chunks_exact_mut(2).zip(halves) {
+        o.copy_from_slice(&v.to_le_bytes());
+    }
+    out
 }
 
 /// A pass-through with a table non-linearity.
@@ -1478,10 +1545,8 @@ pub const GELU_TABLE_ERROR: f64 = 0.0035;
 pub fn gelu_table() -> [u8; LUT_BYTES as usize] {
     let h = |v: f64| f16::from_f64(v).to_bits();
     let mut halves = [0u16; LUT_BYTES as usize / 2];
-    halves[0] = 0xC466; // −4.3984375
-    halves[1] = F16_INF;
-    halves[2] = 0;
-    halves[3] = F16_INF;
+    // x_lo = −4.3984375, y_lo = 0, x_hi = y_hi = +∞.
+    halves[..4].copy_from_slice(&[0xC466, F16_INF, 0, F16_INF]);
     let step = 0.25f64;
     for i in 0..33u8 {
         let x = -4.0 + step * f64::from(i);
@@ -1494,11 +1559,7 @@ pub fn gelu_table() -> [u8; LUT_BYTES as usize] {
     halves[39] = F16_ONE;
     halves[41] = 2;
     halves[42] = 1;
-    let mut out = [0u8; LUT_BYTES as usize];
-    for (i, v) in halves.iter().enumerate() {
-        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
-    }
-    out
+    table_bytes(&halves)
 }
 
 /// Channel concatenation `out = [a; b]` of two `(1, C, H, W)` tensors of

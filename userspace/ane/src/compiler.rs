@@ -23,6 +23,7 @@
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
 //! | `Gelu` (`approximate = "none"`) | the same with [`builder::gelu_table`] (eiln's compiled gelu's layout, step 1/4) | 1 |
+//! | `Clip` (constant bounds), `LeakyRelu` | the same with a table without samples ([`builder::clip_table`], [`builder::leaky_relu_table`]: eiln's relu6 / hardtanh, leakyrelu / rrelu), exact | 1 |
 //! | `Flatten`, `Reshape` (constant shape) of a computed value that keeps the engine tensor (`[1, C, 1, 1]` ↔ `[1, C]`) | a change of the model's view only | 0 |
 //! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
@@ -720,15 +721,44 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
-            "Sigmoid" | "Gelu" => {
-                let act = if op == "Gelu" {
-                    let approx = n.attr("approximate").map(|a| a.s.as_slice());
-                    if approx.is_some_and(|a| a != b"none") {
-                        return Err(unsupported(n, "approximate = \"tanh\": only the exact GELU (approximate = \"none\") has a table here (builder::gelu_table)"));
+            "Sigmoid" | "Gelu" | "Clip" | "LeakyRelu" => {
+                let act = match op {
+                    "Gelu" => {
+                        let approx = n.attr("approximate").map(|a| a.s.as_slice());
+                        if approx.is_some_and(|a| a != b"none") {
+                            return Err(unsupported(n, "approximate = \"tanh\": only the exact GELU (approximate = \"none\") has a table here (builder::gelu_table)"));
+                        }
+                        Activation::Gelu
                     }
-                    Activation::Gelu
-                } else {
-                    Activation::Sigmoid
+                    "Clip" => {
+                        // Bounds from inputs 1 and 2 (opset 11+) or the
+                        // attributes (opset 6); absent means unbounded.
+                        let bound = |i: usize, attr: &str, default: f32| -> Result<f32, CompileError> {
+                            if n.input.get(i).is_some_and(|s| !s.is_empty()) {
+                                let (_, v) = konst(i, attr)?;
+                                match v.as_slice() {
+                                    [b] => Ok(*b),
+                                    _ => Err(unsupported(n, format!("{attr} must be a scalar"))),
+                                }
+                            } else {
+                                Ok(n.float(attr, default))
+                            }
+                        };
+                        let lo = f16::from_f32(bound(1, "min", f32::NEG_INFINITY)?);
+                        let hi = f16::from_f32(bound(2, "max", f32::INFINITY)?);
+                        if lo.is_nan() || hi.is_nan() || lo > hi {
+                            return Err(unsupported(n, format!("bounds min {lo} > max {hi} (or NaN): only min <= max is lowered")));
+                        }
+                        Activation::Clip { lo: lo.to_bits(), hi: hi.to_bits() }
+                    }
+                    "LeakyRelu" => {
+                        let slope = f16::from_f32(n.float("alpha", 0.01));
+                        if !slope.is_finite() {
+                            return Err(unsupported(n, format!("alpha {slope} is not a finite fp16 value")));
+                        }
+                        Activation::LeakyRelu { slope: slope.to_bits() }
+                    }
+                    _ => Activation::Sigmoid,
                 };
                 let x = val_of(&n.input[0])?;
                 (
@@ -850,7 +880,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {

@@ -130,6 +130,15 @@ pub(crate) fn int_attr(name: &str, v: i64) -> AttributeProto {
     }
 }
 
+pub(crate) fn float_attr(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        f: v,
+        r#type: attr_type::FLOAT,
+        ..Default::default()
+    }
+}
+
 pub(crate) fn model(
     nodes: Vec<NodeProto>,
     inits: Vec<TensorProto>,
