@@ -192,6 +192,31 @@ enum Op {
         inputs: Vec<String>,
         out: String,
     },
+    /// The window gather of a spatial op ([`Window`]): `out` (`T·C`
+    /// channels, tap-major, on the output grid) from `x`, with `fill`
+    /// where a tap falls in the padding.
+    Im2col {
+        node: String,
+        x: String,
+        out: String,
+        win: Window,
+        fill: f32,
+    },
+    /// The maximum over the `taps` channel blocks of an [`Op::Im2col`]
+    /// output, on the planar engine.
+    MaxTaps {
+        node: String,
+        x: String,
+        out: String,
+        taps: usize,
+    },
+    /// The mean over every pixel of each channel: one 1×1 convolution
+    /// reading the pixels as its input channels.
+    GlobalAverage {
+        node: String,
+        x: String,
+        out: String,
+    },
     /// A neural-engine pass-through with ReLU or the sigmoid table.
     Unary {
         node: String,
@@ -209,6 +234,9 @@ impl Op {
             | Op::Binary { out, .. }
             | Op::Abs { out, .. }
             | Op::Concat { out, .. }
+            | Op::Im2col { out, .. }
+            | Op::MaxTaps { out, .. }
+            | Op::GlobalAverage { out, .. }
             | Op::Unary { out, .. } => out,
         }
     }
@@ -218,6 +246,146 @@ impl Op {
 enum Operand {
     Value(String),
     Const(Vec<f32>),
+}
+
+/// The sliding window of a k×k / strided / padded convolution or a
+/// pooling over a `[1, C, H, W]` value in pixel rows ([`engine_shape`]).
+///
+/// It is lowered as a gather ("im2col") of copy TDs, each a
+/// neural-engine pass-through (tinygrad's concat copy) between strided
+/// views: tap `t = (dy, dx)` of input channel `c` over output pixel `(oy,
+/// ox)` is input pixel `(sh·oy + dy − pt, sw·ox + dx − pl)`, a row at a
+/// 64-byte multiple, so a view of the valid output rectangle of one tap is
+/// a base offset, a row stride `sw·64` and a plane stride `sh·W·64`. The
+/// gathered `T·C` channels then feed one 1×1 convolution (or a chain of
+/// planar max operations): the engine features used are those of the
+/// fixtures (1×1 convolution, pass-through copy, planar max), with DMA
+/// strides chosen by the compiler.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    c: usize,
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    /// Padding at the top and the left.
+    pt: usize,
+    pl: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Window {
+    /// Reads `kernel_shape` (unless given), `strides`, `pads`,
+    /// `dilations`, `auto_pad` and `ceil_mode` of `n` over a `[1, c, h,
+    /// w]` input.
+    fn parse(
+        n: &onnx::NodeProto,
+        (c, h, w): (usize, usize, usize),
+        kernel: Option<(usize, usize)>,
+    ) -> Result<Window, CompileError> {
+        let two = |name: &str, default: i64| -> Result<(usize, usize), CompileError> {
+            match n.ints(name) {
+                None => Ok((default as usize, default as usize)),
+                Some(&[a, b]) if a >= 0 && b >= 0 && a <= 1 << 15 && b <= 1 << 15 => {
+                    Ok((a as usize, b as usize))
+                }
+                Some(v) => Err(unsupported(n, format!("{name} {v:?}: two values of 0..=32768 are needed"))),
+            }
+        };
+        let (kh, kw) = match kernel {
+            Some(k) => k,
+            None => {
+                if n.ints("kernel_shape").is_none() {
+                    return Err(unsupported(n, "kernel_shape is missing"));
+                }
+                two("kernel_shape", 1)?
+            }
+        };
+        let (sh, sw) = two("strides", 1)?;
+        if two("dilations", 1)? != (1, 1) {
+            return Err(unsupported(n, "dilations other than 1 are not supported"));
+        }
+        if n.int("ceil_mode", 0) != 0 {
+            return Err(unsupported(n, "ceil_mode 1 is not supported"));
+        }
+        let ap = n.attr("auto_pad").map(|a| String::from_utf8_lossy(&a.s).into_owned());
+        if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
+            return Err(unsupported(n, "auto_pad SAME_* is not supported: give explicit pads"));
+        }
+        let (pt, pl, pb, pr) = match n.ints("pads") {
+            None => (0, 0, 0, 0),
+            Some(&[a, b, c2, d]) if [a, b, c2, d].iter().all(|&v| (0..=1 << 15).contains(&v)) => {
+                (a as usize, b as usize, c2 as usize, d as usize)
+            }
+            Some(v) => return Err(unsupported(n, format!("pads {v:?}: four values of 0..=32768 are needed"))),
+        };
+        if kh == 0 || kw == 0 || sh == 0 || sw == 0 {
+            return Err(unsupported(n, "a zero kernel size or stride"));
+        }
+        if pt >= kh || pb >= kh || pl >= kw || pr >= kw {
+            return Err(unsupported(n, format!("pads {:?} must be smaller than the kernel {kh}x{kw}", [pt, pl, pb, pr])));
+        }
+        let (hp, wp) = (h + pt + pb, w + pl + pr);
+        if hp < kh || wp < kw {
+            return Err(unsupported(n, format!("the {kh}x{kw} kernel is larger than the padded {hp}x{wp} input")));
+        }
+        Ok(Window {
+            c,
+            h,
+            w,
+            kh,
+            kw,
+            sh,
+            sw,
+            pt,
+            pl,
+            oh: (hp - kh) / sh + 1,
+            ow: (wp - kw) / sw + 1,
+        })
+    }
+
+    fn taps(&self) -> usize {
+        self.kh * self.kw
+    }
+
+    /// Whether some tap of some output pixel falls in the padding.
+    fn pads(&self) -> bool {
+        (0..self.kh).any(|dy| self.range(dy, self.pt, self.sh, self.h, self.oh) != (0, self.oh))
+            || (0..self.kw).any(|dx| self.range(dx, self.pl, self.sw, self.w, self.ow) != (0, self.ow))
+    }
+
+    /// The output positions `[o0, o1)` whose tap `d` reads inside the
+    /// input (`s·o + d − p` in `0..n`).
+    fn range(&self, d: usize, p: usize, s: usize, n: usize, on: usize) -> (usize, usize) {
+        // s·o + d >= p and s·o + d − p <= n − 1.
+        let o0 = p.saturating_sub(d).div_ceil(s);
+        let o1 = if n + p < d + 1 { 0 } else { ((n + p - d - 1) / s + 1).min(on) };
+        (o0.min(o1), o1)
+    }
+}
+
+/// Whether node `n` needs its graph's 4-D values in pixel rows: a
+/// pooling, or a Conv whose kernel, stride, padding or groups are not
+/// those of a plain 1×1 convolution.
+fn spatial(n: &onnx::NodeProto, consts: &HashMap<String, (Vec<usize>, Vec<f32>)>) -> bool {
+    match n.op_type.as_str() {
+        "MaxPool" | "AveragePool" | "GlobalAveragePool" => true,
+        "Conv" => {
+            let k = n
+                .input
+                .get(1)
+                .and_then(|w| consts.get(w))
+                .map(|(d, _)| d.get(2..4) != Some(&[1, 1][..]));
+            k.unwrap_or(false)
+                || n.int("group", 1) != 1
+                || n.ints("strides").is_some_and(|s| s.iter().any(|&v| v != 1))
+                || n.ints("pads").is_some_and(|s| s.iter().any(|&v| v != 0))
+        }
+        _ => false,
+    }
 }
 
 fn unsupported(n: &onnx::NodeProto, reason: impl Into<String>) -> CompileError {
@@ -237,9 +405,21 @@ fn node_name(n: &onnx::NodeProto) -> String {
 }
 
 /// The engine tensor of a value of `dims`, or why there is none.
-fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
-    let r = match *dims {
+///
+/// With `pixel_rows` (a graph with a spatial window: a k×k or strided or
+/// padded or grouped Conv, or a pooling), a `[1, C, H, W]` value is the
+/// engine tensor `(1, C, H·W, 1)`: every pixel in its own 64-byte row, so
+/// that a shift by any pixel is a DMA base offset and a stride a row
+/// stride (see [`Window`]). The dense element order is NCHW either way.
+fn engine_shape(dims: &[usize], pixel_rows: bool) -> Result<(IoLayout, Shape), String> {
+    let (layout, shape) = match *dims {
         [b, f] => (IoLayout::BatchFeatures, Shape::new(1, f, 1, b)),
+        [1, c, h, w] if pixel_rows => {
+            let hw = h
+                .checked_mul(w)
+                .ok_or_else(|| format!("{dims:?}: H·W overflows"))?;
+            (IoLayout::Nchw, Shape::new(1, c, hw, 1))
+        }
         [1, c, h, w] => (IoLayout::Nchw, Shape::new(1, c, h, w)),
         [n, _, _, _] => {
             return Err(format!(
@@ -253,11 +433,11 @@ fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
             ))
         }
     };
-    let shape = r.1.map_err(|e| e.to_string())?;
+    let shape = shape.map_err(|e| e.to_string())?;
     // Within the registers' limits (channels, width, height, 4 GiB) before
     // anything is sized from it.
     Geom::new(&shape, "shape").map_err(|e| format!("{dims:?}: {e}"))?;
-    Ok((r.0, shape))
+    Ok((layout, shape))
 }
 
 /// The most bytes one materialized constant (a bias or a broadcast
@@ -390,6 +570,8 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
         }
         consts.insert(t.name.clone(), (dims, data));
     }
+    // Pixel rows for every 4-D value when a node slides a window.
+    let pixel_rows = g.node.iter().any(|n| spatial(n, &consts));
     // Inputs.
     let mut vals: HashMap<String, Val> = HashMap::new();
     let mut inputs = Vec::new();
@@ -397,7 +579,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
         let dims = vi
             .dims()
             .map_err(|e| CompileError::Model(format!("input '{}' {e}", vi.name)))?;
-        let (layout, shape) = engine_shape(&dims)
+        let (layout, shape) = engine_shape(&dims, pixel_rows)
             .map_err(|e| CompileError::Model(format!("input '{}': {e}", vi.name)))?;
         vals.insert(
             vi.name.clone(),
@@ -474,7 +656,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
             })
         };
         let new_val = |dims: Vec<usize>| -> Result<Val, CompileError> {
-            let (layout, shape) = engine_shape(&dims).map_err(|e| unsupported(n, e))?;
+            let (layout, shape) = engine_shape(&dims, pixel_rows).map_err(|e| unsupported(n, e))?;
             Ok(Val {
                 dims,
                 layout,
@@ -549,27 +731,13 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 let [m, wc, kh, kw] = wd[..] else {
                     return Err(unsupported(n, format!("W is {wd:?}; 4-D is needed")));
                 };
-                if n.int("group", 1) != 1 {
-                    return Err(unsupported(n, "group > 1 (depthwise or grouped) is not supported yet"));
+                let group = n.int("group", 1);
+                if group < 1 || c % group as usize != 0 || m % group as usize != 0 {
+                    return Err(unsupported(n, format!("group {group} does not divide {c} input and {m} output channels")));
                 }
-                if (kh, kw) != (1, 1) {
-                    return Err(unsupported(n, format!("a {kh}x{kw} kernel: only 1x1 is supported yet")));
-                }
-                if n.ints("strides").is_some_and(|s| s.iter().any(|&v| v != 1)) {
-                    return Err(unsupported(n, "strides other than 1 are not supported yet"));
-                }
-                if n.ints("pads").is_some_and(|s| s.iter().any(|&v| v != 0)) {
-                    return Err(unsupported(n, "padding is not supported yet"));
-                }
-                if n.ints("dilations").is_some_and(|s| s.iter().any(|&v| v != 1)) {
-                    return Err(unsupported(n, "dilations other than 1 are not supported"));
-                }
-                let ap = n.attr("auto_pad").map(|a| String::from_utf8_lossy(&a.s).into_owned());
-                if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
-                    return Err(unsupported(n, "auto_pad SAME_* is not supported yet"));
-                }
-                if wc != c {
-                    return Err(unsupported(n, format!("input has {c} channels, W expects {wc}")));
+                let group = group as usize;
+                if wc * group != c {
+                    return Err(unsupported(n, format!("input has {c} channels, W expects {wc} per group of {group}")));
                 }
                 let bias = if n.input.get(2).is_some_and(|s| !s.is_empty()) {
                     let (bd, b) = konst(2, "B")?;
@@ -580,18 +748,118 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 } else {
                     None
                 };
+                let win = Window::parse(n, (c, h, w), Some((kh, kw)))?;
+                let (x_name, cin, wx) = if spatial(n, &consts) {
+                    // Gather the taps, then one 1×1 convolution over
+                    // them: W'[oc][t·C + ci] = W[oc][ci − g·wc][dy][dx]
+                    // for ci in oc's group g, else 0.
+                    let col = format!("{out}#window");
+                    let t = win.taps();
+                    let mut wx = vec![0f32; m * t * c];
+                    let mg = m / group;
+                    for oc in 0..m {
+                        let gi = oc / mg;
+                        for k in 0..wc {
+                            let ci = gi * wc + k;
+                            for tap in 0..t {
+                                wx[oc * t * c + tap * c + ci] = wv[((oc * wc + k) * kh * kw) + tap];
+                            }
+                        }
+                    }
+                    producer.insert(col.clone(), ops.len());
+                    ops.push(Op::Im2col {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: col.clone(),
+                        win,
+                        fill: 0.0,
+                    });
+                    vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
+                    (col, t * c, wx)
+                } else {
+                    (n.input[0].clone(), c, wv.clone())
+                };
                 (
                     Some(Op::Conv {
                         node: node_name(n),
-                        x: n.input[0].clone(),
+                        x: x_name,
                         out: out.clone(),
-                        cin: c,
+                        cin,
                         cout: m,
-                        w: wv.clone(),
+                        w: wx,
                         bias,
                         relu: false,
                     }),
-                    vec![1, m, h, w],
+                    vec![1, m, win.oh, win.ow],
+                )
+            }
+            "MaxPool" | "AveragePool" => {
+                let x = val_of(&n.input[0])?;
+                let [1, c, h, w] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input is {:?}; [1, C, H, W] is needed", x.dims)));
+                };
+                if n.output.len() > 1 {
+                    return Err(unsupported(n, "the Indices output is not supported"));
+                }
+                if n.int("storage_order", 0) != 0 {
+                    return Err(unsupported(n, "storage_order 1 is not supported"));
+                }
+                let win = Window::parse(n, (c, h, w), None)?;
+                let max = op == "MaxPool";
+                if !max && win.pads() && n.int("count_include_pad", 0) == 0 {
+                    return Err(unsupported(n, "padding with count_include_pad = 0 divides border pixels by fewer taps: not supported (count_include_pad = 1 is)"));
+                }
+                let col = format!("{out}#window");
+                let t = win.taps();
+                producer.insert(col.clone(), ops.len());
+                ops.push(Op::Im2col {
+                    node: node_name(n),
+                    x: n.input[0].clone(),
+                    out: col.clone(),
+                    win,
+                    fill: if max { f32::NEG_INFINITY } else { 0.0 },
+                });
+                vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
+                let o = if max {
+                    Op::MaxTaps {
+                        node: node_name(n),
+                        x: col,
+                        out: out.clone(),
+                        taps: t,
+                    }
+                } else {
+                    // The mean as a depthwise 1×1 convolution over the taps.
+                    let mut wx = vec![0f32; c * t * c];
+                    for ch in 0..c {
+                        for tap in 0..t {
+                            wx[ch * t * c + tap * c + ch] = 1.0 / t as f32;
+                        }
+                    }
+                    Op::Conv {
+                        node: node_name(n),
+                        x: col,
+                        out: out.clone(),
+                        cin: t * c,
+                        cout: c,
+                        w: wx,
+                        bias: None,
+                        relu: false,
+                    }
+                };
+                (Some(o), vec![1, c, win.oh, win.ow])
+            }
+            "GlobalAveragePool" => {
+                let x = val_of(&n.input[0])?;
+                let [1, c, _, _] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input is {:?}; [1, C, H, W] is needed", x.dims)));
+                };
+                (
+                    Some(Op::GlobalAverage {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                    }),
+                    vec![1, c, 1, 1],
                 )
             }
             "BatchNormalization" => {
@@ -1161,6 +1429,162 @@ fn lower(
                     ));
                     at += g.c * go.plane;
                 }
+            }
+            Op::Im2col {
+                node,
+                x,
+                out,
+                win,
+                fill,
+            } => {
+                let (src, xs) = loc_of(vals, &mut place, x)?;
+                let (dst, cs) = loc_of(vals, &mut place, out)?;
+                let row = xs.layout().row_stride() as u32; // one pixel
+                let xp = xs.layout().plane_stride() as u32;
+                let cp = cs.layout().plane_stride() as u32;
+                let u = |v: usize| v as u32;
+                let copy = |src: Loc, gi: Geom, dst: Loc, go: Geom| {
+                    Step::Ne(
+                        NeTask {
+                            src,
+                            dst,
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: None,
+                        },
+                        gi,
+                        go,
+                    )
+                };
+                let view = |c: u32, h: u32, row: u32, plane: u32| Geom {
+                    c,
+                    h,
+                    w: 1,
+                    row,
+                    plane,
+                    bytes: c.saturating_mul(plane),
+                };
+                if win.pads() {
+                    // The padding's value everywhere first, copied from
+                    // a constant of the gathered tensor's size.
+                    constant_fits(&cs).map_err(|reason| CompileError::Unsupported {
+                        node: node.clone(),
+                        op: "padding".into(),
+                        reason,
+                    })?;
+                    let dense = vec![f16::from_f32(*fill); cs.elements()];
+                    let tiled = tile_const(&cs, &dense)
+                        .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
+                    let bytes: Vec<u8> = tiled.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+                    let at = push_const(&mut weights, &bytes);
+                    let g = geom(&cs, node)?;
+                    let kslot = u32::from(crate::hw::td::SLOT_KERNEL);
+                    steps.push(copy(Loc { slot: kslot, offset: at }, g, dst, g));
+                }
+                for dy in 0..win.kh {
+                    let (oy0, oy1) = win.range(dy, win.pt, win.sh, win.h, win.oh);
+                    for dx in 0..win.kw {
+                        let (ox0, ox1) = win.range(dx, win.pl, win.sw, win.w, win.ow);
+                        if oy0 >= oy1 || ox0 >= ox1 {
+                            continue;
+                        }
+                        let t = dy * win.kw + dx;
+                        let (ny, nx) = (oy1 - oy0, ox1 - ox0);
+                        // Input pixel of output (oy0, ox0) for this tap.
+                        let iy0 = win.sh * oy0 + dy - win.pt;
+                        let ix0 = win.sw * ox0 + dx - win.pl;
+                        let in_px = |oy: usize| u(((iy0 + win.sh * (oy - oy0)) * win.w + ix0) * 64);
+                        let out_px = |oy: usize| u((oy * win.ow + ox0) * 64);
+                        let srow = u(win.sw) * row;
+                        if win.c <= ny {
+                            // One TD per channel: output rows as channels.
+                            for ci in 0..win.c {
+                                steps.push(copy(
+                                    Loc { slot: src.slot, offset: src.offset + u(ci) * xp + in_px(oy0) },
+                                    view(u(ny), u(nx), srow, u(win.sh * win.w) * row),
+                                    Loc { slot: dst.slot, offset: dst.offset + u(t * win.c + ci) * cp + out_px(oy0) },
+                                    view(u(ny), u(nx), row, u(win.ow) * row),
+                                ));
+                            }
+                        } else {
+                            // One TD per output row: all channels.
+                            for oy in oy0..oy1 {
+                                steps.push(copy(
+                                    Loc { slot: src.slot, offset: src.offset + in_px(oy) },
+                                    view(u(win.c), u(nx), srow, xp),
+                                    Loc { slot: dst.slot, offset: dst.offset + u(t * win.c) * cp + out_px(oy) },
+                                    view(u(win.c), u(nx), row, cp),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Op::MaxTaps { node, x, out, taps } => {
+                let (src, cs) = loc_of(vals, &mut place, x)?;
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                let g = geom(&os, node)?;
+                let block = |t: usize| Loc {
+                    slot: src.slot,
+                    offset: src.offset + (t * os.c()) as u32 * cs.layout().plane_stride() as u32,
+                };
+                let mut cur = block(0);
+                if *taps == 1 {
+                    steps.push(Step::Ne(
+                        NeTask { src: cur, dst, kernel: None, act: Activation::None, lut: 0, dst_whole: None },
+                        g,
+                        g,
+                    ));
+                }
+                for t in 1..*taps {
+                    let to = if t + 1 == *taps { dst } else { place(&os)? };
+                    steps.push(Step::Pe(
+                        PeTask {
+                            op: PeOp::Max,
+                            src0: cur,
+                            src1: Some(block(t)),
+                            dst: to,
+                            pre: builder::F16_ONE,
+                            scale: builder::F16_ONE,
+                            bias: 0,
+                            fin: builder::F32_ONE,
+                            abs: false,
+                        },
+                        g,
+                    ));
+                    cur = to;
+                }
+            }
+            Op::GlobalAverage { node, x, out } => {
+                let (src, xs) = loc_of(vals, &mut place, x)?;
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                // The pixels (rows of x) as the input channels, the
+                // channels (planes of x) as the rows; one output channel
+                // whose rows are the planes of `out`.
+                let (p, c) = (xs.h() as u32, xs.c() as u32);
+                let row = xs.layout().row_stride() as u32;
+                let op_ = os.layout().plane_stride() as u32;
+                let gi = Geom { c: p, h: c, w: 1, row: xs.layout().plane_stride() as u32, plane: row, bytes: p.saturating_mul(row) };
+                let go = Geom { c: 1, h: c, w: 1, row: op_, plane: c.saturating_mul(op_), bytes: c.saturating_mul(op_) };
+                let k = KernelLayout::new(p as usize, 1).map_err(|source| CompileError::Build {
+                    node: node.clone(),
+                    source,
+                })?;
+                let w16 = vec![f16::from_f32(1.0 / p as f32); p as usize];
+                let kat = push_const(&mut weights, &k.pack(&w16, p as usize));
+                steps.push(Step::Ne(
+                    NeTask {
+                        src,
+                        dst,
+                        kernel: Some((k, kat)),
+                        act: Activation::None,
+                        lut: 0,
+                        dst_whole: None,
+                    },
+                    gi,
+                    go,
+                ));
             }
             Op::Unary { node, x, out, act } => {
                 let (src, s) = loc_of(vals, &mut place, x)?;
