@@ -1685,6 +1685,16 @@ impl Compiled {
     /// own order and shape (rounded to fp16), and the output returned in
     /// the model's order. Scratch starts as 0xA5 bytes, the output as NaN.
     pub fn run_on_model(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<f32>, String> {
+        self.run_on_model_with_stats(inputs).map(|(v, _)| v)
+    }
+
+    /// [`Compiled::run_on_model`], with what the engine model counted:
+    /// the TDs it executed (one engine pass each), its operations and the
+    /// bytes its DMAs moved.
+    pub fn run_on_model_with_stats(
+        &self,
+        inputs: &[(&str, &[f32])],
+    ) -> Result<(Vec<f32>, crate::hw::engine::Stats), String> {
         use crate::program::{ModelRun, ProgramFile};
         let file = self.to_anec().map_err(|e| e.to_string())?.to_bytes();
         let p = ProgramFile::parse(std::path::Path::new("compiled.anec"), &file)
@@ -1725,7 +1735,8 @@ impl Compiled {
             }
             Ok(buf)
         })?;
-        run.execute(&crate::hw::engine::Options::default())
+        let stats = run
+            .execute(&crate::hw::engine::Options::default())
             .map_err(|e| format!("the engine model refused the program: {e:?}"))?;
         let (k, b) = p
             .bindings
@@ -1738,10 +1749,11 @@ impl Compiled {
             .ok_or("the program has no output")?;
         let t = &p.tensors[b.tensor.unwrap_or_default()];
         let dense = t.unpack(run.buffer(k).ok_or("no output buffer")?);
-        Ok(dense
+        let out = dense
             .chunks(2)
             .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect())
+            .collect();
+        Ok((out, stats))
     }
 }
 
