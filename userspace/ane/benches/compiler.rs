@@ -33,7 +33,15 @@ fn median<T>(mut f: impl FnMut() -> T) -> Duration {
 fn main() {
     println!(
         "{:<18} {:>11} {:>8} {:>5} {:>7} {:>10} {:>10} {:>11} {:>10}",
-        "compiler: model", "compile", "programs", "TDs", "passes", "ops", "DMA bytes", "engine run", "max error"
+        "compiler: model",
+        "compile",
+        "programs",
+        "TDs",
+        "passes",
+        "ops",
+        "DMA bytes",
+        "engine run",
+        "max error"
     );
     for ex in zoo::all(29) {
         let compile = median(|| compiler::compile(&ex.onnx, Target::H13));
@@ -44,8 +52,11 @@ fn main() {
                 continue;
             }
         };
-        let inputs: Vec<(&str, &[f32])> =
-            ex.inputs.iter().map(|(n, _, v)| (n.as_str(), v.as_slice())).collect();
+        let inputs: Vec<(&str, &[f32])> = ex
+            .inputs
+            .iter()
+            .map(|(n, _, v)| (n.as_str(), v.as_slice()))
+            .collect();
         let (out, stats) = match c.run_on_model_with_stats(&inputs) {
             Ok(r) => r,
             Err(e) => {

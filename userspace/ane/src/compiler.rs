@@ -19,6 +19,9 @@
 //! | `Gemm` (transA 0, any transB, alpha, beta; B and C constant) | 1×1 convolution, batch as the width; bias as a planar add of a constant | 1 (+1 with C) |
 //! | `MatMul` (2-D activation × constant) | as Gemm without C | 1 |
 //! | `Conv` (1×1 kernel, stride 1, no padding, group 1, batch 1; W and B constant) | 1×1 convolution; bias as a planar add | 1 (+1 with B) |
+//! | `Conv` with a k×k kernel, strides, explicit pads or groups (depthwise) | the window gathered by copy TDs ([`Window`]), then one 1×1 convolution over the taps | copies + 1 (+1 with B) |
+//! | `MaxPool`, `AveragePool` (explicit pads; `count_include_pad` 1 with pads) | the window gathered, then planar max TDs / a 1×1 convolution of weights 1/(kh·kw) | copies + taps − 1 / copies + 1 |
+//! | `GlobalAveragePool` | one 1×1 convolution reading the pixels as its input channels | 1 |
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
@@ -292,7 +295,10 @@ impl Window {
                 Some(&[a, b]) if a >= 0 && b >= 0 && a <= 1 << 15 && b <= 1 << 15 => {
                     Ok((a as usize, b as usize))
                 }
-                Some(v) => Err(unsupported(n, format!("{name} {v:?}: two values of 0..=32768 are needed"))),
+                Some(v) => Err(unsupported(
+                    n,
+                    format!("{name} {v:?}: two values of 0..=32768 are needed"),
+                )),
             }
         };
         let (kh, kw) = match kernel {
@@ -311,26 +317,45 @@ impl Window {
         if n.int("ceil_mode", 0) != 0 {
             return Err(unsupported(n, "ceil_mode 1 is not supported"));
         }
-        let ap = n.attr("auto_pad").map(|a| String::from_utf8_lossy(&a.s).into_owned());
+        let ap = n
+            .attr("auto_pad")
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned());
         if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
-            return Err(unsupported(n, "auto_pad SAME_* is not supported: give explicit pads"));
+            return Err(unsupported(
+                n,
+                "auto_pad SAME_* is not supported: give explicit pads",
+            ));
         }
         let (pt, pl, pb, pr) = match n.ints("pads") {
             None => (0, 0, 0, 0),
             Some(&[a, b, c2, d]) if [a, b, c2, d].iter().all(|&v| (0..=1 << 15).contains(&v)) => {
                 (a as usize, b as usize, c2 as usize, d as usize)
             }
-            Some(v) => return Err(unsupported(n, format!("pads {v:?}: four values of 0..=32768 are needed"))),
+            Some(v) => {
+                return Err(unsupported(
+                    n,
+                    format!("pads {v:?}: four values of 0..=32768 are needed"),
+                ))
+            }
         };
         if kh == 0 || kw == 0 || sh == 0 || sw == 0 {
             return Err(unsupported(n, "a zero kernel size or stride"));
         }
         if pt >= kh || pb >= kh || pl >= kw || pr >= kw {
-            return Err(unsupported(n, format!("pads {:?} must be smaller than the kernel {kh}x{kw}", [pt, pl, pb, pr])));
+            return Err(unsupported(
+                n,
+                format!(
+                    "pads {:?} must be smaller than the kernel {kh}x{kw}",
+                    [pt, pl, pb, pr]
+                ),
+            ));
         }
         let (hp, wp) = (h + pt + pb, w + pl + pr);
         if hp < kh || wp < kw {
-            return Err(unsupported(n, format!("the {kh}x{kw} kernel is larger than the padded {hp}x{wp} input")));
+            return Err(unsupported(
+                n,
+                format!("the {kh}x{kw} kernel is larger than the padded {hp}x{wp} input"),
+            ));
         }
         Ok(Window {
             c,
@@ -354,7 +379,8 @@ impl Window {
     /// Whether some tap of some output pixel falls in the padding.
     fn pads(&self) -> bool {
         (0..self.kh).any(|dy| self.range(dy, self.pt, self.sh, self.h, self.oh) != (0, self.oh))
-            || (0..self.kw).any(|dx| self.range(dx, self.pl, self.sw, self.w, self.ow) != (0, self.ow))
+            || (0..self.kw)
+                .any(|dx| self.range(dx, self.pl, self.sw, self.w, self.ow) != (0, self.ow))
     }
 
     /// The output positions `[o0, o1)` whose tap `d` reads inside the
@@ -362,7 +388,11 @@ impl Window {
     fn range(&self, d: usize, p: usize, s: usize, n: usize, on: usize) -> (usize, usize) {
         // s·o + d >= p and s·o + d − p <= n − 1.
         let o0 = p.saturating_sub(d).div_ceil(s);
-        let o1 = if n + p < d + 1 { 0 } else { ((n + p - d - 1) / s + 1).min(on) };
+        let o1 = if n + p < d + 1 {
+            0
+        } else {
+            ((n + p - d - 1) / s + 1).min(on)
+        };
         (o0.min(o1), o1)
     }
 }
@@ -1039,8 +1069,8 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
-            "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Softmax" => {
-                return Err(unsupported(n, format!("the engine's {op} table is not understood: Apple's compiled tables for it use table flags other than 1 (eiln's tanh 0x60, exp 0xA, sqrt 0xC5, log2 0xC9; reciprocal is the undocumented MACCfg operation 0x121C08; softmax keeps a source in L2), whose symmetry / range-reduction rule is unknown (td.md §2.4), so the engine model refuses them and nothing checks such a program")));
+            "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Reciprocal" => {
+                return Err(unsupported(n, format!("the engine's {op} table is not understood: Apple's compiled tables for it use table flags other than 1 (eiln's tanh 0x60, exp 0xA, sqrt 0xC5, log2 0xC9; reciprocal is the undocumented MACCfg operation 0x121C08), whose symmetry / range-reduction rule is unknown (td.md §2.4), so the engine model refuses them and nothing checks such a program")));
             }
             "Concat" => {
                 let vs = n
@@ -1148,7 +1178,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {
@@ -1476,11 +1506,22 @@ fn lower(
                     let dense = vec![f16::from_f32(*fill); cs.elements()];
                     let tiled = tile_const(&cs, &dense)
                         .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                    let bytes: Vec<u8> = tiled.iter().flat_map(|v| v.to_bits().to_le_bytes()).collect();
+                    let bytes: Vec<u8> = tiled
+                        .iter()
+                        .flat_map(|v| v.to_bits().to_le_bytes())
+                        .collect();
                     let at = push_const(&mut weights, &bytes);
                     let g = geom(&cs, node)?;
                     let kslot = u32::from(crate::hw::td::SLOT_KERNEL);
-                    steps.push(copy(Loc { slot: kslot, offset: at }, g, dst, g));
+                    steps.push(copy(
+                        Loc {
+                            slot: kslot,
+                            offset: at,
+                        },
+                        g,
+                        dst,
+                        g,
+                    ));
                 }
                 for dy in 0..win.kh {
                     let (oy0, oy1) = win.range(dy, win.pt, win.sh, win.h, win.oh);
@@ -1501,9 +1542,15 @@ fn lower(
                             // One TD per channel: output rows as channels.
                             for ci in 0..win.c {
                                 steps.push(copy(
-                                    Loc { slot: src.slot, offset: src.offset + u(ci) * xp + in_px(oy0) },
+                                    Loc {
+                                        slot: src.slot,
+                                        offset: src.offset + u(ci) * xp + in_px(oy0),
+                                    },
                                     view(u(ny), u(nx), srow, u(win.sh * win.w) * row),
-                                    Loc { slot: dst.slot, offset: dst.offset + u(t * win.c + ci) * cp + out_px(oy0) },
+                                    Loc {
+                                        slot: dst.slot,
+                                        offset: dst.offset + u(t * win.c + ci) * cp + out_px(oy0),
+                                    },
                                     view(u(ny), u(nx), row, u(win.ow) * row),
                                 ));
                             }
@@ -1511,9 +1558,15 @@ fn lower(
                             // One TD per output row: all channels.
                             for oy in oy0..oy1 {
                                 steps.push(copy(
-                                    Loc { slot: src.slot, offset: src.offset + in_px(oy) },
+                                    Loc {
+                                        slot: src.slot,
+                                        offset: src.offset + in_px(oy),
+                                    },
                                     view(u(win.c), u(nx), srow, xp),
-                                    Loc { slot: dst.slot, offset: dst.offset + u(t * win.c) * cp + out_px(oy) },
+                                    Loc {
+                                        slot: dst.slot,
+                                        offset: dst.offset + u(t * win.c) * cp + out_px(oy),
+                                    },
                                     view(u(win.c), u(nx), row, cp),
                                 ));
                             }
@@ -1532,7 +1585,14 @@ fn lower(
                 let mut cur = block(0);
                 if *taps == 1 {
                     steps.push(Step::Ne(
-                        NeTask { src: cur, dst, kernel: None, act: Activation::None, lut: 0, dst_whole: None },
+                        NeTask {
+                            src: cur,
+                            dst,
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: None,
+                        },
                         g,
                         g,
                     ));
@@ -1565,8 +1625,22 @@ fn lower(
                 let (p, c) = (xs.h() as u32, xs.c() as u32);
                 let row = xs.layout().row_stride() as u32;
                 let op_ = os.layout().plane_stride() as u32;
-                let gi = Geom { c: p, h: c, w: 1, row: xs.layout().plane_stride() as u32, plane: row, bytes: p.saturating_mul(row) };
-                let go = Geom { c: 1, h: c, w: 1, row: op_, plane: c.saturating_mul(op_), bytes: c.saturating_mul(op_) };
+                let gi = Geom {
+                    c: p,
+                    h: c,
+                    w: 1,
+                    row: xs.layout().plane_stride() as u32,
+                    plane: row,
+                    bytes: p.saturating_mul(row),
+                };
+                let go = Geom {
+                    c: 1,
+                    h: c,
+                    w: 1,
+                    row: op_,
+                    plane: c.saturating_mul(op_),
+                    bytes: c.saturating_mul(op_),
+                };
                 let k = KernelLayout::new(p as usize, 1).map_err(|source| CompileError::Build {
                     node: node.clone(),
                     source,

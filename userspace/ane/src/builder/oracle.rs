@@ -228,7 +228,11 @@ fn compare_table(fixture: &[u8], built: &[u8], why: &'static str, o: &mut Outcom
         return;
     }
     let mut samples_differ = false;
-    for (i, (a, b)) in fixture.chunks_exact(2).zip(built.chunks_exact(2)).enumerate() {
+    for (i, (a, b)) in fixture
+        .chunks_exact(2)
+        .zip(built.chunks_exact(2))
+        .enumerate()
+    {
         let (x, y) = (
             u32::from(u16::from_le_bytes([a[0], a[1]])),
             u32::from(u16::from_le_bytes([b[0], b[1]])),
@@ -244,8 +248,9 @@ fn compare_table(fixture: &[u8], built: &[u8], why: &'static str, o: &mut Outcom
             .push((0, format!("LUT half {i}"), x, y, sample.then_some(why)));
     }
     if !samples_differ {
-        o.errors
-            .push(format!("the table samples are listed as different ({why}) but are equal"));
+        o.errors.push(format!(
+            "the table samples are listed as different ({why}) but are equal"
+        ));
     }
 }
 
@@ -473,12 +478,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "gelu" => gelu(&s).map_err(|e| e.to_string()),
         "hardtanh" => clip(&s, F16_MINUS_ONE, F16_ONE).map_err(|e| e.to_string()),
         "relu6" => clip(&s, 0, f16::from_f32(6.0).to_bits()).map_err(|e| e.to_string()),
-        "leakyrelu" => {
-            leaky_relu(&s, f16::from_f32(0.01).to_bits()).map_err(|e| e.to_string())
-        }
-        "rrelu" => {
-            leaky_relu(&s, f16::from_f32(RRELU_SLOPE).to_bits()).map_err(|e| e.to_string())
-        }
+        "leakyrelu" => leaky_relu(&s, f16::from_f32(0.01).to_bits()).map_err(|e| e.to_string()),
+        "rrelu" => leaky_relu(&s, f16::from_f32(RRELU_SLOPE).to_bits()).map_err(|e| e.to_string()),
         _ => Err(format!(
             "not built: the builder has no {op} ({tds} TD(s) in eiln's chain)"
         )),

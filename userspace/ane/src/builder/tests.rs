@@ -658,7 +658,11 @@ fn gelu_on_the_model() {
             continue;
         }
         if x[i].is_infinite() {
-            let inf = if x[i] > f16::ZERO { f16::INFINITY } else { f16::ZERO };
+            let inf = if x[i] > f16::ZERO {
+                f16::INFINITY
+            } else {
+                f16::ZERO
+            };
             assert_eq!(*g, inf, "x = {}", x[i]);
             continue;
         }
@@ -680,7 +684,11 @@ fn clip_and_leaky_relu_on_the_model() {
     let s = shape(1, 64, 1, 1024);
     let x: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
     let h = |v: f32| f16::from_f32(v);
-    for (lo, hi) in [(h(0.0), h(6.0)), (h(-1.0), h(1.0)), (h(-0.5), f16::INFINITY)] {
+    for (lo, hi) in [
+        (h(0.0), h(6.0)),
+        (h(-1.0), h(1.0)),
+        (h(-0.5), f16::INFINITY),
+    ] {
         let p = clip(&s, lo.to_bits(), hi.to_bits()).unwrap();
         p.validate().unwrap();
         let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();

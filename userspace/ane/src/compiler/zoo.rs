@@ -697,7 +697,10 @@ pub(crate) fn conv2d(
                     let ci = g * cg + k;
                     for dy in 0..kh {
                         for dx in 0..kw {
-                            let (iy, ix) = ((sh * oy + dy) as isize - pt as isize, (sw * ox + dx) as isize - pl as isize);
+                            let (iy, ix) = (
+                                (sh * oy + dy) as isize - pt as isize,
+                                (sw * ox + dx) as isize - pl as isize,
+                            );
                             if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
                                 continue;
                             }
@@ -731,7 +734,10 @@ fn batch_norm(y: &mut [f64], m: usize, p: &[Vec<f32>; 4]) {
 /// and their initializers named `{name}_g`, `_b`, `_mu`, `_var`.
 fn bn_params(rng: &mut Rng, name: &str, m: usize) -> ([Vec<f32>; 4], Vec<TensorProto>) {
     let p = [
-        rand(rng, m, 0.3).iter().map(|v| v + 1.0).collect::<Vec<f32>>(),
+        rand(rng, m, 0.3)
+            .iter()
+            .map(|v| v + 1.0)
+            .collect::<Vec<f32>>(),
         rand(rng, m, 0.2),
         rand(rng, m, 0.2),
         rand(rng, m, 0.3).iter().map(|v| v.abs() + 0.7).collect(),
@@ -745,7 +751,10 @@ fn bn_params(rng: &mut Rng, name: &str, m: usize) -> ([Vec<f32>; 4], Vec<TensorP
 }
 
 fn bn_node(name: &str, x: &str, y: &str) -> NodeProto {
-    let i: Vec<String> = ["g", "b", "mu", "var"].iter().map(|s| format!("{name}_{s}")).collect();
+    let i: Vec<String> = ["g", "b", "mu", "var"]
+        .iter()
+        .map(|s| format!("{name}_{s}"))
+        .collect();
     node(
         name,
         "BatchNormalization",
@@ -764,9 +773,10 @@ pub(crate) fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
     }
 }
 
-/// A small CNN on 1×3×8×8: Conv 3×3 pad 1 (3 → 8) + bias, BatchNormalization
-/// folded, Relu → MaxPool 2×2 stride 2 → Conv 3×3 stride 2 pad 1 (8 → 12)
-/// + Relu → GlobalAveragePool → Flatten → Gemm (12 → 5) + bias.
+/// A small CNN on 1×3×8×8: Conv 3×3 pad 1 (3 → 8) with a bias and
+/// BatchNormalization folded, Relu, MaxPool 2×2 stride 2, Conv 3×3 stride
+/// 2 pad 1 (8 → 12), Relu, GlobalAveragePool, Flatten, Gemm (12 → 5) with
+/// a bias.
 pub fn small_cnn(rng: &mut Rng) -> Example {
     let (c, h, w, m1, m2, n) = (3, 8, 8, 8, 12, 5);
     let w1 = rand(rng, m1 * c * 9, 0.3);
@@ -786,23 +796,62 @@ pub fn small_cnn(rng: &mut Rng) -> Example {
     inits.extend(bn_t);
     let bytes = model(
         vec![
-            node("conv1", "Conv", &["x", "w1", "b1"], &["c1"], vec![ints_attr("kernel_shape", &[3, 3]), pads.clone()]),
+            node(
+                "conv1",
+                "Conv",
+                &["x", "w1", "b1"],
+                &["c1"],
+                vec![ints_attr("kernel_shape", &[3, 3]), pads.clone()],
+            ),
             bn_node("bn1", "c1", "n1"),
             node("relu1", "Relu", &["n1"], &["r1"], vec![]),
-            node("pool", "MaxPool", &["r1"], &["p1"], vec![ints_attr("kernel_shape", &[2, 2]), ints_attr("strides", &[2, 2])]),
-            node("conv2", "Conv", &["p1", "w2"], &["c2"], vec![ints_attr("strides", &[2, 2]), pads]),
+            node(
+                "pool",
+                "MaxPool",
+                &["r1"],
+                &["p1"],
+                vec![
+                    ints_attr("kernel_shape", &[2, 2]),
+                    ints_attr("strides", &[2, 2]),
+                ],
+            ),
+            node(
+                "conv2",
+                "Conv",
+                &["p1", "w2"],
+                &["c2"],
+                vec![ints_attr("strides", &[2, 2]), pads],
+            ),
             node("relu2", "Relu", &["c2"], &["r2"], vec![]),
             node("gap", "GlobalAveragePool", &["r2"], &["g"], vec![]),
             node("flat", "Flatten", &["g"], &["f"], vec![]),
-            node("fc", "Gemm", &["f", "w3", "b3"], &["logits"], vec![int_attr("transB", 1)]),
+            node(
+                "fc",
+                "Gemm",
+                &["f", "w3", "b3"],
+                &["logits"],
+                vec![int_attr("transB", 1)],
+            ),
         ],
         inits,
-        vec![ValueInfoProto::float("x", &[1, c as i64, h as i64, w as i64])],
+        vec![ValueInfoProto::float(
+            "x",
+            &[1, c as i64, h as i64, w as i64],
+        )],
         ValueInfoProto::float("logits", &[1, n as i64]),
     );
     let x = rand(rng, c * h * w, 1.0);
     let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
-    let (mut y1, oh1, ow1, mag1) = conv2d(&xd, (c, h, w), &w1, (m1, 3, 3), (1, 1), (1, 1, 1, 1), 1, Some(&b1));
+    let (mut y1, oh1, ow1, mag1) = conv2d(
+        &xd,
+        (c, h, w),
+        &w1,
+        (m1, 3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        1,
+        Some(&b1),
+    );
     batch_norm(&mut y1, m1, &bn);
     let r1 = relu(y1);
     let (ph, pw) = (oh1 / 2, ow1 / 2);
@@ -815,10 +864,21 @@ pub fn small_cnn(rng: &mut Rng) -> Example {
             }
         }
     }
-    let (y2, oh2, ow2, mag2) = conv2d(&p1, (m1, ph, pw), &w2, (m2, 3, 3), (2, 2), (1, 1, 1, 1), 1, None);
+    let (y2, oh2, ow2, mag2) = conv2d(
+        &p1,
+        (m1, ph, pw),
+        &w2,
+        (m2, 3, 3),
+        (2, 2),
+        (1, 1, 1, 1),
+        1,
+        None,
+    );
     let r2 = relu(y2);
     let px = oh2 * ow2;
-    let g: Vec<f64> = (0..m2).map(|o| r2[o * px..(o + 1) * px].iter().sum::<f64>() / px as f64).collect();
+    let g: Vec<f64> = (0..m2)
+        .map(|o| r2[o * px..(o + 1) * px].iter().sum::<f64>() / px as f64)
+        .collect();
     let y = gemm(&g, 1, m2, &w3, n, true, Some(&b3));
     // BN scales the first layer by up to 1.3/√0.7: its magnitude counts
     // twice.
@@ -841,9 +901,9 @@ pub fn small_cnn(rng: &mut Rng) -> Example {
 }
 
 /// A MobileNet-v2-style inverted residual on 1×8×6×6: Conv 1×1 (8 → 16)
-/// + BatchNormalization + Clip(0, 6) → depthwise Conv 3×3 pad 1 (group
-/// 16) + BatchNormalization + Clip(0, 6) → Conv 1×1 (16 → 8) +
-/// BatchNormalization → Add of the input.
+/// with BatchNormalization and Clip(0, 6), then a depthwise Conv 3×3 pad
+/// 1 (group 16) with BatchNormalization and Clip(0, 6), then Conv 1×1
+/// (16 → 8) with BatchNormalization, then Add of the input.
 pub fn mobilenet_block(rng: &mut Rng) -> Example {
     let (c, h, w, e) = (8, 6, 6, 16);
     let w1 = rand(rng, e * c, 0.4);
@@ -867,7 +927,16 @@ pub fn mobilenet_block(rng: &mut Rng) -> Example {
             node("expand", "Conv", &["x", "w1"], &["a"], vec![]),
             bn_node("bn1", "a", "an"),
             node("relu6_1", "Clip", &["an", "zero", "six"], &["ar"], vec![]),
-            node("dw", "Conv", &["ar", "wd"], &["d"], vec![int_attr("group", e as i64), ints_attr("pads", &[1, 1, 1, 1])]),
+            node(
+                "dw",
+                "Conv",
+                &["ar", "wd"],
+                &["d"],
+                vec![
+                    int_attr("group", e as i64),
+                    ints_attr("pads", &[1, 1, 1, 1]),
+                ],
+            ),
             bn_node("bn2", "d", "dn"),
             node("relu6_2", "Clip", &["dn", "zero", "six"], &["dr"], vec![]),
             node("project", "Conv", &["dr", "w3"], &["p"], vec![]),
@@ -875,13 +944,25 @@ pub fn mobilenet_block(rng: &mut Rng) -> Example {
             node("residual", "Add", &["pn", "x"], &["y"], vec![]),
         ],
         inits,
-        vec![ValueInfoProto::float("x", &[1, c as i64, h as i64, w as i64])],
+        vec![ValueInfoProto::float(
+            "x",
+            &[1, c as i64, h as i64, w as i64],
+        )],
         ValueInfoProto::float("y", &[1, c as i64, h as i64, w as i64]),
     );
     let x = rand(rng, c * h * w, 1.0);
     let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
     let clip6 = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x.clamp(0.0, 6.0)).collect() };
-    let (mut a, _, _, mag1) = conv2d(&xd, (c, h, w), &w1, (e, 1, 1), (1, 1), (0, 0, 0, 0), 1, None);
+    let (mut a, _, _, mag1) = conv2d(
+        &xd,
+        (c, h, w),
+        &w1,
+        (e, 1, 1),
+        (1, 1),
+        (0, 0, 0, 0),
+        1,
+        None,
+    );
     batch_norm(&mut a, e, &bn1);
     let a = clip6(a);
     let (mut d, _, _, mag2) = conv2d(&a, (e, h, w), &wd, (e, 3, 3), (1, 1), (1, 1, 1, 1), e, None);
