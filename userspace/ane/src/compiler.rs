@@ -557,6 +557,16 @@ pub fn from_engine_order<T: Copy>(engine: &[T], dims: &[usize], layout: IoLayout
     }
 }
 
+/// [`tile_const`] as the bytes stored in slot 1; errors name `node`.
+fn const_bytes(shape: &Shape, dense: &[f16], node: &str) -> Result<Vec<u8>, CompileError> {
+    let tiled =
+        tile_const(shape, dense).map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
+    Ok(tiled
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .collect())
+}
+
 /// A constant tensor in the ANE layout, as many bytes as a tile DMA reads
 /// of it (the tiled bytes, not the 16 KiB-rounded buffer).
 fn tile_const(shape: &Shape, dense: &[f16]) -> Result<Vec<f16>, crate::tensor::TensorError> {
@@ -1334,12 +1344,7 @@ fn lower(
                     let dense: Vec<f16> = (0..c)
                         .flat_map(|ci| std::iter::repeat_n(f16::from_f32(b[ci]), h * wd))
                         .collect();
-                    let tiled = tile_const(&os, &dense)
-                        .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                    let bytes: Vec<u8> = tiled
-                        .iter()
-                        .flat_map(|v| v.to_bits().to_le_bytes())
-                        .collect();
+                    let bytes = const_bytes(&os, &dense, node)?;
                     let bat = push_const(&mut weights, &bytes);
                     let add_dst = if *relu { place(&os)? } else { dst };
                     steps.push(Step::Pe(
@@ -1389,12 +1394,7 @@ fn lower(
                     Operand::Value(bn) => loc_of(vals, &mut place, bn)?.0,
                     Operand::Const(dense) => {
                         let d16: Vec<f16> = dense.iter().map(|&v| f16::from_f32(v)).collect();
-                        let tiled = tile_const(&s, &d16)
-                            .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                        let bytes: Vec<u8> = tiled
-                            .iter()
-                            .flat_map(|v| v.to_bits().to_le_bytes())
-                            .collect();
+                        let bytes = const_bytes(&s, &d16, node)?;
                         Loc {
                             slot: u32::from(crate::hw::td::SLOT_KERNEL),
                             offset: push_const(&mut weights, &bytes),
@@ -1504,12 +1504,7 @@ fn lower(
                         reason,
                     })?;
                     let dense = vec![f16::from_f32(*fill); cs.elements()];
-                    let tiled = tile_const(&cs, &dense)
-                        .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                    let bytes: Vec<u8> = tiled
-                        .iter()
-                        .flat_map(|v| v.to_bits().to_le_bytes())
-                        .collect();
+                    let bytes = const_bytes(&cs, &dense, node)?;
                     let at = push_const(&mut weights, &bytes);
                     let g = geom(&cs, node)?;
                     let kslot = u32::from(crate::hw::td::SLOT_KERNEL);
