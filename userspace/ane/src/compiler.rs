@@ -397,6 +397,28 @@ impl Window {
     }
 }
 
+/// Appends the [`Op::Im2col`] of node `n`'s window over its first input
+/// and returns the name of the gathered value.
+fn gather(
+    ops: &mut Vec<Op>,
+    producer: &mut HashMap<String, usize>,
+    n: &onnx::NodeProto,
+    out: &str,
+    win: Window,
+    fill: f32,
+) -> String {
+    let col = format!("{out}#window");
+    producer.insert(col.clone(), ops.len());
+    ops.push(Op::Im2col {
+        node: node_name(n),
+        x: n.input[0].clone(),
+        out: col.clone(),
+        win,
+        fill,
+    });
+    col
+}
+
 /// Whether node `n` needs its graph's 4-D values in pixel rows: a
 /// pooling, or a Conv whose kernel, stride, padding or groups are not
 /// those of a plain 1×1 convolution.
@@ -793,7 +815,6 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     // Gather the taps, then one 1×1 convolution over
                     // them: W'[oc][t·C + ci] = W[oc][ci − g·wc][dy][dx]
                     // for ci in oc's group g, else 0.
-                    let col = format!("{out}#window");
                     let t = win.taps();
                     let mut wx = vec![0f32; m * t * c];
                     let mg = m / group;
@@ -806,14 +827,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                             }
                         }
                     }
-                    producer.insert(col.clone(), ops.len());
-                    ops.push(Op::Im2col {
-                        node: node_name(n),
-                        x: n.input[0].clone(),
-                        out: col.clone(),
-                        win,
-                        fill: 0.0,
-                    });
+                    let col = gather(&mut ops, &mut producer, n, &out, win, 0.0);
                     vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
                     (col, t * c, wx)
                 } else {
@@ -849,16 +863,9 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 if !max && win.pads() && n.int("count_include_pad", 0) == 0 {
                     return Err(unsupported(n, "padding with count_include_pad = 0 divides border pixels by fewer taps: not supported (count_include_pad = 1 is)"));
                 }
-                let col = format!("{out}#window");
                 let t = win.taps();
-                producer.insert(col.clone(), ops.len());
-                ops.push(Op::Im2col {
-                    node: node_name(n),
-                    x: n.input[0].clone(),
-                    out: col.clone(),
-                    win,
-                    fill: if max { f32::NEG_INFINITY } else { 0.0 },
-                });
+                let fill = if max { f32::NEG_INFINITY } else { 0.0 };
+                let col = gather(&mut ops, &mut producer, n, &out, win, fill);
                 vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
                 let o = if max {
                     Op::MaxTaps {

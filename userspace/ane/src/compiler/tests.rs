@@ -281,6 +281,17 @@ fn corrupted_models_are_refused_or_compiled_never_panic() {
     assert!(ok > 0 && refused > 0);
 }
 
+/// Compiles and runs `bytes` on input `x` (see [`run`]); the largest
+/// absolute error against `want`.
+fn run_max_error(bytes: &[u8], x: &[f32], want: &[f64]) -> f64 {
+    let (_, got) = run(bytes, &[("x", x)]);
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (f64::from(*a) - b).abs())
+        .fold(0f64, f64::max)
+}
+
 /// Convolutions and poolings with windows (k×k, strided, asymmetric
 /// padding, grouped, depthwise) against an f64 evaluation, each through
 /// the kernel's validator and the `.anec` round trip.
@@ -334,12 +345,7 @@ fn window_ops_match_the_cpu() {
             g,
             None,
         );
-        let (_, got) = run(&bytes, &[("x", &x)]);
-        let e = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (f64::from(*a) - b).abs())
-            .fold(0f64, f64::max);
+        let e = run_max_error(&bytes, &x, &want);
         println!("conv c{c} {h}x{w} -> m{m} k{k} s{s} pads {p:?} group {g}: max abs error {e:.2e}");
         assert!(e <= zoo::TOLERANCE * mag, "{e} > {}", zoo::TOLERANCE * mag);
     }
@@ -409,12 +415,7 @@ fn window_ops_match_the_cpu() {
                 }
             }
         }
-        let (_, got) = run(&bytes, &[("x", &x)]);
-        let e = got
-            .iter()
-            .zip(&want)
-            .map(|(a, b)| (f64::from(*a) - b).abs())
-            .fold(0f64, f64::max);
+        let e = run_max_error(&bytes, &x, &want);
         println!("{op} k{k} s{s} pads {p:?}: max abs error {e:.2e}");
         if op == "MaxPool" {
             assert_eq!(e, 0.0, "max pooling is exact");
