@@ -8,7 +8,8 @@
 #   flavour of the x86_64 test kernel: built like the target, without the
 #   test kernels' debug checkers (tools/kernel/bench.config).
 # - On the host: `cargo bench` of the userspace library (tiling against
-#   memcpy, fp16 conversion).
+#   memcpy, fp16 conversion; per model of the compiler's zoo: compile
+#   time, programs, TDs, engine passes on the host engine model).
 # QEMU runs under TCG: absolute times are the emulator's, ratios are what
 # carries over; run `ane-bench` on a Mac for real numbers.
 source "$(dirname "$0")/lib.sh"

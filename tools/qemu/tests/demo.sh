@@ -2,7 +2,11 @@
 # simulated T8103 through the real driver: what the machine looks like,
 # the first-contact ladder, the parity cells, the two-layer MLP, one
 # compiled program (tinygrad's sum) with its output checked, and the same
-# program from Python (ane_rs, x86_64 guest only) against numpy.
+# program from Python (ane_rs, x86_64 guest only) against numpy; then four
+# ONNX models of the compiler's zoo (an MLP, a small CNN, a MobileNet
+# block, a transformer MLP block) compiled (`ane-probe compile` and
+# `ane_rs.compile`) and run through the driver against their f64
+# reference (x86_64 guest only: the zoo comes with the pytest suite).
 modprobe ane sim_soc=0x8103
 [ -c /dev/accel/accel0 ] || fail "no accel node"
 echo "### ane-probe info"
@@ -45,5 +49,34 @@ print("matches numpy: yes")
 PY
 else
 	echo "SKIPPED: no Python in this initramfs or /fixtures/tinygrad_sum.hwx absent (python)"
+fi
+zoo=/ane-py/tests/data
+if [ -x /usr/bin/python3 ] && [ -f $zoo/small_cnn.onnx ]; then
+	echo "### ane-probe compile small_cnn.onnx, then four ONNX models compiled and run through the driver"
+	ane-probe compile $zoo/small_cnn.onnx -o /tmp/small_cnn.anec || fail "compile"
+	python3 -W error::RuntimeWarning - <<'PY' || fail "onnx models"
+import json
+
+import numpy as np
+import ane_rs
+
+zoo = "/ane-py/tests/data"
+for name in ["mlp3_b4", "small_cnn", "mobilenet_block", "transformer_mlp"]:
+    meta = json.load(open(f"{zoo}/{name}.json"))
+    path = "/tmp/small_cnn.anec" if name == "small_cnn" else f"/tmp/{name}.anec"
+    if name != "small_cnn":
+        ane_rs.compile(f"{zoo}/{name}.onnx", path)
+    m = ane_rs.model(path)
+    x = np.load(f"{zoo}/{name}.in.npy").astype(np.float16)
+    (y,) = m.predict({meta["input"]: x})
+    ref = np.load(f"{zoo}/{name}.ref.npy").astype(np.float64)
+    err = float(np.max(np.abs(y.astype(np.float64).reshape(ref.shape) - ref)))
+    print(f"{name}: {meta['tds']} TDs on {m.device.path}, max abs error {err:.2e} "
+          f"against the f64 reference (bound {meta['bound']:.2e})")
+    assert err <= meta["bound"], name
+print("ONNX -> compile -> simulated ANE through the driver: matches the reference")
+PY
+else
+	echo "SKIPPED: no Python or no compiler zoo in this initramfs (onnx models)"
 fi
 modprobe -r ane

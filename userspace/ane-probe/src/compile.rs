@@ -17,18 +17,31 @@ pub const AFTER_HELP: &str =
     "Supported ONNX subset (default domain, float32/float16 tensors, fixed shapes):
   Gemm                transA = 0, any transB, alpha, beta; B and C constant (C per output feature)
   MatMul              a 2-D [batch, features] activation times a constant matrix
-  Conv                1x1 kernel, stride 1, no padding, group 1, batch 1; W and B constant
+  Conv                any kernel, stride, explicit pads and group (depthwise), batch 1; W and B
+                      constant; no dilations, no auto_pad SAME_*. A k x k / strided / padded /
+                      grouped Conv gathers its window with copy TDs, then one 1x1 convolution
+  MaxPool             explicit pads (filled with -inf), ceil_mode 0, no Indices output: exact
+  AveragePool         as a 1x1 convolution over the window; pads only with count_include_pad 1
+  GlobalAveragePool   one 1x1 convolution reading the pixels as its input channels
   BatchNormalization  inference form, folded into the preceding Conv/Gemm/MatMul
   Relu                fused into the preceding convolution when it has no bias, else its own TD
   Sigmoid             the engine's table non-linearity (Apple's table: linear interpolation
                       between samples 1/2 apart, abs error <= 0.0035; 0/1 beyond -9.94/8.32)
+  Gelu                approximate = \"none\": the same with a GELU table (eiln's compiled
+                      gelu's layout, samples 1/4 apart, abs error <= 0.0035; identity above 4)
+  Clip, LeakyRelu     constant bounds / alpha: the same with a table without samples
+                      (eiln's relu6, hardtanh, leakyrelu): exact
+  (refused)           Tanh, Erf, Exp, Log, Sqrt, Reciprocal: the engine's tables for them are
+                      not understood (td.md 2.4), so nothing could check the program
   Flatten, Reshape    only when the engine tensor stays the same ([1, C, 1, 1] <-> [1, C]): free
   Abs                 one-source planar op (Mul(x, x) is a square reading x twice)
   Concat              on the channel / feature axis (1): one copy TD per input
   Add, Sub, Mul       two activations of the same shape, or an activation and a constant that
                       broadcasts to it (the constant is stored with the weights)
   Max, Min, Mean      two activations of the same shape (Mean of two inputs)
-Activations are [batch, features] (stored as (1, features, 1, batch)) or [1, C, H, W].
+Activations are [batch, features] (stored as (1, features, 1, batch)) or [1, C, H, W]
+(stored as itself, or as (1, C, H*W, 1), one pixel per 64-byte row, in a graph with a
+window; a 4-D output then comes back as [1, C, H*W, 1], same element order).
 The whole graph becomes one program: intermediates stay in the scratch buffer (slot 3),
 the output is slot 4, inputs from slot 5. The .anec keeps the model's input and output
 names and shapes: `ane-probe run --program MODEL.anec --in NAME=x.npy --out NAME=y.npy`.

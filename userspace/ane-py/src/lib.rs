@@ -579,8 +579,16 @@ impl Model {
         };
         // A compiled model's [batch, features] tensor is (B, F, 1, 1):
         // the model's own 2-D shape is accepted too.
+        // A compiled model's [1, C, H, W] value kept in pixel rows is
+        // (1, C, H·W, 1), in the same element order: the model's own 4-D
+        // shape is accepted too.
         let trimmed = t.dims.len() - t.dims.iter().rev().take_while(|&&d| d == 1).count();
-        let model_shape = arr.ndim() >= 2 && arr.shape() == &t.dims[..trimmed.max(2)];
+        let pixel_rows = arr.ndim() == 4
+            && t.dims[3] == 1
+            && arr.shape()[..2] == t.dims[..2]
+            && arr.shape()[2].checked_mul(arr.shape()[3]) == Some(t.dims[2]);
+        let model_shape =
+            pixel_rows || (arr.ndim() >= 2 && arr.shape() == &t.dims[..trimmed.max(2)]);
         if arr.shape() != t.dims && !model_shape {
             return Err(InputError::new_err(format!(
                 "{what}: shape {:?}, expected {:?} (N, C, H, W)",

@@ -22,7 +22,7 @@
 //! | [`square`], [`abs`] | planar engine mul of one source by itself / one-source abs (eiln's square, abs) | 1 |
 //! | [`sub`], [`mean`] | planar engine add with PreScale −1 on `b` / Scale 0.5 (eiln's sub, ave) | 1 |
 //! | [`relu`] | neural engine pass-through with NonlinearMode 1 (tinygrad's relu) | 1 |
-//! | [`sigmoid`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`]) | 1 |
+//! | [`sigmoid`], [`gelu`] | neural engine pass-through with the table non-linearity ([`sigmoid_table`], [`gelu_table`]) | 1 |
 //! | [`concat`] | two neural engine pass-through copies into channel ranges of the output | 2 |
 //! | [`add_mul`] | `t = a + b`, then `out = t · c` | 2 |
 //! | [`select`] | the chain below | 4 |
@@ -296,6 +296,24 @@ pub enum Activation {
     /// ([`sigmoid_table`], NonlinearMode 2, loaded by kernel DMA channel
     /// 0); only on a pass-through ([`sigmoid`]).
     Sigmoid,
+    /// `x · Φ(x)` through the engine's table ([`gelu_table`], as
+    /// [`Activation::Sigmoid`]); only on a pass-through ([`gelu`]).
+    Gelu,
+    /// `min(max(x, lo), hi)` (fp16 bits) through a table without samples
+    /// ([`clip_table`]); only on a pass-through ([`clip`]).
+    Clip {
+        /// The lower bound's fp16 bits.
+        lo: u16,
+        /// The upper bound's fp16 bits.
+        hi: u16,
+    },
+    /// `x` for `x > 0`, else `slope · x` (fp16 bits), through a table
+    /// without samples ([`leaky_relu_table`]); only on a pass-through
+    /// ([`leaky_relu`]).
+    LeakyRelu {
+        /// The negative slope's fp16 bits.
+        slope: u16,
+    },
 }
 
 impl Activation {
@@ -304,7 +322,22 @@ impl Activation {
         match self {
             Activation::None => 0,
             Activation::Relu => 1,
-            Activation::Sigmoid => 2,
+            Activation::Sigmoid
+            | Activation::Gelu
+            | Activation::Clip { .. }
+            | Activation::LeakyRelu { .. } => 2,
+        }
+    }
+
+    /// The table this activation loads through kernel DMA channel 0, if
+    /// any.
+    pub fn table(self) -> Option<[u8; LUT_BYTES as usize]> {
+        match self {
+            Activation::None | Activation::Relu => None,
+            Activation::Sigmoid => Some(sigmoid_table()),
+            Activation::Gelu => Some(gelu_table()),
+            Activation::Clip { lo, hi } => Some(clip_table(lo, hi)),
+            Activation::LeakyRelu { slope } => Some(leaky_relu_table(slope)),
         }
     }
 }
@@ -314,6 +347,9 @@ impl Activation {
 
 /// fp16 1.0.
 pub(crate) const F16_ONE: u16 = 0x3C00;
+/// +∞ and −∞ in binary16.
+const F16_INF: u16 = 0x7C00;
+const F16_NEG_INF: u16 = 0xFC00;
 /// fp16 −1.0 and 0.5.
 pub(crate) const F16_MINUS_ONE: u16 = 0xBC00;
 pub(crate) const F16_HALF: u16 = 0x3800;
@@ -1165,8 +1201,8 @@ pub(crate) struct NeTask {
     /// slot 1: a 1×1 convolution; `None`: a pass-through of each channel.
     pub(crate) kernel: Option<(KernelLayout, u32)>,
     pub(crate) act: Activation,
-    /// Byte offset in slot 1 of the [`sigmoid_table`] when `act` is
-    /// [`Activation::Sigmoid`] (a pass-through only).
+    /// Byte offset in slot 1 of the activation's table when it has one
+    /// ([`Activation::table`]; a pass-through only).
     pub(crate) lut: u32,
     /// The whole destination tensor when the TD writes part of it (a
     /// channel range of a concat: `dst` is then the range's start and the
@@ -1196,9 +1232,8 @@ fn ne_td(t: &NeTask, gi: &Geom, go: &Geom, k: u32, n: u32, written: &[u32]) -> T
     chain_header(&mut td, k, n);
     // Kernel DMA: channels in use enabled at base + i · chunk, the others
     // disabled with the 64-byte size the compiler leaves there.
-    // The table of a sigmoid is channel 0's 128 bytes (tinygrad's
-    // sigmoid).
-    let table = t.kernel.is_none() && t.act == Activation::Sigmoid;
+    // A table is channel 0's 128 bytes (tinygrad's sigmoid, eiln's gelu).
+    let table = t.kernel.is_none() && t.act.table().is_some();
     let (on_channels, chunk, kbase, ocg_log) = match t.kernel {
         Some((k, base)) => (k.channels, k.chunk_bytes, base, k.ocg_log),
         None if table => (1, LUT_BYTES, t.lut, 0),
@@ -1392,11 +1427,7 @@ pub fn sigmoid_table() -> [u8; LUT_BYTES as usize] {
     halves[40] = h(y1 - right * x1);
     halves[41] = 1;
     halves[42] = 1;
-    let mut out = [0u8; LUT_BYTES as usize];
-    for (i, v) in halves.iter().enumerate() {
-        out[2 * i..2 * i + 2].copy_from_slice(&v.to_le_bytes());
-    }
-    out
+    table_bytes(&halves)
 }
 
 /// Elementwise logistic function on the neural engine: a pass-through
@@ -1405,13 +1436,75 @@ pub fn sigmoid_table() -> [u8; LUT_BYTES as usize] {
 /// samples 1/2 apart (error at most `h²/8 · max|σ''| ≈ 0.003` before
 /// rounding), clamps to 0 below −9.9375 and to 1 above 8.3203125.
 pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
+    table_op(shape, Activation::Sigmoid)
+}
+
+/// Elementwise GELU on the neural engine: a pass-through with
+/// NonlinearMode 2 and [`gelu_table`] in slot 1 (eiln's compiled gelu);
+/// `x` in slot 5, `out` in slot 4. Accuracy: [`GELU_TABLE_ERROR`].
+pub fn gelu(shape: &Shape) -> Result<Program, BuildError> {
+    table_op(shape, Activation::Gelu)
+}
+
+/// Elementwise `min(max(x, lo), hi)` on the neural engine (`lo`, `hi`
+/// fp16 bits, `lo <= hi`; ±∞ for a missing bound): a pass-through with
+/// [`clip_table`], exact (eiln's relu6 and hardtanh).
+pub fn clip(shape: &Shape, lo: u16, hi: u16) -> Result<Program, BuildError> {
+    table_op(shape, Activation::Clip { lo, hi })
+}
+
+/// Elementwise leaky ReLU on the neural engine (`slope` fp16 bits): a
+/// pass-through with [`leaky_relu_table`] (eiln's leakyrelu and rrelu):
+/// `x` for `x > 0`, else `slope · x` rounded once.
+pub fn leaky_relu(shape: &Shape, slope: u16) -> Result<Program, BuildError> {
+    table_op(shape, Activation::LeakyRelu { slope })
+}
+
+/// A table without samples (grid half 0x40; layout in the engine model's
+/// `lut.rs`): the clamps, then the left tail for `x <= 0` and the right
+/// one for `x > 0`, each `slope · x + 0`.
+fn linear_table(clamps: [u16; 4], left: u16, right: u16) -> [u8; LUT_BYTES as usize] {
+    let mut halves = [0u16; LUT_BYTES as usize / 2];
+    halves[..4].copy_from_slice(&clamps);
+    halves[37] = left;
+    halves[39] = right;
+    halves[41] = 0x40;
+    halves[42] = 1;
+    table_bytes(&halves)
+}
+
+/// The clip table, as eiln's compiled relu6 (`lo = 0`, `hi = 6`) and
+/// hardtanh (`−1`, `1`): `x_lo = y_lo = lo`, `x_hi = y_hi = hi`, both
+/// tails the identity.
+pub fn clip_table(lo: u16, hi: u16) -> [u8; LUT_BYTES as usize] {
+    linear_table([lo, hi, lo, hi], F16_ONE, F16_ONE)
+}
+
+/// The leaky ReLU table, as eiln's compiled leakyrelu (slope fp16(0.01))
+/// and rrelu (the mean slope fp16(11/48)): no clamps (±∞), left tail
+/// `slope · x`, right tail the identity.
+pub fn leaky_relu_table(slope: u16) -> [u8; LUT_BYTES as usize] {
+    linear_table([F16_NEG_INF, F16_INF, F16_NEG_INF, F16_INF], slope, F16_ONE)
+}
+
+/// A table's 64 halves as its little-endian bytes.
+fn table_bytes(halves: &[u16; LUT_BYTES as usize / 2]) -> [u8; LUT_BYTES as usize] {
+    let mut out = [0u8; LUT_BYTES as usize];
+    for (o, v) in out.chunks_exact_mut(2).zip(halves) {
+        o.copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+/// A pass-through with a table non-linearity.
+fn table_op(shape: &Shape, act: Activation) -> Result<Program, BuildError> {
     let g = Geom::new(shape, "shape")?;
     let td = ne_td(
         &NeTask {
             src: input(0),
             dst: OUT,
             kernel: None,
-            act: Activation::Sigmoid,
+            act,
             lut: 0,
             dst_whole: None,
         },
@@ -1425,12 +1518,48 @@ pub fn sigmoid(shape: &Shape) -> Result<Program, BuildError> {
         td_size: TD_SIZE_STANDARD,
         td_count: 1,
         tsk: assemble(&[td]),
-        weights: sigmoid_table().to_vec(),
+        weights: act.table().map(|t| t.to_vec()).unwrap_or_default(),
         tensors: sorted(vec![
             slot_of(shape, "x", SLOT_FIRST_INPUT, Direction::In),
             slot_of(shape, "out", SLOT_OUTPUT, Direction::Out),
         ]),
     })
+}
+
+/// Largest absolute error of [`gelu`] on the engine model against the
+/// correctly rounded `x · Φ(x)`, over every finite fp16 input (measured
+/// by `builder::tests::gelu_on_the_model`, which fails above it): the
+/// interpolation (`h²/16 · max|GELU''| ≈ 0.0031` with the samples
+/// below), the samples' fp16 rounding, and for `x > 4` the identity tail
+/// against `x · Φ(x)` (under 2^−10 there).
+pub const GELU_TABLE_ERROR: f64 = 0.0035;
+
+/// The GELU table (layout in the engine model's `lut.rs`), modelled on
+/// eiln's compiled gelu (the halves other than the samples are that
+/// fixture's: `x_lo = −4.3984375` with `y_lo = 0`, `x_hi = y_hi = +∞`,
+/// tails `0·x + 0` and `1·x + 0`, grid exponent 2 (step 1/4), flags 1).
+/// Apple's 33 samples on `x = −4, −3.75, …, 4` are not point values and
+/// their rule is unknown; these are `GELU(x) − h²/16 · GELU''(x)`
+/// (`h = 1/4`, `GELU'' = φ(x)(2 − x²)`), which centres the linear
+/// interpolation's sag on the curve and so halves its largest error.
+pub fn gelu_table() -> [u8; LUT_BYTES as usize] {
+    let h = |v: f64| f16::from_f64(v).to_bits();
+    let mut halves = [0u16; LUT_BYTES as usize / 2];
+    // x_lo = −4.3984375, y_lo = 0, x_hi = y_hi = +∞.
+    halves[..4].copy_from_slice(&[0xC466, F16_INF, 0, F16_INF]);
+    let step = 0.25f64;
+    for i in 0..33u8 {
+        let x = -4.0 + step * f64::from(i);
+        let phi = (-x * x / 2.0).exp() / (2.0 * core::f64::consts::PI).sqrt();
+        let curvature = phi * (2.0 - x * x);
+        halves[4 + usize::from(i)] =
+            h(crate::reference::scalar::gelu_f64(x) - step * step / 16.0 * curvature);
+    }
+    // Left tail 0·x + 0 (halves 37, 38 stay 0); right tail 1·x + 0.
+    halves[39] = F16_ONE;
+    halves[41] = 2;
+    halves[42] = 1;
+    table_bytes(&halves)
 }
 
 /// Channel concatenation `out = [a; b]` of two `(1, C, H, W)` tensors of

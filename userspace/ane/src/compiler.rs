@@ -19,9 +19,14 @@
 //! | `Gemm` (transA 0, any transB, alpha, beta; B and C constant) | 1×1 convolution, batch as the width; bias as a planar add of a constant | 1 (+1 with C) |
 //! | `MatMul` (2-D activation × constant) | as Gemm without C | 1 |
 //! | `Conv` (1×1 kernel, stride 1, no padding, group 1, batch 1; W and B constant) | 1×1 convolution; bias as a planar add | 1 (+1 with B) |
+//! | `Conv` with a k×k kernel, strides, explicit pads or groups (depthwise) | the window gathered by copy TDs ([`Window`]), then one 1×1 convolution over the taps | copies + 1 (+1 with B) |
+//! | `MaxPool`, `AveragePool` (explicit pads; `count_include_pad` 1 with pads) | the window gathered, then planar max TDs / a 1×1 convolution of weights 1/(kh·kw) | copies + taps − 1 / copies + 1 |
+//! | `GlobalAveragePool` | one 1×1 convolution reading the pixels as its input channels | 1 |
 //! | `BatchNormalization` (inference, constant parameters) | folded into the preceding Conv/Gemm/MatMul's weights and bias | 0 |
 //! | `Relu` | fused into the preceding convolution when it has no bias and no other reader, else a neural-engine pass-through | 0 or 1 |
 //! | `Sigmoid` | neural-engine pass-through with the table non-linearity ([`builder::sigmoid_table`], Apple's table: linear interpolation, step 1/2) | 1 |
+//! | `Gelu` (`approximate = "none"`) | the same with [`builder::gelu_table`] (eiln's compiled gelu's layout, step 1/4) | 1 |
+//! | `Clip` (constant bounds), `LeakyRelu` | the same with a table without samples ([`builder::clip_table`], [`builder::leaky_relu_table`]: eiln's relu6 / hardtanh, leakyrelu / rrelu), exact | 1 |
 //! | `Flatten`, `Reshape` (constant shape) of a computed value that keeps the engine tensor (`[1, C, 1, 1]` ↔ `[1, C]`) | a change of the model's view only | 0 |
 //! | `Abs` | one-source planar op with Cfg bit 6 (eiln's abs) | 1 |
 //! | `Concat` on the channel / feature axis (axis 1) | one neural-engine pass-through copy per input into its channel range | n |
@@ -190,6 +195,31 @@ enum Op {
         inputs: Vec<String>,
         out: String,
     },
+    /// The window gather of a spatial op ([`Window`]): `out` (`T·C`
+    /// channels, tap-major, on the output grid) from `x`, with `fill`
+    /// where a tap falls in the padding.
+    Im2col {
+        node: String,
+        x: String,
+        out: String,
+        win: Window,
+        fill: f32,
+    },
+    /// The maximum over the `taps` channel blocks of an [`Op::Im2col`]
+    /// output, on the planar engine.
+    MaxTaps {
+        node: String,
+        x: String,
+        out: String,
+        taps: usize,
+    },
+    /// The mean over every pixel of each channel: one 1×1 convolution
+    /// reading the pixels as its input channels.
+    GlobalAverage {
+        node: String,
+        x: String,
+        out: String,
+    },
     /// A neural-engine pass-through with ReLU or the sigmoid table.
     Unary {
         node: String,
@@ -207,6 +237,9 @@ impl Op {
             | Op::Binary { out, .. }
             | Op::Abs { out, .. }
             | Op::Concat { out, .. }
+            | Op::Im2col { out, .. }
+            | Op::MaxTaps { out, .. }
+            | Op::GlobalAverage { out, .. }
             | Op::Unary { out, .. } => out,
         }
     }
@@ -216,6 +249,195 @@ impl Op {
 enum Operand {
     Value(String),
     Const(Vec<f32>),
+}
+
+/// The sliding window of a k×k / strided / padded convolution or a
+/// pooling over a `[1, C, H, W]` value in pixel rows ([`engine_shape`]).
+///
+/// It is lowered as a gather ("im2col") of copy TDs, each a
+/// neural-engine pass-through (tinygrad's concat copy) between strided
+/// views: tap `t = (dy, dx)` of input channel `c` over output pixel `(oy,
+/// ox)` is input pixel `(sh·oy + dy − pt, sw·ox + dx − pl)`, a row at a
+/// 64-byte multiple, so a view of the valid output rectangle of one tap is
+/// a base offset, a row stride `sw·64` and a plane stride `sh·W·64`. The
+/// gathered `T·C` channels then feed one 1×1 convolution (or a chain of
+/// planar max operations): the engine features used are those of the
+/// fixtures (1×1 convolution, pass-through copy, planar max), with DMA
+/// strides chosen by the compiler.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    c: usize,
+    h: usize,
+    w: usize,
+    kh: usize,
+    kw: usize,
+    sh: usize,
+    sw: usize,
+    /// Padding at the top and the left.
+    pt: usize,
+    pl: usize,
+    oh: usize,
+    ow: usize,
+}
+
+impl Window {
+    /// Reads `kernel_shape` (unless given), `strides`, `pads`,
+    /// `dilations`, `auto_pad` and `ceil_mode` of `n` over a `[1, c, h,
+    /// w]` input.
+    fn parse(
+        n: &onnx::NodeProto,
+        (c, h, w): (usize, usize, usize),
+        kernel: Option<(usize, usize)>,
+    ) -> Result<Window, CompileError> {
+        let two = |name: &str, default: i64| -> Result<(usize, usize), CompileError> {
+            match n.ints(name) {
+                None => Ok((default as usize, default as usize)),
+                Some(&[a, b]) if a >= 0 && b >= 0 && a <= 1 << 15 && b <= 1 << 15 => {
+                    Ok((a as usize, b as usize))
+                }
+                Some(v) => Err(unsupported(
+                    n,
+                    format!("{name} {v:?}: two values of 0..=32768 are needed"),
+                )),
+            }
+        };
+        let (kh, kw) = match kernel {
+            Some(k) => k,
+            None => {
+                if n.ints("kernel_shape").is_none() {
+                    return Err(unsupported(n, "kernel_shape is missing"));
+                }
+                two("kernel_shape", 1)?
+            }
+        };
+        let (sh, sw) = two("strides", 1)?;
+        if two("dilations", 1)? != (1, 1) {
+            return Err(unsupported(n, "dilations other than 1 are not supported"));
+        }
+        if n.int("ceil_mode", 0) != 0 {
+            return Err(unsupported(n, "ceil_mode 1 is not supported"));
+        }
+        let ap = n
+            .attr("auto_pad")
+            .map(|a| String::from_utf8_lossy(&a.s).into_owned());
+        if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
+            return Err(unsupported(
+                n,
+                "auto_pad SAME_* is not supported: give explicit pads",
+            ));
+        }
+        let (pt, pl, pb, pr) = match n.ints("pads") {
+            None => (0, 0, 0, 0),
+            Some(&[a, b, c2, d]) if [a, b, c2, d].iter().all(|&v| (0..=1 << 15).contains(&v)) => {
+                (a as usize, b as usize, c2 as usize, d as usize)
+            }
+            Some(v) => {
+                return Err(unsupported(
+                    n,
+                    format!("pads {v:?}: four values of 0..=32768 are needed"),
+                ))
+            }
+        };
+        if kh == 0 || kw == 0 || sh == 0 || sw == 0 {
+            return Err(unsupported(n, "a zero kernel size or stride"));
+        }
+        if pt >= kh || pb >= kh || pl >= kw || pr >= kw {
+            return Err(unsupported(
+                n,
+                format!(
+                    "pads {:?} must be smaller than the kernel {kh}x{kw}",
+                    [pt, pl, pb, pr]
+                ),
+            ));
+        }
+        let (hp, wp) = (h + pt + pb, w + pl + pr);
+        if hp < kh || wp < kw {
+            return Err(unsupported(
+                n,
+                format!("the {kh}x{kw} kernel is larger than the padded {hp}x{wp} input"),
+            ));
+        }
+        Ok(Window {
+            c,
+            h,
+            w,
+            kh,
+            kw,
+            sh,
+            sw,
+            pt,
+            pl,
+            oh: (hp - kh) / sh + 1,
+            ow: (wp - kw) / sw + 1,
+        })
+    }
+
+    fn taps(&self) -> usize {
+        self.kh * self.kw
+    }
+
+    /// Whether some tap of some output pixel falls in the padding.
+    fn pads(&self) -> bool {
+        (0..self.kh).any(|dy| self.range(dy, self.pt, self.sh, self.h, self.oh) != (0, self.oh))
+            || (0..self.kw)
+                .any(|dx| self.range(dx, self.pl, self.sw, self.w, self.ow) != (0, self.ow))
+    }
+
+    /// The output positions `[o0, o1)` whose tap `d` reads inside the
+    /// input (`s·o + d − p` in `0..n`).
+    fn range(&self, d: usize, p: usize, s: usize, n: usize, on: usize) -> (usize, usize) {
+        // s·o + d >= p and s·o + d − p <= n − 1.
+        let o0 = p.saturating_sub(d).div_ceil(s);
+        let o1 = if n + p < d + 1 {
+            0
+        } else {
+            ((n + p - d - 1) / s + 1).min(on)
+        };
+        (o0.min(o1), o1)
+    }
+}
+
+/// Appends the [`Op::Im2col`] of node `n`'s window over its first input
+/// and returns the name of the gathered value.
+fn gather(
+    ops: &mut Vec<Op>,
+    producer: &mut HashMap<String, usize>,
+    n: &onnx::NodeProto,
+    out: &str,
+    win: Window,
+    fill: f32,
+) -> String {
+    let col = format!("{out}#window");
+    producer.insert(col.clone(), ops.len());
+    ops.push(Op::Im2col {
+        node: node_name(n),
+        x: n.input[0].clone(),
+        out: col.clone(),
+        win,
+        fill,
+    });
+    col
+}
+
+/// Whether node `n` needs its graph's 4-D values in pixel rows: a
+/// pooling, or a Conv whose kernel, stride, padding or groups are not
+/// those of a plain 1×1 convolution.
+fn spatial(n: &onnx::NodeProto, consts: &HashMap<String, (Vec<usize>, Vec<f32>)>) -> bool {
+    match n.op_type.as_str() {
+        "MaxPool" | "AveragePool" | "GlobalAveragePool" => true,
+        "Conv" => {
+            let k = n
+                .input
+                .get(1)
+                .and_then(|w| consts.get(w))
+                .map(|(d, _)| d.get(2..4) != Some(&[1, 1][..]));
+            k.unwrap_or(false)
+                || n.int("group", 1) != 1
+                || n.ints("strides").is_some_and(|s| s.iter().any(|&v| v != 1))
+                || n.ints("pads").is_some_and(|s| s.iter().any(|&v| v != 0))
+        }
+        _ => false,
+    }
 }
 
 fn unsupported(n: &onnx::NodeProto, reason: impl Into<String>) -> CompileError {
@@ -235,9 +457,21 @@ fn node_name(n: &onnx::NodeProto) -> String {
 }
 
 /// The engine tensor of a value of `dims`, or why there is none.
-fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
-    let r = match *dims {
+///
+/// With `pixel_rows` (a graph with a spatial window: a k×k or strided or
+/// padded or grouped Conv, or a pooling), a `[1, C, H, W]` value is the
+/// engine tensor `(1, C, H·W, 1)`: every pixel in its own 64-byte row, so
+/// that a shift by any pixel is a DMA base offset and a stride a row
+/// stride (see [`Window`]). The dense element order is NCHW either way.
+fn engine_shape(dims: &[usize], pixel_rows: bool) -> Result<(IoLayout, Shape), String> {
+    let (layout, shape) = match *dims {
         [b, f] => (IoLayout::BatchFeatures, Shape::new(1, f, 1, b)),
+        [1, c, h, w] if pixel_rows => {
+            let hw = h
+                .checked_mul(w)
+                .ok_or_else(|| format!("{dims:?}: H·W overflows"))?;
+            (IoLayout::Nchw, Shape::new(1, c, hw, 1))
+        }
         [1, c, h, w] => (IoLayout::Nchw, Shape::new(1, c, h, w)),
         [n, _, _, _] => {
             return Err(format!(
@@ -251,11 +485,11 @@ fn engine_shape(dims: &[usize]) -> Result<(IoLayout, Shape), String> {
             ))
         }
     };
-    let shape = r.1.map_err(|e| e.to_string())?;
+    let shape = shape.map_err(|e| e.to_string())?;
     // Within the registers' limits (channels, width, height, 4 GiB) before
     // anything is sized from it.
     Geom::new(&shape, "shape").map_err(|e| format!("{dims:?}: {e}"))?;
-    Ok((r.0, shape))
+    Ok((layout, shape))
 }
 
 /// The most bytes one materialized constant (a bias or a broadcast
@@ -345,6 +579,16 @@ pub fn from_engine_order<T: Copy>(engine: &[T], dims: &[usize], layout: IoLayout
     }
 }
 
+/// [`tile_const`] as the bytes stored in slot 1; errors name `node`.
+fn const_bytes(shape: &Shape, dense: &[f16], node: &str) -> Result<Vec<u8>, CompileError> {
+    let tiled =
+        tile_const(shape, dense).map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
+    Ok(tiled
+        .iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .collect())
+}
+
 /// A constant tensor in the ANE layout, as many bytes as a tile DMA reads
 /// of it (the tiled bytes, not the 16 KiB-rounded buffer).
 fn tile_const(shape: &Shape, dense: &[f16]) -> Result<Vec<f16>, crate::tensor::TensorError> {
@@ -388,6 +632,8 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
         }
         consts.insert(t.name.clone(), (dims, data));
     }
+    // Pixel rows for every 4-D value when a node slides a window.
+    let pixel_rows = g.node.iter().any(|n| spatial(n, &consts));
     // Inputs.
     let mut vals: HashMap<String, Val> = HashMap::new();
     let mut inputs = Vec::new();
@@ -395,7 +641,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
         let dims = vi
             .dims()
             .map_err(|e| CompileError::Model(format!("input '{}' {e}", vi.name)))?;
-        let (layout, shape) = engine_shape(&dims)
+        let (layout, shape) = engine_shape(&dims, pixel_rows)
             .map_err(|e| CompileError::Model(format!("input '{}': {e}", vi.name)))?;
         vals.insert(
             vi.name.clone(),
@@ -472,7 +718,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
             })
         };
         let new_val = |dims: Vec<usize>| -> Result<Val, CompileError> {
-            let (layout, shape) = engine_shape(&dims).map_err(|e| unsupported(n, e))?;
+            let (layout, shape) = engine_shape(&dims, pixel_rows).map_err(|e| unsupported(n, e))?;
             Ok(Val {
                 dims,
                 layout,
@@ -547,27 +793,13 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 let [m, wc, kh, kw] = wd[..] else {
                     return Err(unsupported(n, format!("W is {wd:?}; 4-D is needed")));
                 };
-                if n.int("group", 1) != 1 {
-                    return Err(unsupported(n, "group > 1 (depthwise or grouped) is not supported yet"));
+                let group = n.int("group", 1);
+                if group < 1 || c % group as usize != 0 || m % group as usize != 0 {
+                    return Err(unsupported(n, format!("group {group} does not divide {c} input and {m} output channels")));
                 }
-                if (kh, kw) != (1, 1) {
-                    return Err(unsupported(n, format!("a {kh}x{kw} kernel: only 1x1 is supported yet")));
-                }
-                if n.ints("strides").is_some_and(|s| s.iter().any(|&v| v != 1)) {
-                    return Err(unsupported(n, "strides other than 1 are not supported yet"));
-                }
-                if n.ints("pads").is_some_and(|s| s.iter().any(|&v| v != 0)) {
-                    return Err(unsupported(n, "padding is not supported yet"));
-                }
-                if n.ints("dilations").is_some_and(|s| s.iter().any(|&v| v != 1)) {
-                    return Err(unsupported(n, "dilations other than 1 are not supported"));
-                }
-                let ap = n.attr("auto_pad").map(|a| String::from_utf8_lossy(&a.s).into_owned());
-                if ap.as_deref().is_some_and(|s| s != "NOTSET" && s != "VALID") {
-                    return Err(unsupported(n, "auto_pad SAME_* is not supported yet"));
-                }
-                if wc != c {
-                    return Err(unsupported(n, format!("input has {c} channels, W expects {wc}")));
+                let group = group as usize;
+                if wc * group != c {
+                    return Err(unsupported(n, format!("input has {c} channels, W expects {wc} per group of {group}")));
                 }
                 let bias = if n.input.get(2).is_some_and(|s| !s.is_empty()) {
                     let (bd, b) = konst(2, "B")?;
@@ -578,18 +810,103 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 } else {
                     None
                 };
+                let win = Window::parse(n, (c, h, w), Some((kh, kw)))?;
+                let (x_name, cin, wx) = if spatial(n, &consts) {
+                    // Gather the taps, then one 1×1 convolution over
+                    // them: W'[oc][t·C + ci] = W[oc][ci − g·wc][dy][dx]
+                    // for ci in oc's group g, else 0.
+                    let t = win.taps();
+                    let mut wx = vec![0f32; m * t * c];
+                    let mg = m / group;
+                    for oc in 0..m {
+                        let gi = oc / mg;
+                        for k in 0..wc {
+                            let ci = gi * wc + k;
+                            for tap in 0..t {
+                                wx[oc * t * c + tap * c + ci] = wv[((oc * wc + k) * kh * kw) + tap];
+                            }
+                        }
+                    }
+                    let col = gather(&mut ops, &mut producer, n, &out, win, 0.0);
+                    vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
+                    (col, t * c, wx)
+                } else {
+                    (n.input[0].clone(), c, wv.clone())
+                };
                 (
                     Some(Op::Conv {
                         node: node_name(n),
-                        x: n.input[0].clone(),
+                        x: x_name,
                         out: out.clone(),
-                        cin: c,
+                        cin,
                         cout: m,
-                        w: wv.clone(),
+                        w: wx,
                         bias,
                         relu: false,
                     }),
-                    vec![1, m, h, w],
+                    vec![1, m, win.oh, win.ow],
+                )
+            }
+            "MaxPool" | "AveragePool" => {
+                let x = val_of(&n.input[0])?;
+                let [1, c, h, w] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input is {:?}; [1, C, H, W] is needed", x.dims)));
+                };
+                if n.output.len() > 1 {
+                    return Err(unsupported(n, "the Indices output is not supported"));
+                }
+                if n.int("storage_order", 0) != 0 {
+                    return Err(unsupported(n, "storage_order 1 is not supported"));
+                }
+                let win = Window::parse(n, (c, h, w), None)?;
+                let max = op == "MaxPool";
+                if !max && win.pads() && n.int("count_include_pad", 0) == 0 {
+                    return Err(unsupported(n, "padding with count_include_pad = 0 divides border pixels by fewer taps: not supported (count_include_pad = 1 is)"));
+                }
+                let t = win.taps();
+                let fill = if max { f32::NEG_INFINITY } else { 0.0 };
+                let col = gather(&mut ops, &mut producer, n, &out, win, fill);
+                vals.insert(col.clone(), new_val(vec![1, t * c, win.oh, win.ow])?);
+                let o = if max {
+                    Op::MaxTaps {
+                        node: node_name(n),
+                        x: col,
+                        out: out.clone(),
+                        taps: t,
+                    }
+                } else {
+                    // The mean as a depthwise 1×1 convolution over the taps.
+                    let mut wx = vec![0f32; c * t * c];
+                    for ch in 0..c {
+                        for tap in 0..t {
+                            wx[ch * t * c + tap * c + ch] = 1.0 / t as f32;
+                        }
+                    }
+                    Op::Conv {
+                        node: node_name(n),
+                        x: col,
+                        out: out.clone(),
+                        cin: t * c,
+                        cout: c,
+                        w: wx,
+                        bias: None,
+                        relu: false,
+                    }
+                };
+                (Some(o), vec![1, c, win.oh, win.ow])
+            }
+            "GlobalAveragePool" => {
+                let x = val_of(&n.input[0])?;
+                let [1, c, _, _] = x.dims[..] else {
+                    return Err(unsupported(n, format!("input is {:?}; [1, C, H, W] is needed", x.dims)));
+                };
+                (
+                    Some(Op::GlobalAverage {
+                        node: node_name(n),
+                        x: n.input[0].clone(),
+                        out: out.clone(),
+                    }),
+                    vec![1, c, 1, 1],
                 )
             }
             "BatchNormalization" => {
@@ -719,17 +1036,58 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                     x.dims.clone(),
                 )
             }
-            "Sigmoid" => {
+            "Sigmoid" | "Gelu" | "Clip" | "LeakyRelu" => {
+                let act = match op {
+                    "Gelu" => {
+                        let approx = n.attr("approximate").map(|a| a.s.as_slice());
+                        if approx.is_some_and(|a| a != b"none") {
+                            return Err(unsupported(n, "approximate = \"tanh\": only the exact GELU (approximate = \"none\") has a table here (builder::gelu_table)"));
+                        }
+                        Activation::Gelu
+                    }
+                    "Clip" => {
+                        // Bounds from inputs 1 and 2 (opset 11+) or the
+                        // attributes (opset 6); absent means unbounded.
+                        let bound = |i: usize, attr: &str, default: f32| -> Result<f32, CompileError> {
+                            if n.input.get(i).is_some_and(|s| !s.is_empty()) {
+                                let (_, v) = konst(i, attr)?;
+                                match v.as_slice() {
+                                    [b] => Ok(*b),
+                                    _ => Err(unsupported(n, format!("{attr} must be a scalar"))),
+                                }
+                            } else {
+                                Ok(n.float(attr, default))
+                            }
+                        };
+                        let lo = f16::from_f32(bound(1, "min", f32::NEG_INFINITY)?);
+                        let hi = f16::from_f32(bound(2, "max", f32::INFINITY)?);
+                        if lo.is_nan() || hi.is_nan() || lo > hi {
+                            return Err(unsupported(n, format!("bounds min {lo} > max {hi} (or NaN): only min <= max is lowered")));
+                        }
+                        Activation::Clip { lo: lo.to_bits(), hi: hi.to_bits() }
+                    }
+                    "LeakyRelu" => {
+                        let slope = f16::from_f32(n.float("alpha", 0.01));
+                        if !slope.is_finite() {
+                            return Err(unsupported(n, format!("alpha {slope} is not a finite fp16 value")));
+                        }
+                        Activation::LeakyRelu { slope: slope.to_bits() }
+                    }
+                    _ => Activation::Sigmoid,
+                };
                 let x = val_of(&n.input[0])?;
                 (
                     Some(Op::Unary {
                         node: node_name(n),
                         x: n.input[0].clone(),
                         out: out.clone(),
-                        act: Activation::Sigmoid,
+                        act,
                     }),
                     x.dims.clone(),
                 )
+            }
+            "Tanh" | "Erf" | "Exp" | "Log" | "Sqrt" | "Reciprocal" => {
+                return Err(unsupported(n, format!("the engine's {op} table is not understood: Apple's compiled tables for it use table flags other than 1 (eiln's tanh 0x60, exp 0xA, sqrt 0xC5, log2 0xC9; reciprocal is the undocumented MACCfg operation 0x121C08), whose symmetry / range-reduction rule is unknown (td.md §2.4), so the engine model refuses them and nothing checks such a program")));
             }
             "Concat" => {
                 let vs = n
@@ -837,7 +1195,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv 1x1, BatchNormalization after a convolution, Relu, Sigmoid, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
             }
         };
         if let Some(o) = new_op {
@@ -993,12 +1351,7 @@ fn lower(
                     let dense: Vec<f16> = (0..c)
                         .flat_map(|ci| std::iter::repeat_n(f16::from_f32(b[ci]), h * wd))
                         .collect();
-                    let tiled = tile_const(&os, &dense)
-                        .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                    let bytes: Vec<u8> = tiled
-                        .iter()
-                        .flat_map(|v| v.to_bits().to_le_bytes())
-                        .collect();
+                    let bytes = const_bytes(&os, &dense, node)?;
                     let bat = push_const(&mut weights, &bytes);
                     let add_dst = if *relu { place(&os)? } else { dst };
                     steps.push(Step::Pe(
@@ -1048,12 +1401,7 @@ fn lower(
                     Operand::Value(bn) => loc_of(vals, &mut place, bn)?.0,
                     Operand::Const(dense) => {
                         let d16: Vec<f16> = dense.iter().map(|&v| f16::from_f32(v)).collect();
-                        let tiled = tile_const(&s, &d16)
-                            .map_err(|e| CompileError::Model(format!("node '{node}': {e}")))?;
-                        let bytes: Vec<u8> = tiled
-                            .iter()
-                            .flat_map(|v| v.to_bits().to_le_bytes())
-                            .collect();
+                        let bytes = const_bytes(&s, &d16, node)?;
                         Loc {
                             slot: u32::from(crate::hw::td::SLOT_KERNEL),
                             offset: push_const(&mut weights, &bytes),
@@ -1119,14 +1467,208 @@ fn lower(
                     at += g.c * go.plane;
                 }
             }
+            Op::Im2col {
+                node,
+                x,
+                out,
+                win,
+                fill,
+            } => {
+                let (src, xs) = loc_of(vals, &mut place, x)?;
+                let (dst, cs) = loc_of(vals, &mut place, out)?;
+                let row = xs.layout().row_stride() as u32; // one pixel
+                let xp = xs.layout().plane_stride() as u32;
+                let cp = cs.layout().plane_stride() as u32;
+                let u = |v: usize| v as u32;
+                let copy = |src: Loc, gi: Geom, dst: Loc, go: Geom| {
+                    Step::Ne(
+                        NeTask {
+                            src,
+                            dst,
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: None,
+                        },
+                        gi,
+                        go,
+                    )
+                };
+                let view = |c: u32, h: u32, row: u32, plane: u32| Geom {
+                    c,
+                    h,
+                    w: 1,
+                    row,
+                    plane,
+                    bytes: c.saturating_mul(plane),
+                };
+                if win.pads() {
+                    // The padding's value everywhere first, copied from
+                    // a constant of the gathered tensor's size.
+                    constant_fits(&cs).map_err(|reason| CompileError::Unsupported {
+                        node: node.clone(),
+                        op: "padding".into(),
+                        reason,
+                    })?;
+                    let dense = vec![f16::from_f32(*fill); cs.elements()];
+                    let bytes = const_bytes(&cs, &dense, node)?;
+                    let at = push_const(&mut weights, &bytes);
+                    let g = geom(&cs, node)?;
+                    let kslot = u32::from(crate::hw::td::SLOT_KERNEL);
+                    steps.push(copy(
+                        Loc {
+                            slot: kslot,
+                            offset: at,
+                        },
+                        g,
+                        dst,
+                        g,
+                    ));
+                }
+                for dy in 0..win.kh {
+                    let (oy0, oy1) = win.range(dy, win.pt, win.sh, win.h, win.oh);
+                    for dx in 0..win.kw {
+                        let (ox0, ox1) = win.range(dx, win.pl, win.sw, win.w, win.ow);
+                        if oy0 >= oy1 || ox0 >= ox1 {
+                            continue;
+                        }
+                        let t = dy * win.kw + dx;
+                        let (ny, nx) = (oy1 - oy0, ox1 - ox0);
+                        // Input pixel of output (oy0, ox0) for this tap.
+                        let iy0 = win.sh * oy0 + dy - win.pt;
+                        let ix0 = win.sw * ox0 + dx - win.pl;
+                        let in_px = |oy: usize| u(((iy0 + win.sh * (oy - oy0)) * win.w + ix0) * 64);
+                        let out_px = |oy: usize| u((oy * win.ow + ox0) * 64);
+                        let srow = u(win.sw) * row;
+                        if win.c <= ny {
+                            // One TD per channel: output rows as channels.
+                            for ci in 0..win.c {
+                                steps.push(copy(
+                                    Loc {
+                                        slot: src.slot,
+                                        offset: src.offset + u(ci) * xp + in_px(oy0),
+                                    },
+                                    view(u(ny), u(nx), srow, u(win.sh * win.w) * row),
+                                    Loc {
+                                        slot: dst.slot,
+                                        offset: dst.offset + u(t * win.c + ci) * cp + out_px(oy0),
+                                    },
+                                    view(u(ny), u(nx), row, u(win.ow) * row),
+                                ));
+                            }
+                        } else {
+                            // One TD per output row: all channels.
+                            for oy in oy0..oy1 {
+                                steps.push(copy(
+                                    Loc {
+                                        slot: src.slot,
+                                        offset: src.offset + in_px(oy),
+                                    },
+                                    view(u(win.c), u(nx), srow, xp),
+                                    Loc {
+                                        slot: dst.slot,
+                                        offset: dst.offset + u(t * win.c) * cp + out_px(oy),
+                                    },
+                                    view(u(win.c), u(nx), row, cp),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            Op::MaxTaps { node, x, out, taps } => {
+                let (src, cs) = loc_of(vals, &mut place, x)?;
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                let g = geom(&os, node)?;
+                let block = |t: usize| Loc {
+                    slot: src.slot,
+                    offset: src.offset + (t * os.c()) as u32 * cs.layout().plane_stride() as u32,
+                };
+                let mut cur = block(0);
+                if *taps == 1 {
+                    steps.push(Step::Ne(
+                        NeTask {
+                            src: cur,
+                            dst,
+                            kernel: None,
+                            act: Activation::None,
+                            lut: 0,
+                            dst_whole: None,
+                        },
+                        g,
+                        g,
+                    ));
+                }
+                for t in 1..*taps {
+                    let to = if t + 1 == *taps { dst } else { place(&os)? };
+                    steps.push(Step::Pe(
+                        PeTask {
+                            op: PeOp::Max,
+                            src0: cur,
+                            src1: Some(block(t)),
+                            dst: to,
+                            pre: builder::F16_ONE,
+                            scale: builder::F16_ONE,
+                            bias: 0,
+                            fin: builder::F32_ONE,
+                            abs: false,
+                        },
+                        g,
+                    ));
+                    cur = to;
+                }
+            }
+            Op::GlobalAverage { node, x, out } => {
+                let (src, xs) = loc_of(vals, &mut place, x)?;
+                let (dst, os) = loc_of(vals, &mut place, out)?;
+                // The pixels (rows of x) as the input channels, the
+                // channels (planes of x) as the rows; one output channel
+                // whose rows are the planes of `out`.
+                let (p, c) = (xs.h() as u32, xs.c() as u32);
+                let row = xs.layout().row_stride() as u32;
+                let op_ = os.layout().plane_stride() as u32;
+                let gi = Geom {
+                    c: p,
+                    h: c,
+                    w: 1,
+                    row: xs.layout().plane_stride() as u32,
+                    plane: row,
+                    bytes: p.saturating_mul(row),
+                };
+                let go = Geom {
+                    c: 1,
+                    h: c,
+                    w: 1,
+                    row: op_,
+                    plane: c.saturating_mul(op_),
+                    bytes: c.saturating_mul(op_),
+                };
+                let k = KernelLayout::new(p as usize, 1).map_err(|source| CompileError::Build {
+                    node: node.clone(),
+                    source,
+                })?;
+                let w16 = vec![f16::from_f32(1.0 / p as f32); p as usize];
+                let kat = push_const(&mut weights, &k.pack(&w16, p as usize));
+                steps.push(Step::Ne(
+                    NeTask {
+                        src,
+                        dst,
+                        kernel: Some((k, kat)),
+                        act: Activation::None,
+                        lut: 0,
+                        dst_whole: None,
+                    },
+                    gi,
+                    go,
+                ));
+            }
             Op::Unary { node, x, out, act } => {
                 let (src, s) = loc_of(vals, &mut place, x)?;
                 let (dst, _) = loc_of(vals, &mut place, out)?;
                 let g = geom(&s, node)?;
-                let lut = if *act == Activation::Sigmoid {
-                    push_const(&mut weights, &builder::sigmoid_table())
-                } else {
-                    0
+                let lut = match act.table() {
+                    Some(t) => push_const(&mut weights, &t),
+                    None => 0,
                 };
                 steps.push(Step::Ne(
                     NeTask {
@@ -1219,6 +1761,16 @@ impl Compiled {
     /// own order and shape (rounded to fp16), and the output returned in
     /// the model's order. Scratch starts as 0xA5 bytes, the output as NaN.
     pub fn run_on_model(&self, inputs: &[(&str, &[f32])]) -> Result<Vec<f32>, String> {
+        self.run_on_model_with_stats(inputs).map(|(v, _)| v)
+    }
+
+    /// [`Compiled::run_on_model`], with what the engine model counted:
+    /// the TDs it executed (one engine pass each), its operations and the
+    /// bytes its DMAs moved.
+    pub fn run_on_model_with_stats(
+        &self,
+        inputs: &[(&str, &[f32])],
+    ) -> Result<(Vec<f32>, crate::hw::engine::Stats), String> {
         use crate::program::{ModelRun, ProgramFile};
         let file = self.to_anec().map_err(|e| e.to_string())?.to_bytes();
         let p = ProgramFile::parse(std::path::Path::new("compiled.anec"), &file)
@@ -1259,7 +1811,8 @@ impl Compiled {
             }
             Ok(buf)
         })?;
-        run.execute(&crate::hw::engine::Options::default())
+        let stats = run
+            .execute(&crate::hw::engine::Options::default())
             .map_err(|e| format!("the engine model refused the program: {e:?}"))?;
         let (k, b) = p
             .bindings
@@ -1272,10 +1825,11 @@ impl Compiled {
             .ok_or("the program has no output")?;
         let t = &p.tensors[b.tensor.unwrap_or_default()];
         let dense = t.unpack(run.buffer(k).ok_or("no output buffer")?);
-        Ok(dense
+        let out = dense
             .chunks(2)
             .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
-            .collect())
+            .collect();
+        Ok((out, stats))
     }
 }
 

@@ -202,6 +202,51 @@ pub mod scalar {
         let x = f64::from(x);
         round_f64(1.0 / (1.0 + (-x).exp()), rounding)
     }
+
+    /// The error function in `f64`: its Maclaurin series for `|x| <= 3`
+    /// (terms below 10^4, so about 12 correct digits survive the
+    /// cancellation), beyond that `1 − erfc(x)` with `erfc` from its
+    /// continued fraction, evaluated backwards over 60 terms.
+    pub fn erf(x: f64) -> f64 {
+        if x.is_nan() {
+            return x;
+        }
+        let a = x.abs();
+        let v = if a <= 3.0 {
+            // erf(a) = 2/√π · Σ (−1)^n a^(2n+1) / (n! (2n+1)).
+            let mut term = a; // (−1)^n a^(2n+1) / n!
+            let mut sum = a;
+            let mut n = 0.0f64;
+            while term.abs() > 1e-17 * sum.abs() {
+                n += 1.0;
+                term *= -a * a / n;
+                sum += term / (2.0 * n + 1.0);
+            }
+            sum * 2.0 / core::f64::consts::PI.sqrt()
+        } else {
+            // erfc(a) = e^−a² / √π · 1 / (a + (1/2) / (a + 1 / (a + (3/2) / (a + …)))).
+            let mut tail = a;
+            for k in (1..=60).rev() {
+                tail = a + f64::from(k) / 2.0 / tail;
+            }
+            1.0 - (-a * a).exp() / core::f64::consts::PI.sqrt() / tail
+        };
+        if x < 0.0 {
+            -v
+        } else {
+            v
+        }
+    }
+
+    /// `x · Φ(x)` (ONNX `Gelu`, `approximate = "none"`) in `f64`.
+    pub fn gelu_f64(x: f64) -> f64 {
+        0.5 * x * (1.0 + erf(x / core::f64::consts::SQRT_2))
+    }
+
+    /// [`gelu_f64`] of an fp16 value, rounded once.
+    pub fn gelu(x: f16, rounding: Rounding) -> f16 {
+        round_f64(gelu_f64(f64::from(x)), rounding)
+    }
 }
 
 /// Errors of the reference operations: operands that do not fit together.
@@ -286,6 +331,11 @@ pub fn select(cond: &[f16], a: &[f16], b: &[f16]) -> Result<Vec<f16>, RefError> 
 /// Elementwise ReLU.
 pub fn relu(x: &[f16]) -> Vec<f16> {
     x.iter().map(|&v| scalar::relu(v)).collect()
+}
+
+/// Elementwise GELU (`x · Φ(x)`), each value rounded once.
+pub fn gelu(x: &[f16], rounding: Rounding) -> Vec<f16> {
+    x.iter().map(|&v| scalar::gelu(v, rounding)).collect()
 }
 
 /// Elementwise sigmoid.

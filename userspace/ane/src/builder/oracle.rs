@@ -53,6 +53,11 @@ struct Case {
     tds: usize,
     /// The fixture's coefficients, when the weights are known and compared.
     weights: Option<Vec<u8>>,
+    /// When `weights` is a non-linearity table whose samples (halves
+    /// 4..=36) are not reproduced: why. The halves are then compared one
+    /// by one and each differing sample is listed with this reason; any
+    /// other half must be equal.
+    table_samples: Option<&'static str>,
     /// Slot roles, when the fixture records them.
     roles: Option<Vec<(u32, bool)>>,
     /// The builder's program, or why there is none.
@@ -199,12 +204,54 @@ fn compare(case: &Case, p: &Program) -> Outcome {
             ));
         }
     }
-    if let Some(w) = &case.weights {
-        if *w != p.weights {
-            o.errors.push("coefficient bytes differ".into());
+    match (&case.weights, case.table_samples) {
+        (Some(w), None) => {
+            if *w != p.weights {
+                o.errors.push("coefficient bytes differ".into());
+            }
         }
+        (Some(w), Some(why)) => compare_table(w, &p.weights, why, &mut o),
+        (None, _) => {}
     }
     o
+}
+
+/// Compares two non-linearity tables half by half: the samples may
+/// differ (listed with `why`), nothing else may.
+fn compare_table(fixture: &[u8], built: &[u8], why: &'static str, o: &mut Outcome) {
+    if fixture.len() != built.len() {
+        o.errors.push(format!(
+            "table of {} bytes, the fixture's {}",
+            built.len(),
+            fixture.len()
+        ));
+        return;
+    }
+    let mut samples_differ = false;
+    for (i, (a, b)) in fixture
+        .chunks_exact(2)
+        .zip(built.chunks_exact(2))
+        .enumerate()
+    {
+        let (x, y) = (
+            u32::from(u16::from_le_bytes([a[0], a[1]])),
+            u32::from(u16::from_le_bytes([b[0], b[1]])),
+        );
+        o.compared += 1;
+        if x == y {
+            o.equal += 1;
+            continue;
+        }
+        let sample = (4..=36).contains(&i);
+        samples_differ |= sample;
+        o.diffs
+            .push((0, format!("LUT half {i}"), x, y, sample.then_some(why)));
+    }
+    if !samples_differ {
+        o.errors.push(format!(
+            "the table samples are listed as different ({why}) but are equal"
+        ));
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -304,6 +351,7 @@ fn named_case(file: &str, bytes: &[u8]) -> Case {
         stream,
         tds,
         weights: None,
+        table_samples: None,
         roles: Some(roles),
         built: Err(String::new()),
         onnx: None,
@@ -410,6 +458,11 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "abs" => Some(onnx_unary("Abs", &dims)),
         "square" => Some(onnx_square(&dims)),
         "relu" => Some(onnx_unary("Relu", &dims)),
+        "gelu" => Some(onnx_gelu(&dims)),
+        "hardtanh" => Some(onnx_clip(&dims, -1.0, 1.0)),
+        "relu6" => Some(onnx_clip(&dims, 0.0, 6.0)),
+        "leakyrelu" => Some(onnx_leaky(&dims, 0.01)),
+        "rrelu" => Some(onnx_leaky(&dims, RRELU_SLOPE)),
         _ => None,
     };
     let built = match op.as_str() {
@@ -422,6 +475,11 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         "abs" => abs(&s).map_err(|e| e.to_string()),
         "square" => square(&s).map_err(|e| e.to_string()),
         "relu" => relu(&s).map_err(|e| e.to_string()),
+        "gelu" => gelu(&s).map_err(|e| e.to_string()),
+        "hardtanh" => clip(&s, F16_MINUS_ONE, F16_ONE).map_err(|e| e.to_string()),
+        "relu6" => clip(&s, 0, f16::from_f32(6.0).to_bits()).map_err(|e| e.to_string()),
+        "leakyrelu" => leaky_relu(&s, f16::from_f32(0.01).to_bits()).map_err(|e| e.to_string()),
+        "rrelu" => leaky_relu(&s, f16::from_f32(RRELU_SLOPE).to_bits()).map_err(|e| e.to_string()),
         _ => Err(format!(
             "not built: the builder has no {op} ({tds} TD(s) in eiln's chain)"
         )),
@@ -431,6 +489,21 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
     // engine model, all would matter on hardware).
     let mut allowed: Vec<Allowed> = Vec::new();
     let mut allowed_header = Vec::new();
+    // The table of a table non-linearity: KDMA channel 0's 0x80 bytes at
+    // the start of the weights (right after the 0x274-byte TD, 64-aligned).
+    let table = payload.get(0x280..0x300).map(<[u8]>::to_vec);
+    let (weights, table_samples) = match op.as_str() {
+        "hardtanh" | "relu6" | "leakyrelu" | "rrelu" => (table, None),
+        "gelu" => (
+            table,
+            Some(
+                "Apple's GELU samples are fitted, not point values (x = 0 gives \
+                 -7.5e-4), by a rule not known; the builder's are GELU(x) - \
+                 h^2/16 GELU''(x), within GELU_TABLE_ERROR on the engine model",
+            ),
+        ),
+        _ => (None, None),
+    };
     if built.is_ok() {
         allowed_header.push((
             1,
@@ -467,41 +540,8 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
                 allowed.push((l2r::RESULT_BASE, "the same L2 gap after the second source"));
             }
         }
-        "relu" => {
-            for (r, why) in [
-                (
-                    common::CFG,
-                    "Cfg bit 12 set by eiln's compiler, clear in tinygrad's relu (v4.2.1), \
-                     which the builder follows; meaning unknown",
-                ),
-                (
-                    common::TILE_CFG,
-                    "TileHeight: eiln tiles a pass-through of 2560 rows by 0xA00 (all), \
-                     the builder by at most 32 rows (its planar rule); unverified on hardware",
-                ),
-                (
-                    l2r::SOURCE_CHANNEL_STRIDE,
-                    "L2 row of the NE pass-through: eiln 0x80 bytes for a 1600-wide \
-                     tensor, the builder its planar rule (row rounded to 16, at most \
-                     0x400); the engine model ignores L2",
-                ),
-                (l2r::SOURCE_ROW_STRIDE, "as SourceChannelStride"),
-                (l2r::WORD_14, "as SourceChannelStride"),
-                (l2r::WORD_18, "as SourceChannelStride"),
-                (l2r::RESULT_BASE, "follows from the L2 source rows"),
-                (
-                    ne::KERNEL_CFG,
-                    "eiln 0x82 (fp16 kernel format with no kernel), tinygrad's relu 0x80, \
-                     which the builder follows",
-                ),
-                (
-                    ne::MAC_CFG,
-                    "eiln 0x111C0C (BinaryPoint 0x1C), tinygrad's relu 0x11000C (0), which \
-                     the builder follows; a pass-through multiplies by nothing",
-                ),
-            ] {
-                allowed.push((r, why));
-            }
+        "relu" | "gelu" | "hardtanh" | "relu6" | "leakyrelu" | "rrelu" => {
+            allowed.extend(ne_pass_differences(&op))
         }
         _ => {}
     }
@@ -510,13 +550,57 @@ fn eiln_case(member: &str, payload: &[u8]) -> Case {
         op: format!("{op} {s}"),
         stream: payload.to_vec(),
         tds,
-        weights: None,
+        weights,
+        table_samples,
         roles: None,
         built,
         onnx,
         allowed,
         allowed_header,
     }
+}
+
+/// What eiln's compiled neural-engine pass-throughs (relu, gelu) write
+/// that the builder, following tinygrad's v4.2.1 relu and sigmoid, does
+/// not.
+fn ne_pass_differences(op: &str) -> Vec<Allowed> {
+    vec![
+        (
+            common::CFG,
+            "Cfg bit 12 set by eiln's compiler, clear in tinygrad's relu and sigmoid \
+             (v4.2.1), which the builder follows; meaning unknown",
+        ),
+        (
+            common::TILE_CFG,
+            "TileHeight: eiln tiles a pass-through of 2560 rows by 0xA00 (all), \
+             the builder by at most 32 rows (its planar rule); unverified on hardware",
+        ),
+        (
+            l2r::SOURCE_CHANNEL_STRIDE,
+            "L2 row of the NE pass-through: eiln 0x80 bytes for a 1600-wide \
+             tensor, the builder its planar rule (row rounded to 16, at most \
+             0x400); the engine model ignores L2",
+        ),
+        (l2r::SOURCE_ROW_STRIDE, "as SourceChannelStride"),
+        (l2r::WORD_14, "as SourceChannelStride"),
+        (l2r::WORD_18, "as SourceChannelStride"),
+        (l2r::RESULT_BASE, "follows from the L2 source rows"),
+        (
+            ne::KERNEL_CFG,
+            "eiln 0x82 (fp16 kernel format with no kernel), tinygrad's relu and \
+             sigmoid 0x80, which the builder follows",
+        ),
+        (
+            ne::MAC_CFG,
+            if op == "relu" {
+                "eiln 0x111C0C (BinaryPoint 0x1C), tinygrad's relu 0x11000C (0), which \
+                 the builder follows; a pass-through multiplies by nothing"
+            } else {
+                "eiln 0x121C0C (BinaryPoint 0x1C), tinygrad's table sigmoid 0x12000C (0), \
+                 which the builder follows; a pass-through multiplies by nothing"
+            },
+        ),
+    ]
 }
 
 // The same ops as ONNX models, for the compiler.
@@ -538,6 +622,47 @@ fn onnx_binary(op: &str, dims: &[usize]) -> Vec<u8> {
 fn onnx_square(dims: &[usize]) -> Vec<u8> {
     model(
         vec![node("sq", "Mul", &["x", "x"], &["out"], vec![])],
+        vec![],
+        vec![vi("x", dims)],
+        vi("out", dims),
+    )
+}
+
+fn onnx_gelu(dims: &[usize]) -> Vec<u8> {
+    crate::compiler::zoo::model_at(
+        20,
+        vec![node("op", "Gelu", &["x"], &["out"], vec![])],
+        vec![],
+        vec![vi("x", dims)],
+        vi("out", dims),
+    )
+}
+
+/// RReLU's slope at inference: the mean of its default bounds 1/8 and
+/// 1/3 (eiln's rrelu table holds its fp16 value).
+const RRELU_SLOPE: f32 = 11.0 / 48.0;
+
+fn onnx_clip(dims: &[usize], lo: f32, hi: f32) -> Vec<u8> {
+    model(
+        vec![node("op", "Clip", &["x", "lo", "hi"], &["out"], vec![])],
+        vec![
+            TensorProto::float("lo", &[], &[lo]),
+            TensorProto::float("hi", &[], &[hi]),
+        ],
+        vec![vi("x", dims)],
+        vi("out", dims),
+    )
+}
+
+fn onnx_leaky(dims: &[usize], alpha: f32) -> Vec<u8> {
+    model(
+        vec![node(
+            "op",
+            "LeakyRelu",
+            &["x"],
+            &["out"],
+            vec![crate::compiler::zoo::float_attr("alpha", alpha)],
+        )],
         vec![],
         vec![vi("x", dims)],
         vi("out", dims),

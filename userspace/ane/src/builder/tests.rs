@@ -640,6 +640,92 @@ fn sigmoid_on_the_model() {
     assert!(worst > 0.0, "the data exercises the interpolation");
 }
 
+/// The GELU table through the engine model, on every finite fp16 input:
+/// within [`GELU_TABLE_ERROR`] of the correctly rounded `x · Φ(x)`, NaN
+/// kept, `+∞` to `+∞` and `−∞` to 0.
+#[test]
+fn gelu_on_the_model() {
+    let s = shape(1, 64, 1, 1024);
+    let p = gelu(&s).unwrap();
+    p.validate().unwrap();
+    let x: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+    let want = reference::gelu(&x, Rounding::NearestEven);
+    let (mut worst, mut at) = (0f64, 0f64);
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        if x[i].is_nan() {
+            assert!(g.is_nan(), "NaN in, {g} out");
+            continue;
+        }
+        if x[i].is_infinite() {
+            let inf = if x[i] > f16::ZERO {
+                f16::INFINITY
+            } else {
+                f16::ZERO
+            };
+            assert_eq!(*g, inf, "x = {}", x[i]);
+            continue;
+        }
+        let e = (f64::from(*g) - f64::from(*w)).abs();
+        if e > worst {
+            (worst, at) = (e, f64::from(x[i]));
+        }
+    }
+    println!("gelu: max abs error {worst:.2e} (at x = {at}) from the correctly rounded x·Φ(x)");
+    assert!(worst <= GELU_TABLE_ERROR, "{worst} at x = {at}");
+    assert!(worst > 0.0, "the data exercises the interpolation");
+}
+
+/// Clip and leaky ReLU (tables without samples) through the engine model
+/// are exact on every fp16 input: `min(max(x, lo), hi)` and `x > 0 ? x :
+/// fp16(slope · x)`, NaN kept.
+#[test]
+fn clip_and_leaky_relu_on_the_model() {
+    let s = shape(1, 64, 1, 1024);
+    let x: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let h = |v: f32| f16::from_f32(v);
+    for (lo, hi) in [
+        (h(0.0), h(6.0)),
+        (h(-1.0), h(1.0)),
+        (h(-0.5), f16::INFINITY),
+    ] {
+        let p = clip(&s, lo.to_bits(), hi.to_bits()).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        for (v, g) in x.iter().zip(&got) {
+            let want = if v.is_nan() {
+                f16::NAN
+            } else if *v < lo {
+                lo
+            } else if *v > hi {
+                hi
+            } else {
+                *v
+            };
+            assert!(
+                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                "clip({lo}, {hi}) of {v}: {g}, expected {want}"
+            );
+        }
+    }
+    for slope in [h(0.01), h(11.0 / 48.0), h(-2.0)] {
+        let p = leaky_relu(&s, slope.to_bits()).unwrap();
+        p.validate().unwrap();
+        let got = run(&p, &[("x", &x)], Options::DEFAULT).unwrap();
+        for (v, g) in x.iter().zip(&got) {
+            let want = if v.is_nan() || *v > f16::ZERO {
+                *v
+            } else {
+                h(f32::from(*v) * f32::from(slope))
+            };
+            assert!(
+                g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                "leaky_relu({slope}) of {v}: {g}, expected {want}"
+            );
+        }
+    }
+}
+
 /// Concat copies both inputs bit for bit into their channel ranges, on
 /// every class of value, NaN payloads aside.
 #[test]

@@ -92,7 +92,7 @@ fn the_zoo_matches_the_cpu() {
 #[test]
 fn unsupported_ops_name_the_node() {
     let bytes = model(
-        vec![node("act", "Softmax", &["x"], &["y"], vec![])],
+        vec![node("act", "LpNormalization", &["x"], &["y"], vec![])],
         vec![],
         vec![ValueInfoProto::float("x", &[2, 3])],
         ValueInfoProto::float("y", &[2, 3]),
@@ -100,20 +100,93 @@ fn unsupported_ops_name_the_node() {
     let e = compile(&bytes, Target::H13).unwrap_err();
     match &e {
         CompileError::Unsupported { node, op, reason } => {
-            assert_eq!((node.as_str(), op.as_str()), ("act", "Softmax"));
+            assert_eq!((node.as_str(), op.as_str()), ("act", "LpNormalization"));
             assert!(reason.contains("supported subset"), "{reason}");
         }
         other => panic!("{other:?}"),
     }
-    // A 3x3 convolution: refused with the reason.
-    let bytes = model(
-        vec![node("c3", "Conv", &["x", "W"], &["y"], vec![])],
-        vec![TensorProto::float("W", &[2, 2, 3, 3], &[0.5; 36])],
-        vec![ValueInfoProto::float("x", &[1, 2, 4, 4])],
-        ValueInfoProto::float("y", &[1, 2, 2, 2]),
-    );
-    let e = compile(&bytes, Target::H13).unwrap_err().to_string();
-    assert!(e.contains("'c3'") && e.contains("3x3"), "{e}");
+    // Non-linearities whose engine table is not understood, and the tanh
+    // form of GELU: refused with the reason, not approximated.
+    for (op, attrs, why) in [
+        ("Tanh", vec![], "table is not understood"),
+        ("Erf", vec![], "table is not understood"),
+        (
+            "Gelu",
+            vec![AttributeProto {
+                name: "approximate".into(),
+                s: b"tanh".to_vec(),
+                r#type: 3,
+                ..Default::default()
+            }],
+            "approximate",
+        ),
+    ] {
+        let bytes = model(
+            vec![node("nl", op, &["x"], &["y"], attrs)],
+            vec![],
+            vec![ValueInfoProto::float("x", &[2, 3])],
+            ValueInfoProto::float("y", &[2, 3]),
+        );
+        match compile(&bytes, Target::H13).unwrap_err() {
+            CompileError::Unsupported {
+                node,
+                op: o,
+                reason,
+            } => {
+                assert_eq!((node.as_str(), o.as_str()), ("nl", op));
+                assert!(reason.contains(why), "{op}: {reason}");
+            }
+            other => panic!("{op}: {other:?}"),
+        }
+    }
+    // Window attributes outside the lowering: refused with the reason.
+    let attr_s = |name: &str, v: &[u8]| AttributeProto {
+        name: name.into(),
+        s: v.to_vec(),
+        r#type: 3,
+        ..Default::default()
+    };
+    let attr_i = |name: &str, v: &[i64]| AttributeProto {
+        name: name.into(),
+        ints: v.to_vec(),
+        r#type: 7,
+        ..Default::default()
+    };
+    for (op, attrs, why) in [
+        ("Conv", vec![attr_s("auto_pad", b"SAME_UPPER")], "auto_pad"),
+        ("Conv", vec![attr_i("dilations", &[2, 2])], "dilations"),
+        (
+            "Conv",
+            vec![attr_i("pads", &[3, 3, 3, 3])],
+            "smaller than the kernel",
+        ),
+        (
+            "AveragePool",
+            vec![
+                attr_i("kernel_shape", &[3, 3]),
+                attr_i("pads", &[1, 1, 1, 1]),
+            ],
+            "count_include_pad",
+        ),
+        ("MaxPool", vec![], "kernel_shape is missing"),
+    ] {
+        let (inputs, inits) = if op == "Conv" {
+            (
+                vec!["x", "W"],
+                vec![TensorProto::float("W", &[2, 2, 3, 3], &[0.5; 36])],
+            )
+        } else {
+            (vec!["x"], vec![])
+        };
+        let bytes = model(
+            vec![node("win", op, &inputs, &["y"], attrs)],
+            inits,
+            vec![ValueInfoProto::float("x", &[1, 2, 4, 4])],
+            ValueInfoProto::float("y", &[1, 2, 2, 2]),
+        );
+        let e = compile(&bytes, Target::H13).unwrap_err().to_string();
+        assert!(e.contains("'win'") && e.contains(why), "{op}: {e}");
+    }
     // Broadcasting between two activations.
     let bytes = model(
         vec![
@@ -206,4 +279,148 @@ fn corrupted_models_are_refused_or_compiled_never_panic() {
     }
     println!("corrupted models: {ok} compiled, {refused} refused");
     assert!(ok > 0 && refused > 0);
+}
+
+/// Compiles and runs `bytes` on input `x` (see [`run`]); the largest
+/// absolute error against `want`.
+fn run_max_error(bytes: &[u8], x: &[f32], want: &[f64]) -> f64 {
+    let (_, got) = run(bytes, &[("x", x)]);
+    assert_eq!(got.len(), want.len());
+    got.iter()
+        .zip(want)
+        .map(|(a, b)| (f64::from(*a) - b).abs())
+        .fold(0f64, f64::max)
+}
+
+/// Convolutions and poolings with windows (k×k, strided, asymmetric
+/// padding, grouped, depthwise) against an f64 evaluation, each through
+/// the kernel's validator and the `.anec` round trip.
+#[test]
+fn window_ops_match_the_cpu() {
+    use zoo::{conv2d, ints_attr};
+    let mut rng = Rng::new(77);
+    // (c, h, w, m, k, stride, pads t/l/b/r, group)
+    let convs = [
+        (3, 7, 6, 4, 3, 1, [1, 1, 1, 1], 1),
+        (4, 9, 9, 6, 3, 2, [1, 0, 1, 2], 2),
+        (6, 8, 7, 6, 3, 2, [1, 1, 1, 1], 6),
+        (5, 5, 5, 3, 2, 1, [0, 0, 0, 0], 1),
+        (2, 6, 6, 2, 5, 1, [2, 2, 2, 2], 2),
+    ];
+    for (c, h, w, m, k, s, p, g) in convs {
+        let wt = zoo::rand(&mut rng, m * (c / g) * k * k, 0.4);
+        let (oh, ow) = ((h + p[0] + p[2] - k) / s + 1, (w + p[1] + p[3] - k) / s + 1);
+        let bytes = model(
+            vec![node(
+                "conv",
+                "Conv",
+                &["x", "W"],
+                &["y"],
+                vec![
+                    ints_attr("strides", &[s as i64, s as i64]),
+                    ints_attr("pads", &p.map(|v| v as i64)),
+                    zoo::int_attr("group", g as i64),
+                ],
+            )],
+            vec![TensorProto::float(
+                "W",
+                &[m as i64, (c / g) as i64, k as i64, k as i64],
+                &wt,
+            )],
+            vec![ValueInfoProto::float(
+                "x",
+                &[1, c as i64, h as i64, w as i64],
+            )],
+            ValueInfoProto::float("y", &[1, m as i64, oh as i64, ow as i64]),
+        );
+        let x = zoo::rand(&mut rng, c * h * w, 1.0);
+        let xd: Vec<f64> = x.iter().map(|&v| f64::from(f16::from_f32(v))).collect();
+        let (want, _, _, mag) = conv2d(
+            &xd,
+            (c, h, w),
+            &wt,
+            (m, k, k),
+            (s, s),
+            (p[0], p[1], p[2], p[3]),
+            g,
+            None,
+        );
+        let e = run_max_error(&bytes, &x, &want);
+        println!("conv c{c} {h}x{w} -> m{m} k{k} s{s} pads {p:?} group {g}: max abs error {e:.2e}");
+        assert!(e <= zoo::TOLERANCE * mag, "{e} > {}", zoo::TOLERANCE * mag);
+    }
+    // Poolings: (op, k, stride, pads, count_include_pad).
+    let (c, h, w) = (3, 7, 8);
+    for (op, k, s, p, cip) in [
+        ("MaxPool", 3, 2, [1, 1, 1, 1], 0),
+        ("MaxPool", 2, 2, [0, 0, 0, 0], 0),
+        ("AveragePool", 3, 1, [1, 1, 1, 1], 1),
+        ("AveragePool", 2, 2, [0, 0, 0, 0], 0),
+    ] {
+        let (oh, ow) = ((h + p[0] + p[2] - k) / s + 1, (w + p[1] + p[3] - k) / s + 1);
+        let bytes = model(
+            vec![node(
+                "pool",
+                op,
+                &["x"],
+                &["y"],
+                vec![
+                    ints_attr("kernel_shape", &[k as i64, k as i64]),
+                    ints_attr("strides", &[s as i64, s as i64]),
+                    ints_attr("pads", &p.map(|v| v as i64)),
+                    zoo::int_attr("count_include_pad", cip),
+                ],
+            )],
+            vec![],
+            vec![ValueInfoProto::float(
+                "x",
+                &[1, c as i64, h as i64, w as i64],
+            )],
+            ValueInfoProto::float("y", &[1, c as i64, oh as i64, ow as i64]),
+        );
+        let x = zoo::rand(&mut rng, c * h * w, 2.0);
+        let xd: Vec<f64> = x.iter().map(|&v| f64::from(f16::from_f32(v))).collect();
+        let mut want = vec![0f64; c * oh * ow];
+        for ch in 0..c {
+            for oy in 0..oh {
+                for ox in 0..ow {
+                    let mut acc = if op == "MaxPool" {
+                        f64::NEG_INFINITY
+                    } else {
+                        0.0
+                    };
+                    for dy in 0..k {
+                        for dx in 0..k {
+                            let (iy, ix) = (
+                                (s * oy + dy) as isize - p[0] as isize,
+                                (s * ox + dx) as isize - p[1] as isize,
+                            );
+                            let v = if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                if op == "MaxPool" {
+                                    f64::NEG_INFINITY
+                                } else {
+                                    0.0
+                                }
+                            } else {
+                                xd[(ch * h + iy as usize) * w + ix as usize]
+                            };
+                            acc = if op == "MaxPool" {
+                                acc.max(v)
+                            } else {
+                                acc + v / (k * k) as f64
+                            };
+                        }
+                    }
+                    want[(ch * oh + oy) * ow + ox] = acc;
+                }
+            }
+        }
+        let e = run_max_error(&bytes, &x, &want);
+        println!("{op} k{k} s{s} pads {p:?}: max abs error {e:.2e}");
+        if op == "MaxPool" {
+            assert_eq!(e, 0.0, "max pooling is exact");
+        } else {
+            assert!(e <= zoo::TOLERANCE * 2.0, "{e}");
+        }
+    }
 }

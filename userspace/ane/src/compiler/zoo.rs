@@ -100,6 +100,9 @@ pub fn all(seed: u64) -> Vec<Example> {
         branches(&mut rng),
         residual(&mut rng),
         cnn_head(&mut rng),
+        transformer_mlp(&mut rng),
+        small_cnn(&mut rng),
+        mobilenet_block(&mut rng),
     ]
 }
 
@@ -129,7 +132,28 @@ pub(crate) fn int_attr(name: &str, v: i64) -> AttributeProto {
     }
 }
 
+pub(crate) fn float_attr(name: &str, v: f32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        f: v,
+        r#type: attr_type::FLOAT,
+        ..Default::default()
+    }
+}
+
 pub(crate) fn model(
+    nodes: Vec<NodeProto>,
+    inits: Vec<TensorProto>,
+    inputs: Vec<ValueInfoProto>,
+    output: ValueInfoProto,
+) -> Vec<u8> {
+    model_at(13, nodes, inits, inputs, output)
+}
+
+/// [`model`] importing the default domain at `opset` (`Gelu` is an
+/// operator from opset 20 on).
+pub(crate) fn model_at(
+    opset: i64,
     nodes: Vec<NodeProto>,
     inits: Vec<TensorProto>,
     inputs: Vec<ValueInfoProto>,
@@ -148,7 +172,7 @@ pub(crate) fn model(
         }),
         opset_import: vec![OperatorSetIdProto {
             domain: String::new(),
-            version: 13,
+            version: opset,
         }],
     }
     .encode_to_vec()
@@ -585,6 +609,380 @@ pub fn cnn_head(rng: &mut Rng) -> Example {
         scale,
         // conv, its bias, relu, the gemm and its bias; the flatten is free.
         tds: 5,
+        table_error: 0.0,
+    }
+}
+
+/// A transformer's MLP block on 8 tokens of width 32: MatMul(32 → 64) →
+/// Add of a bias → Gelu → MatMul(64 → 32) → Add of a bias (opset 20).
+/// The GELU table's error ([`crate::builder::GELU_TABLE_ERROR`]) reaches
+/// each output through the second layer's weights: `table_error` is it
+/// times the largest `Σ_j |W2[j][i]|`.
+pub fn transformer_mlp(rng: &mut Rng) -> Example {
+    let (b, d, f) = (8, 32, 64);
+    let w1 = rand(rng, d * f, 0.3);
+    let b1 = rand(rng, f, 0.5);
+    let w2 = rand(rng, f * d, 0.2);
+    let b2 = rand(rng, d, 0.5);
+    let bytes = model_at(
+        20,
+        vec![
+            node("up", "MatMul", &["x", "w1"], &["u"], vec![]),
+            node("up_bias", "Add", &["u", "b1"], &["ub"], vec![]),
+            node("act", "Gelu", &["ub"], &["g"], vec![]),
+            node("down", "MatMul", &["g", "w2"], &["v"], vec![]),
+            node("down_bias", "Add", &["v", "b2"], &["y"], vec![]),
+        ],
+        vec![
+            TensorProto::float("w1", &[d as i64, f as i64], &w1),
+            TensorProto::float("b1", &[f as i64], &b1),
+            TensorProto::float("w2", &[f as i64, d as i64], &w2),
+            TensorProto::float("b2", &[d as i64], &b2),
+        ],
+        vec![ValueInfoProto::float("x", &[b as i64, d as i64])],
+        ValueInfoProto::float("y", &[b as i64, d as i64]),
+    );
+    let x = rand(rng, b * d, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let u = gemm(&xd, b, d, &w1, f, false, Some(&b1));
+    let g: Vec<f64> = u
+        .iter()
+        .map(|&v| crate::reference::scalar::gelu_f64(v))
+        .collect();
+    let y = gemm(&g, b, f, &w2, d, false, Some(&b2));
+    // GELU is at most 1.13-Lipschitz: the error of u passes through it
+    // about unchanged, so u, g and y each count once.
+    let scale = maxabs(&u) + maxabs(&g) + maxabs(&y);
+    let gain = (0..d)
+        .map(|i| (0..f).map(|j| f64::from(w2[j * d + i].abs())).sum::<f64>())
+        .fold(0f64, f64::max);
+    Example {
+        name: "transformer_mlp".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![b, d], x)],
+        output: ("y".into(), vec![b, d]),
+        reference: y,
+        scale,
+        // up, its bias, gelu, down, its bias.
+        tds: 5,
+        table_error: crate::builder::GELU_TABLE_ERROR * gain,
+    }
+}
+
+/// An f64 2-D convolution of `x` (`[c][h][w]`) by `wt` (`[m][c/group][kh][kw]`)
+/// with `stride`, `pads` (top, left, bottom, right), `group` and a bias;
+/// returns the output (`[m][oh][ow]`), oh, ow and the largest `Σ|w·x| +
+/// |b|` of an output (the magnitude its rounding errors scale with).
+pub(crate) fn conv2d(
+    x: &[f64],
+    (c, h, w): (usize, usize, usize),
+    wt: &[f32],
+    (m, kh, kw): (usize, usize, usize),
+    (sh, sw): (usize, usize),
+    (pt, pl, pb, pr): (usize, usize, usize, usize),
+    group: usize,
+    bias: Option<&[f32]>,
+) -> (Vec<f64>, usize, usize, f64) {
+    let (oh, ow) = ((h + pt + pb - kh) / sh + 1, (w + pl + pr - kw) / sw + 1);
+    let (cg, mg) = (c / group, m / group);
+    let mut y = vec![0f64; m * oh * ow];
+    let mut mag = 0f64;
+    for o in 0..m {
+        let g = o / mg;
+        for oy in 0..oh {
+            for ox in 0..ow {
+                let b = bias.map_or(0.0, |b| f64::from(b[o]));
+                let (mut acc, mut abs) = (b, b.abs());
+                for k in 0..cg {
+                    let ci = g * cg + k;
+                    for dy in 0..kh {
+                        for dx in 0..kw {
+                            let (iy, ix) = (
+                                (sh * oy + dy) as isize - pt as isize,
+                                (sw * ox + dx) as isize - pl as isize,
+                            );
+                            if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                continue;
+                            }
+                            let v = x[(ci * h + iy as usize) * w + ix as usize]
+                                * f64::from(wt[((o * cg + k) * kh + dy) * kw + dx]);
+                            acc += v;
+                            abs += v.abs();
+                        }
+                    }
+                }
+                y[(o * oh + oy) * ow + ox] = acc;
+                mag = mag.max(abs);
+            }
+        }
+    }
+    (y, oh, ow, mag)
+}
+
+/// Inference BatchNormalization in f64 over `[m][hw]`, epsilon 1e-5.
+fn batch_norm(y: &mut [f64], m: usize, p: &[Vec<f32>; 4]) {
+    let hw = y.len() / m;
+    for o in 0..m {
+        let s = f64::from(p[0][o]) / (f64::from(p[3][o]) + 1e-5).sqrt();
+        for v in &mut y[o * hw..(o + 1) * hw] {
+            *v = (*v - f64::from(p[2][o])) * s + f64::from(p[1][o]);
+        }
+    }
+}
+
+/// BatchNormalization parameters of `m` channels (scale, B, mean, var)
+/// and their initializers named `{name}_g`, `_b`, `_mu`, `_var`.
+fn bn_params(rng: &mut Rng, name: &str, m: usize) -> ([Vec<f32>; 4], Vec<TensorProto>) {
+    let p = [
+        rand(rng, m, 0.3)
+            .iter()
+            .map(|v| v + 1.0)
+            .collect::<Vec<f32>>(),
+        rand(rng, m, 0.2),
+        rand(rng, m, 0.2),
+        rand(rng, m, 0.3).iter().map(|v| v.abs() + 0.7).collect(),
+    ];
+    let t = ["g", "b", "mu", "var"]
+        .iter()
+        .zip(&p)
+        .map(|(s, v)| TensorProto::float(&format!("{name}_{s}"), &[m as i64], v))
+        .collect();
+    (p, t)
+}
+
+fn bn_node(name: &str, x: &str, y: &str) -> NodeProto {
+    let i: Vec<String> = ["g", "b", "mu", "var"]
+        .iter()
+        .map(|s| format!("{name}_{s}"))
+        .collect();
+    node(
+        name,
+        "BatchNormalization",
+        &[x, &i[0], &i[1], &i[2], &i[3]],
+        &[y],
+        vec![float_attr("epsilon", 1e-5)],
+    )
+}
+
+pub(crate) fn ints_attr(name: &str, v: &[i64]) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        ints: v.to_vec(),
+        r#type: attr_type::INTS,
+        ..Default::default()
+    }
+}
+
+/// A small CNN on 1×3×8×8: Conv 3×3 pad 1 (3 → 8) with a bias and
+/// BatchNormalization folded, Relu, MaxPool 2×2 stride 2, Conv 3×3 stride
+/// 2 pad 1 (8 → 12), Relu, GlobalAveragePool, Flatten, Gemm (12 → 5) with
+/// a bias.
+pub fn small_cnn(rng: &mut Rng) -> Example {
+    let (c, h, w, m1, m2, n) = (3, 8, 8, 8, 12, 5);
+    let w1 = rand(rng, m1 * c * 9, 0.3);
+    let b1 = rand(rng, m1, 0.2);
+    let (bn, bn_t) = bn_params(rng, "bn1", m1);
+    let w2 = rand(rng, m2 * m1 * 9, 0.15);
+    let w3 = rand(rng, n * m2, 0.5);
+    let b3 = rand(rng, n, 0.2);
+    let pads = ints_attr("pads", &[1, 1, 1, 1]);
+    let mut inits = vec![
+        TensorProto::float("w1", &[m1 as i64, c as i64, 3, 3], &w1),
+        TensorProto::float("b1", &[m1 as i64], &b1),
+        TensorProto::float("w2", &[m2 as i64, m1 as i64, 3, 3], &w2),
+        TensorProto::float("w3", &[n as i64, m2 as i64], &w3),
+        TensorProto::float("b3", &[n as i64], &b3),
+    ];
+    inits.extend(bn_t);
+    let bytes = model(
+        vec![
+            node(
+                "conv1",
+                "Conv",
+                &["x", "w1", "b1"],
+                &["c1"],
+                vec![ints_attr("kernel_shape", &[3, 3]), pads.clone()],
+            ),
+            bn_node("bn1", "c1", "n1"),
+            node("relu1", "Relu", &["n1"], &["r1"], vec![]),
+            node(
+                "pool",
+                "MaxPool",
+                &["r1"],
+                &["p1"],
+                vec![
+                    ints_attr("kernel_shape", &[2, 2]),
+                    ints_attr("strides", &[2, 2]),
+                ],
+            ),
+            node(
+                "conv2",
+                "Conv",
+                &["p1", "w2"],
+                &["c2"],
+                vec![ints_attr("strides", &[2, 2]), pads],
+            ),
+            node("relu2", "Relu", &["c2"], &["r2"], vec![]),
+            node("gap", "GlobalAveragePool", &["r2"], &["g"], vec![]),
+            node("flat", "Flatten", &["g"], &["f"], vec![]),
+            node(
+                "fc",
+                "Gemm",
+                &["f", "w3", "b3"],
+                &["logits"],
+                vec![int_attr("transB", 1)],
+            ),
+        ],
+        inits,
+        vec![ValueInfoProto::float(
+            "x",
+            &[1, c as i64, h as i64, w as i64],
+        )],
+        ValueInfoProto::float("logits", &[1, n as i64]),
+    );
+    let x = rand(rng, c * h * w, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let (mut y1, oh1, ow1, mag1) = conv2d(
+        &xd,
+        (c, h, w),
+        &w1,
+        (m1, 3, 3),
+        (1, 1),
+        (1, 1, 1, 1),
+        1,
+        Some(&b1),
+    );
+    batch_norm(&mut y1, m1, &bn);
+    let r1 = relu(y1);
+    let (ph, pw) = (oh1 / 2, ow1 / 2);
+    let mut p1 = vec![0f64; m1 * ph * pw];
+    for o in 0..m1 {
+        for y in 0..ph {
+            for xx in 0..pw {
+                let at = |dy: usize, dx: usize| r1[(o * oh1 + 2 * y + dy) * ow1 + 2 * xx + dx];
+                p1[(o * ph + y) * pw + xx] = at(0, 0).max(at(0, 1)).max(at(1, 0)).max(at(1, 1));
+            }
+        }
+    }
+    let (y2, oh2, ow2, mag2) = conv2d(
+        &p1,
+        (m1, ph, pw),
+        &w2,
+        (m2, 3, 3),
+        (2, 2),
+        (1, 1, 1, 1),
+        1,
+        None,
+    );
+    let r2 = relu(y2);
+    let px = oh2 * ow2;
+    let g: Vec<f64> = (0..m2)
+        .map(|o| r2[o * px..(o + 1) * px].iter().sum::<f64>() / px as f64)
+        .collect();
+    let y = gemm(&g, 1, m2, &w3, n, true, Some(&b3));
+    // BN scales the first layer by up to 1.3/√0.7: its magnitude counts
+    // twice.
+    let scale = 2.0 * mag1 + maxabs(&r1) + mag2 + maxabs(&g) + maxabs(&y);
+    debug_assert!(maxabs(&g) > 0.05, "the second layer is not all zero");
+    Example {
+        name: "small_cnn".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![1, c, h, w], x)],
+        output: ("logits".into(), vec![1, n]),
+        reference: y,
+        scale,
+        // conv1: fill + 9 taps × 3 channels, conv, bias, relu; pool: 4
+        // taps × 4 rows, 3 max; conv2 (2×2 out): fill + 15 tap rows
+        // (the top/left taps have 1 valid row, the others 2), conv with
+        // the relu fused; gap; fc, bias.
+        tds: 1 + 27 + 3 + 16 + 3 + 1 + 15 + 1 + 1 + 2,
+        table_error: 0.0,
+    }
+}
+
+/// A MobileNet-v2-style inverted residual on 1×8×6×6: Conv 1×1 (8 → 16)
+/// with BatchNormalization and Clip(0, 6), then a depthwise Conv 3×3 pad
+/// 1 (group 16) with BatchNormalization and Clip(0, 6), then Conv 1×1
+/// (16 → 8) with BatchNormalization, then Add of the input.
+pub fn mobilenet_block(rng: &mut Rng) -> Example {
+    let (c, h, w, e) = (8, 6, 6, 16);
+    let w1 = rand(rng, e * c, 0.4);
+    let wd = rand(rng, e * 9, 0.4);
+    let w3 = rand(rng, c * e, 0.3);
+    let (bn1, t1) = bn_params(rng, "bn1", e);
+    let (bn2, t2) = bn_params(rng, "bn2", e);
+    let (bn3, t3) = bn_params(rng, "bn3", c);
+    let mut inits = vec![
+        TensorProto::float("w1", &[e as i64, c as i64, 1, 1], &w1),
+        TensorProto::float("wd", &[e as i64, 1, 3, 3], &wd),
+        TensorProto::float("w3", &[c as i64, e as i64, 1, 1], &w3),
+        TensorProto::float("zero", &[], &[0.0]),
+        TensorProto::float("six", &[], &[6.0]),
+    ];
+    inits.extend(t1);
+    inits.extend(t2);
+    inits.extend(t3);
+    let bytes = model(
+        vec![
+            node("expand", "Conv", &["x", "w1"], &["a"], vec![]),
+            bn_node("bn1", "a", "an"),
+            node("relu6_1", "Clip", &["an", "zero", "six"], &["ar"], vec![]),
+            node(
+                "dw",
+                "Conv",
+                &["ar", "wd"],
+                &["d"],
+                vec![
+                    int_attr("group", e as i64),
+                    ints_attr("pads", &[1, 1, 1, 1]),
+                ],
+            ),
+            bn_node("bn2", "d", "dn"),
+            node("relu6_2", "Clip", &["dn", "zero", "six"], &["dr"], vec![]),
+            node("project", "Conv", &["dr", "w3"], &["p"], vec![]),
+            bn_node("bn3", "p", "pn"),
+            node("residual", "Add", &["pn", "x"], &["y"], vec![]),
+        ],
+        inits,
+        vec![ValueInfoProto::float(
+            "x",
+            &[1, c as i64, h as i64, w as i64],
+        )],
+        ValueInfoProto::float("y", &[1, c as i64, h as i64, w as i64]),
+    );
+    let x = rand(rng, c * h * w, 1.0);
+    let xd: Vec<f64> = x.iter().map(|&v| fp16(v)).collect();
+    let clip6 = |v: Vec<f64>| -> Vec<f64> { v.into_iter().map(|x| x.clamp(0.0, 6.0)).collect() };
+    let (mut a, _, _, mag1) = conv2d(
+        &xd,
+        (c, h, w),
+        &w1,
+        (e, 1, 1),
+        (1, 1),
+        (0, 0, 0, 0),
+        1,
+        None,
+    );
+    batch_norm(&mut a, e, &bn1);
+    let a = clip6(a);
+    let (mut d, _, _, mag2) = conv2d(&a, (e, h, w), &wd, (e, 3, 3), (1, 1), (1, 1, 1, 1), e, None);
+    batch_norm(&mut d, e, &bn2);
+    let d = clip6(d);
+    let (mut p, _, _, mag3) = conv2d(&d, (e, h, w), &w3, (c, 1, 1), (1, 1), (0, 0, 0, 0), 1, None);
+    batch_norm(&mut p, c, &bn3);
+    let y: Vec<f64> = p.iter().zip(&xd).map(|(a, b)| a + b).collect();
+    let scale = 2.0 * (mag1 + mag2 + mag3) + maxabs(&a) + maxabs(&d) + maxabs(&y);
+    Example {
+        name: "mobilenet_block".into(),
+        onnx: bytes,
+        inputs: vec![("x".into(), vec![1, c, h, w], x)],
+        output: ("y".into(), vec![1, c, h, w]),
+        reference: y,
+        scale,
+        // expand, its BN bias, clip; fill + 48 tap rows (the taps of the
+        // top and bottom kernel rows have 5 valid rows, the middle ones
+        // 6), dw conv, BN bias, clip; project, BN bias; residual add.
+        tds: 3 + 1 + 48 + 3 + 2 + 1,
         table_error: 0.0,
     }
 }
