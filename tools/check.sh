@@ -254,8 +254,8 @@ step "qemu arm64 7.3: warning canary caught" canary arm64 "$kdir_arm" arm64
 step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" guest x86_64 "$kdir_san" x86_64-san
 step "qemu x86_64 7.3 sanitizers 1/3: $suite_a" boot x86_64 "$kdir_san" x86_64-san "$suite_a" suite-a 1200
 step "qemu x86_64 7.3 sanitizers 2/3: $suite_b" boot x86_64 "$kdir_san" x86_64-san "$suite_b" suite-b 1200
-step "qemu x86_64 7.3 sanitizers 3/3: ane_rs pytest on the device, ane-fuzz 10^3 calls per SoC table" \
-	boot x86_64 "$kdir_san" x86_64-san python,fuzz_short python-fuzz 1200
+step "qemu x86_64 7.3 sanitizers 3/3: ane_rs pytest on the device, ONNX models compiled and run through the driver, ane-fuzz 10^3 calls per SoC table" \
+	boot x86_64 "$kdir_san" x86_64-san python,demo,fuzz_short python-fuzz 1200
 step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
 # Fault injection on the sanitizer kernel: every driver call with each of
 # its fault sites failed in turn (fail_nth: deterministic, the device must
