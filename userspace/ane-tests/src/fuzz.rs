@@ -289,6 +289,8 @@ pub fn allowed(call: Call, e: Errno, bad_ptr: bool) -> bool {
             E::NOSPC,
             E::NOMEM,
             E::IO,
+            // H14: not the recorded program shape.
+            E::NOEXEC,
         ],
         Call::ProgramDestroy => &[E::INVAL, E::NOENT],
         Call::Exec => &[
