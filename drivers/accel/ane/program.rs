@@ -29,6 +29,7 @@ use crate::ext::accel::{Device, File};
 use crate::gem::{self, Bo};
 use crate::h14::FwProgram;
 use crate::hw::fw::msg::MAX_SECTIONS;
+use crate::hw::fw::program as fw_program;
 use crate::hw::soc::BackendKind;
 use crate::hw::td::{self, ProgramSummary};
 use crate::hw::uapi;
@@ -274,8 +275,12 @@ fn read_sections(args: &uapi::ProgramCreate) -> Result<KVec<uapi::Section>> {
     Ok(out)
 }
 
-/// H14 PROGRAM_CREATE: the program is the sections (ids 1..=9, unique) of
-/// the range; each is copied into a kernel buffer the firmware reads, and
+/// H14 PROGRAM_CREATE: the program is the sections of the range, of the
+/// shape every program that ran on the firmware had (ids 1-5 and 7, the
+/// descriptor section opening with a zero frame and a task header,
+/// [`crate::hw::fw::program`]); anything else, an H13 task stream above
+/// all, is refused with `ENOEXEC` before the firmware sees it. Each
+/// section is copied into a kernel buffer the firmware reads, and
 /// the firmware loads the program (once per distinct content) and creates
 /// its process. The task-descriptor fields must be zero: the firmware's
 /// program format is its own.
@@ -303,9 +308,7 @@ fn program_create_fw(
         return Err(EINVAL);
     }
     let sections = read_sections(args)?;
-    let vm = fw.vm();
     let mut seen = 0u32;
-    let mut copies = KVec::with_capacity(sections.len(), GFP_KERNEL)?;
     for s in sections.iter() {
         if !(1..=MAX_SECTIONS as u32).contains(&s.id) || seen & (1 << s.id) != 0 {
             return Err(EINVAL);
@@ -318,8 +321,28 @@ fn program_create_fw(
         if s_end > args.size {
             return Err(EINVAL);
         }
+    }
+    // Only the recorded H14 shape reaches the firmware: an H13 task stream
+    // (or anything else) is refused here, before a byte is copied.
+    if fw_program::check_ids(sections.iter().map(|s| s.id)).is_err() {
+        return Err(ENOEXEC);
+    }
+    let vm = fw.vm();
+    let mut copies = KVec::with_capacity(sections.len(), GFP_KERNEL)?;
+    for s in sections.iter() {
         let copy = gem::create_in(dev, file, &vm, s.size)?;
         copy_bo(&src, args.offset + s.offset, &copy, 0, s.size)?;
+        if s.id == fw_program::DESCRIPTOR {
+            // Judged on the private copy: what is checked is what the
+            // firmware would read.
+            let mut head = [0u8; fw_program::DESCRIPTOR_HEAD];
+            let n = core::cmp::min(s.size, head.len() as u64) as usize;
+            gem::read(&copy, 0, head.get_mut(..n).ok_or(EINVAL)?)?;
+            let head = head.get(..n).ok_or(EINVAL)?;
+            if fw_program::check_descriptor_head(head, s.size).is_err() {
+                return Err(ENOEXEC);
+            }
+        }
         copies.push((s.id, copy, s.size), GFP_KERNEL)?;
     }
     let loaded = fw.load(copies)?;

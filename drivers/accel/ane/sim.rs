@@ -57,7 +57,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
 use crate::hw::engine;
-use crate::hw::fw::model::{Call, ExecFailed, Executor, Faults, FwModel, Mem, ModelConfig};
+use crate::hw::fw::model::{Faults, FwModel, ModelConfig, NullExecutor};
 use crate::hw::soc::SocId;
 use crate::hw::tm::{
     self,
@@ -518,8 +518,10 @@ fn run(pt: Option<&SimPageTable>, job: &TmJob) -> Ran {
 /// device-wide page table. Faults to inject at start come from the
 /// `sim_fw_faults` parameter (the `hw::fw::model::Faults` bits).
 ///
-/// Calls run on the H13 engine model ([`SimExec`]): the H14 program format
-/// is not public, so the simulator stands an H13 program in for it.
+/// The H14 task format is not documented, so nothing executes a call: the
+/// model refuses an H13 task stream at PROGRAM_LOAD, and a call of a loaded
+/// H14 program completes (finish state 1) without writing one output byte
+/// ([`NullExecutor`]; `hw::fw::model`).
 #[pin_data]
 pub(crate) struct SimFw {
     #[pin]
@@ -584,54 +586,7 @@ impl SimFw {
     pub(crate) fn tick(&self) {
         let mut m = self.model.lock();
         m.set_faults(Faults::from_bits(self.faults.load(Relaxed)));
-        m.tick(&mut PtDma(&self.pt), &mut SimExec);
-    }
-}
-
-/// Bytes between TDs in a compiled H13 task stream, and the bytes of one.
-const TD_SPACING: u64 = 0x300;
-const TD_SIZE: u32 = 0x274;
-
-/// The simulator's stand-in for the H14 engine: a call's program is an H13
-/// one, section 1 its task stream (TDs 0x300 apart, as the macOS 12–14
-/// compilers lay them out) and section 2 its weights, and each buffer's id
-/// is its H13 buffer slot. Only this simulator assumes that; the driver
-/// passes sections and buffers through untouched.
-pub(crate) struct SimExec;
-
-impl Executor for SimExec {
-    fn execute<M: Mem + ?Sized>(
-        &mut self,
-        mem: &mut M,
-        call: &Call<'_>,
-    ) -> core::result::Result<(), ExecFailed> {
-        let section = |id: u32| call.sections.iter().find(|s| s.id == id);
-        let stream = section(1).ok_or(ExecFailed { code: 1 })?;
-        let mut bars = [0u64; crate::hw::td::BAR_SLOTS];
-        bars[0] = stream.iova;
-        if let Some(w) = section(2) {
-            bars[1] = w.iova;
-        }
-        for io in call.io {
-            *bars
-                .get_mut(io.buffer_id as usize)
-                .ok_or(ExecFailed { code: 2 })? = io.iova;
-        }
-        let td_count =
-            u32::try_from(stream.size.div_ceil(TD_SPACING)).map_err(|_| ExecFailed { code: 3 })?;
-        engine::execute(
-            mem,
-            stream.iova,
-            TD_SIZE,
-            td_count,
-            &bars,
-            &engine::Options::default(),
-        )
-        .map(|_| ())
-        .map_err(|e| {
-            pr_debug!("simulated H14 call: {:?}\n", e);
-            ExecFailed { code: 4 }
-        })
+        m.tick(&mut PtDma(&self.pt), &mut NullExecutor);
     }
 }
 

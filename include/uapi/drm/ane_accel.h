@@ -153,8 +153,13 @@ struct drm_ane_bo_info {
 /*
  * One firmware section of an H14 program. H13 programs take none; H14
  * programs are only sections (td_size, td_count and tsk_size must be zero):
- * 1 to 9 sections with ids 1..9, each once, inside the program range. The
- * kernel copies them for the firmware, which validates the program itself;
+ * ids 1..9, each once, inside the program range (else EINVAL). Only the
+ * shape of every program that ran on the T6021 firmware is loaded: exactly
+ * the ids 1, 2, 3, 4, 5 and 7, section 3 (the descriptor) opening with a
+ * 16-byte zero frame and an H14 task header whose length fits; anything
+ * else, an H13 task stream above all, fails with ENOEXEC before the
+ * firmware sees it. The kernel copies the sections for the firmware,
+ * which validates the program itself;
  * a program whose ids, sizes and bytes equal an earlier one's is not loaded
  * again. PROGRAM_CREATE and EXEC fail with EIO unless DRM_ANE_PARAM_FW_STATE
  * is DRM_ANE_FW_RUNNING. On H14 a binding's slot is the program's buffer id,

@@ -138,19 +138,25 @@ fn run(op: &str, n: u32) -> Result<(String, bool), String> {
         "program_create" => {
             let s = crate::staged(&d).map_err(|e| format!("setup: {e}"))?;
             let mut a = s.args;
-            // H14 takes the same bytes as sections.
-            let layout = ane::device::Staging::new(
-                a.tsk_size as usize,
-                (a.size - a.tsk_size.div_ceil(16) * 16) as usize,
-            );
-            if crate::is_h14(&d) {
-                a.td_size = 0;
-                a.td_count = 0;
-                a.tsk_size = 0;
-                a.sections = layout.sections.as_ptr() as u64;
-                a.section_count = layout.sections.len() as u32;
-                a.section_size = std::mem::size_of::<uapi::Section>() as u32;
-            }
+            // H14 takes a synthetic H14 program as sections (an H13 stream
+            // never reaches the firmware).
+            let (bytes, sections) = crate::h14_synthetic(1);
+            let _h14_bo = if crate::is_h14(&d) {
+                let mut bo = d.bo_create(bytes.len() as u64).map_err(|e| e.to_string())?;
+                bo.map().map_err(|e| e.to_string())?[..bytes.len()].copy_from_slice(&bytes);
+                a = uapi::ProgramCreate {
+                    bo_handle: bo.handle(),
+                    offset: 0,
+                    size: bytes.len() as u64,
+                    sections: sections.as_ptr() as u64,
+                    section_count: sections.len() as u32,
+                    section_size: std::mem::size_of::<uapi::Section>() as u32,
+                    ..Default::default()
+                };
+                Some(bo)
+            } else {
+                None
+            };
             let (r, fired) = injected(n, || raw::program_create(d.fd(), &mut a))?;
             if r.is_ok() {
                 let mut x = uapi::ProgramDestroy {

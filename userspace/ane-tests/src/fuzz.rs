@@ -289,6 +289,8 @@ pub fn allowed(call: Call, e: Errno, bad_ptr: bool) -> bool {
             E::NOSPC,
             E::NOMEM,
             E::IO,
+            // H14: not the recorded program shape.
+            E::NOEXEC,
         ],
         Call::ProgramDestroy => &[E::INVAL, E::NOENT],
         Call::Exec => &[
@@ -801,8 +803,14 @@ impl Fuzzer {
         f: usize,
     ) -> Option<(uapi::ProgramCreate, Vec<uapi::Section>, *mut u8, usize)> {
         let hwx = &self.fixtures[f];
-        let stream = hwx.task_stream().to_vec();
-        let weights = hwx.weights().to_vec();
+        // H14: a synthetic H14 program per fixture (an H13 stream never
+        // reaches the firmware); H13: the fixture's stream and weights.
+        let (h14_bytes, h14_sections) = crate::h14_synthetic(f as u8 + 1);
+        let (stream, weights) = if self.h14 {
+            (h14_bytes, Vec::new())
+        } else {
+            (hwx.task_stream().to_vec(), hwx.weights().to_vec())
+        };
         let (td_size, td_count) = (hwx.td_size(), hwx.td_count());
         let layout = ane::device::Staging::new(stream.len(), weights.len());
         let size = layout.size;
@@ -854,7 +862,7 @@ impl Fuzzer {
             ..Default::default()
         };
         if self.h14 {
-            sections = layout.sections;
+            sections = h14_sections;
             args.section_count = sections.len() as u32;
             args.section_size = std::mem::size_of::<uapi::Section>() as u32;
         } else {
@@ -1457,7 +1465,13 @@ impl Fuzzer {
                 // A job on the other file, then close it at once.
                 if let Some(hwx) = self.fixtures.first() {
                     let r = (|| -> Result<(), ane::device::Error> {
-                        let p = o.load_hwx(hwx)?;
+                        // H14: a synthetic H14 program (an H13 stream
+                        // never reaches the firmware).
+                        let p = if self.h14 {
+                            crate::h14_load(o, 1)?
+                        } else {
+                            o.load_hwx(hwx)?
+                        };
                         let (bos, b) = o.bind_hwx(hwx)?;
                         o.exec(&p, &b, uapi::priority::NORMAL)?;
                         std::mem::forget(bos);
@@ -1854,6 +1868,28 @@ fn known_good(d: Device) -> Result<(), String> {
     if fw != uapi::fw_state::NONE && fw != uapi::fw_state::RUNNING {
         return Err(format!("firmware state {fw} after the run"));
     }
+    if fw == uapi::fw_state::RUNNING {
+        // T6021: an H13 stream never reaches the firmware and the simulated
+        // one computes nothing, so the known-good job is a synthetic H14
+        // program's call that completes, the firmware still running.
+        let program = crate::h14_load(&d, 0x33).map_err(|e| format!("H14 program: {e}"))?;
+        let hwx = crate::fixture("tinygrad_sum.hwx").ok_or(crate::SKIP)?;
+        let (_bos, bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
+        let id = d
+            .exec(&program, &bindings, uapi::priority::NORMAL)
+            .map_err(|e| format!("H14 EXEC: {e}"))?;
+        let st = d
+            .wait(
+                id,
+                std::time::Duration::from_nanos(crate::JOB_TIMEOUT_NS.unsigned_abs()),
+            )
+            .map_err(|e| e.to_string())?;
+        if st != Some(ane::device::JobStatus::Done) {
+            return Err(format!("H14 call after the run: {st:?}"));
+        }
+        println!("fuzz: an H14 call completes after the run (no compute on the simulated T6021)");
+        return Ok(());
+    }
     // Every parity cell (built programs, no fixtures needed) within its
     // bound, then the compiled sum fixture against the CPU reference.
     let mut exec = ane::parity::DeviceExecutor::new(&d);
@@ -2031,7 +2067,7 @@ fn h14_exec_then_healthy(
         return Err(crate::SKIP.into());
     }
     let hwx = crate::fixture("tinygrad_sum.hwx").ok_or(crate::SKIP)?;
-    let program = d.load_hwx(&hwx).map_err(|e| e.to_string())?;
+    let program = crate::h14_load(d, 1).map_err(|e| e.to_string())?;
     let (_bos, mut bindings) = d.bind_hwx(&hwx).map_err(|e| e.to_string())?;
     f(&mut bindings, hwx.tensors());
     let mut a = uapi::Exec {

@@ -572,9 +572,9 @@ impl Device {
 /// kernel finds the weights at `round_up(tsk_size, 16)`.
 pub const WEIGHTS_ALIGN: u64 = 16;
 
-/// Where a task stream and its weights go in the BO a program is created
-/// from, and the sections the firmware backend (H14) is given: the stream
-/// is section 1, the weights, if any, section 2.
+/// Where a task stream and its weights go in the BO an H13 program is
+/// created from. (The firmware backend, H14, never takes a task stream:
+/// [`check_stream_backend`].)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Staging {
     /// Bytes of the task stream, at offset 0.
@@ -583,8 +583,6 @@ pub struct Staging {
     pub weights_offset: u64,
     /// Bytes of the whole range.
     pub size: u64,
-    /// The H14 section list.
-    pub sections: Vec<uapi::Section>,
 }
 
 impl Staging {
@@ -594,25 +592,10 @@ impl Staging {
         let tsk_size = stream_len as u64;
         let weights_offset = tsk_size.div_ceil(WEIGHTS_ALIGN) * WEIGHTS_ALIGN;
         let weights = weights_len as u64;
-        let mut sections = vec![uapi::Section {
-            id: 1,
-            flags: 0,
-            offset: 0,
-            size: tsk_size,
-        }];
-        if weights != 0 {
-            sections.push(uapi::Section {
-                id: 2,
-                flags: 0,
-                offset: weights_offset,
-                size: weights,
-            });
-        }
         Staging {
             tsk_size,
             weights_offset,
             size: weights_offset + weights,
-            sections,
         }
     }
 
@@ -654,6 +637,26 @@ pub fn check_stream_backend(backend: u64) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Why a section list is refused before it reaches the kernel: only the
+/// shape of the programs that ran on the T6021 firmware is sent.
+pub const H14_SECTIONS: &str = "an H14 program has exactly the sections 1, 2, 3, 4, 5 and 7 (generic, kernel, descriptor, operation, procedure, tdprop), as every program that ran on the T6021 firmware (omarchy-ane's loader); an H13 task stream as section 1 (and weights as 2) is not an H14 program";
+
+/// Checks an H14 section list's ids (field `sections`, the value the ids
+/// as a mask): exactly 1-5 and 7, each once.
+pub fn check_h14_sections(sections: &[uapi::Section]) -> Result<()> {
+    crate::hw::fw::program::check_ids(sections.iter().map(|s| s.id)).map_err(|e| {
+        let mask = match e {
+            crate::hw::fw::program::NotH14::Sections { mask } => u64::from(mask),
+            _ => 0,
+        };
+        Error::Invalid {
+            field: "sections",
+            value: mask,
+            reason: H14_SECTIONS,
+        }
+    })
 }
 
 /// A validated program held by the kernel; destroyed when dropped.
@@ -737,11 +740,10 @@ impl Device {
         )
     }
 
-    /// Stages a task stream and its weights in a BO the way the kernel
-    /// expects (weights at `round_up(tsk_size, 16)`) and creates the
-    /// program: as TDs on the host-driven backend (H13), as sections on
-    /// the firmware backend (H14: the stream is section 1, the weights, if
-    /// any, section 2).
+    /// Stages an H13 task stream and its weights in a BO the way the
+    /// kernel expects (weights at `round_up(tsk_size, 16)`) and creates the
+    /// program. On the firmware backend (T6021) nothing is staged or sent:
+    /// the stream is refused with [`H13_ON_FIRMWARE`], naming `backend`.
     fn load_stream(
         &self,
         stream: &[u8],
@@ -749,14 +751,12 @@ impl Device {
         td_size: u32,
         td_count: u32,
     ) -> Result<Program<'_>> {
+        check_stream_backend(self.get_param(uapi::param::BACKEND)?)?;
         let layout = Staging::new(stream.len(), weights.len());
         let mut bo = self.bo_create(layout.size.max(1))?;
         let m = bo.map()?;
         layout.fill(m, stream, weights)?;
         let (size, tsk) = (layout.size, layout.tsk_size);
-        if self.get_param(uapi::param::BACKEND)? == uapi::backend::FIRMWARE {
-            return self.program_create_sections(&bo, 0, size, &layout.sections);
-        }
         self.program_create(&bo, 0, size, td_size, td_count, tsk)
     }
 
@@ -774,6 +774,10 @@ impl Device {
 
     /// Hands a program made of `sections` (offsets relative to `offset`)
     /// in `size` bytes at `offset` of `bo` to the firmware backend (H14).
+    /// The section ids must be those of every program that ran on the
+    /// T6021 firmware (1-5 and 7, [`check_h14_sections`]); the kernel
+    /// also checks the descriptor section and refuses anything else with
+    /// `ENOEXEC`.
     pub fn program_create_sections(
         &self,
         bo: &Bo<'_>,
@@ -781,6 +785,7 @@ impl Device {
         size: u64,
         sections: &[uapi::Section],
     ) -> Result<Program<'_>> {
+        check_h14_sections(sections)?;
         let mut a = uapi::ProgramCreate {
             bo_handle: bo.handle,
             offset,
@@ -1080,17 +1085,39 @@ mod tests {
         check_stream_backend(uapi::backend::HOST_DRIVEN).unwrap();
     }
 
+    /// The section ids of an H14 program are checked before the ioctl:
+    /// an H13 stream staged as sections 1 and 2 is refused, naming
+    /// `sections`; the recorded six pass.
+    #[test]
+    fn an_h13_stream_as_sections_is_refused() {
+        let s = |ids: &[u32]| -> Vec<uapi::Section> {
+            ids.iter()
+                .map(|&id| uapi::Section {
+                    id,
+                    flags: 0,
+                    offset: 0,
+                    size: 16,
+                })
+                .collect()
+        };
+        match check_h14_sections(&s(&[1, 2])).unwrap_err() {
+            Error::Invalid {
+                field,
+                value,
+                reason,
+            } => {
+                assert_eq!((field, value), ("sections", 0b110));
+                assert!(reason.contains("1, 2, 3, 4, 5 and 7"), "{reason}");
+            }
+            e => panic!("{e:?}"),
+        }
+        check_h14_sections(&s(&[1, 2, 3, 4, 5, 7])).unwrap();
+    }
+
     #[test]
     fn staging_layout() {
         let l = Staging::new(100, 10);
         assert_eq!((l.tsk_size, l.weights_offset, l.size), (100, 112, 122));
-        assert_eq!(
-            l.sections
-                .iter()
-                .map(|s| (s.id, s.offset, s.size))
-                .collect::<Vec<_>>(),
-            [(1, 0, 100), (2, 112, 10)]
-        );
         let mut m = vec![0xAAu8; 122];
         l.fill(&mut m, &[1; 100], &[2; 10]).unwrap();
         assert!(m[..100].iter().all(|&b| b == 1));
@@ -1100,9 +1127,8 @@ mod tests {
         );
         assert!(m[112..].iter().all(|&b| b == 2));
         assert!(l.fill(&mut m[..121], &[1; 100], &[2; 10]).is_err());
-        // No weights: no section 2.
         let l = Staging::new(32, 0);
-        assert_eq!((l.weights_offset, l.size, l.sections.len()), (32, 32, 1));
+        assert_eq!((l.weights_offset, l.size), (32, 32));
     }
 
     fn v(name: &str, major: i32) -> Version {

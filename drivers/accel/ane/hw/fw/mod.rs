@@ -20,6 +20,8 @@
 //! - [`chman`]: the channel table, ring slots and the host side of an
 //!   exchange as a non-blocking state machine;
 //! - [`msg`]: command encoders and reply decoders, and the program digest;
+//! - [`program`]: the shape of the H14 programs that ran, and the refusal
+//!   of anything else (an H13 task stream never reaches the firmware);
 //! - `model`: a functional model of the firmware for the simulator (not in
 //!   the production kernel module).
 //!
@@ -35,6 +37,7 @@ pub mod image;
 pub mod model;
 pub mod msg;
 pub mod patch;
+pub mod program;
 pub mod regs;
 pub mod sha256;
 

@@ -36,10 +36,18 @@
 //!   [`ModelConfig::finish_delay`] ticks, a finish event with the call's
 //!   cookie on IO_T2H.
 //!
-//! The H14 task-descriptor format is not documented, so the model does not
-//! interpret program sections: it hands the call's sections and buffers to
-//! the [`Executor`], and the kernel's simulator plugs the H13 engine model
-//! there (an assumption that H13-style programs stand in for H14 ones).
+//! PROGRAM_LOAD of a program without the recorded H14 shape (the six
+//! section ids, the descriptor's zero frame and task header,
+//! [`super::program`]) is refused with [`status::NOT_H14`]: an H13 task
+//! stream is never taken for an H14 program.
+//!
+//! The H14 task format is not documented, so the model cannot execute an
+//! H14 program. It hands the call's sections and buffers to the
+//! [`Executor`]; the kernel's simulator plugs [`NullExecutor`] there, so
+//! a call of a loaded program completes — dispatch event, then a finish
+//! event with state 1 (done, the only state the record shows) — and no
+//! output byte is written: never invented compute. The host tests plug
+//! executors of their own to see what a call carries.
 //!
 //! The status codes of refused commands are the model's own (the real
 //! firmware's are not known); the host only relies on "nonzero".
@@ -54,6 +62,7 @@ use super::bytes::{put_u16, put_u32, u32_at, u64_at};
 use super::chman::{self, ChannelSpec, Event, EventState, SmRequest, LAYOUT, SLOT_LEN};
 use super::msg::{self, IoRef, SectionRef, MAX_IO, MAX_SECTIONS};
 use super::patch;
+use super::program;
 use super::regs::{self, SCRATCH_COUNT};
 
 pub use super::super::engine::{Dma as Mem, Fault as MemFault};
@@ -87,8 +96,21 @@ impl Faults {
     /// Publish IO_T2H events with a payload address in the firmware's own
     /// memory, which the host never gave it.
     pub const BAD_EVENT_POINTER: Faults = Faults(1 << 8);
+    /// Alternative (hw-2 §3 item 2; the record does not say which holds): a
+    /// command the firmware refuses gets no reply at all, and the model
+    /// serves nothing more (the host's exchange times out), instead of a
+    /// reply with a nonzero status.
+    pub const SILENT_REFUSAL: Faults = Faults(1 << 9);
+    /// Alternative (hw-2 §3 item 5; the record's firmware asks many
+    /// times): after every PROGRAM_LOAD it serves, the model asks for one
+    /// more [`SM_PER_LOAD_REQUEST`] buffer (and serves no command until the
+    /// host answered), instead of one SHAREDMALLOC request per boot.
+    pub const SM_PER_LOAD: Faults = Faults(1 << 10);
     /// Every fault.
-    pub const ALL: Faults = Faults(0x1ff);
+    pub const ALL: Faults = Faults(0x7ff);
+    /// The alternatives of what the record leaves open (not failures): the
+    /// suites must pass under each.
+    pub const ALTERNATIVES: Faults = Faults((1 << 9) | (1 << 10));
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -132,6 +154,11 @@ pub mod status {
     /// A CALL cookie other than [`super::msg::CALL_COOKIE`], the only one
     /// that ran (unless [`super::ModelConfig::any_cookie`]).
     pub const BAD_COOKIE: u16 = 0x9;
+    /// PROGRAM_LOAD of a program without the recorded H14 shape
+    /// ([`super::super::program`]): an H13 task stream above all. What the
+    /// real firmware does with one is not recorded; the model refuses it
+    /// in order (the host quarantines on any refused exchange).
+    pub const NOT_H14: u16 = 0xa;
 }
 
 /// SCRATCH7 under [`Faults::BAD_DONE`].
@@ -162,6 +189,11 @@ pub const SM_REQUEST: SmRequest = SmRequest {
 pub const SM_HOG_REQUEST: SmRequest = SmRequest {
     tag: u32::from_le_bytes(*b"HOG!"),
     size: chman::SM_MAX_BUFFER,
+};
+/// The extra SHAREDMALLOC request of [`Faults::SM_PER_LOAD`]: 16 KiB.
+pub const SM_PER_LOAD_REQUEST: SmRequest = SmRequest {
+    tag: u32::from_le_bytes(*b"LOAD"),
+    size: 0x4000,
 };
 /// Calls in flight (awaiting their finish event).
 const IN_FLIGHT: usize = 8;
@@ -317,6 +349,9 @@ pub struct ModelStats {
     pub config_gets: u64,
     /// CALLs refused for a cookie other than [`msg::CALL_COOKIE`].
     pub bad_cookies: u64,
+    /// PROGRAM_LOADs refused for not having the recorded H14 shape
+    /// ([`status::NOT_H14`]).
+    pub not_h14: u64,
 }
 
 /// One PROCEDURE_CALL, as the [`Executor`] sees it.
@@ -434,8 +469,14 @@ pub struct FwModel {
     finishes: [Option<Finish>; IN_FLIGHT],
     /// Word 2 of the host's last SHAREDMALLOC reply.
     sm_count: Option<u64>,
-    /// A [`Faults::SHAREDMALLOC_HOG`] request is outstanding.
+    /// A [`Faults::SHAREDMALLOC_HOG`] or [`Faults::SM_PER_LOAD`] request
+    /// is outstanding.
     hog_pending: bool,
+    /// [`Faults::SM_PER_LOAD`]: a LOAD was served, ask for one more buffer.
+    load_request: bool,
+    /// [`Faults::SILENT_REFUSAL`]: a command was refused; nothing more is
+    /// served.
+    silenced: bool,
     /// Buffers granted to [`Faults::SHAREDMALLOC_HOG`] requests.
     hog_grants: u32,
     /// The last property write.
@@ -483,6 +524,8 @@ impl FwModel {
             sm_count: None,
             hog_pending: false,
             hog_grants: 0,
+            load_request: false,
+            silenced: false,
             property: None,
             stats: ModelStats {
                 ticks: 0,
@@ -492,6 +535,7 @@ impl FwModel {
                 events: 0,
                 config_gets: 0,
                 bad_cookies: 0,
+                not_h14: 0,
             },
             violations: Violations {
                 rvbar_rewrites: 0,
@@ -987,6 +1031,10 @@ impl FwModel {
         {
             self.request_sm(mem, &SM_HOG_REQUEST)?;
             self.hog_pending = true;
+        } else if self.load_request && matches!(self.sm, Sm::Granted(_)) && !self.hog_pending {
+            self.load_request = false;
+            self.request_sm(mem, &SM_PER_LOAD_REQUEST)?;
+            self.hog_pending = true;
         }
         let io_bit = LAYOUT
             .get(chman::IO)
@@ -998,6 +1046,7 @@ impl FwModel {
         self.advance_finishes();
         if self.io_kick
             && !self.fault(Faults::STALLED_RING)
+            && !self.silenced
             && self.sm != Sm::Requested
             && !self.hog_pending
         {
@@ -1078,6 +1127,12 @@ impl FwModel {
             } else {
                 self.command(mem, exec, word0, word1 as usize)
             };
+            if status != 0 && self.fault(Faults::SILENT_REFUSAL) {
+                // No reply, and nothing served after it.
+                self.silenced = true;
+                self.io_kick = false;
+                return Ok(());
+            }
             let mut status_bytes = [0u8; 2];
             let _ = put_u16(&mut status_bytes, 0, status);
             // A command at an unreadable address gets no status, only the
@@ -1169,6 +1224,10 @@ impl FwModel {
         if self.programs >= PROGRAM_SLOTS {
             return (status::TABLE_FULL, None);
         }
+        if !Self::h14_shaped(mem, &cmd) {
+            self.stats.not_h14 = self.stats.not_h14.wrapping_add(1);
+            return (status::NOT_H14, None);
+        }
         let Some(entry) = self.entry_addr(self.programs) else {
             return (status::NO_MEMORY, None);
         };
@@ -1187,7 +1246,29 @@ impl FwModel {
         }
         let id = self.programs;
         self.programs += 1;
+        self.load_request = self.fault(Faults::SM_PER_LOAD);
         (0, Some((msg::LOAD_PROGRAM_ID, id)))
+    }
+
+    /// Whether a PROGRAM_LOAD names a program of the recorded H14 shape:
+    /// the six section ids and a descriptor that opens with the zero frame
+    /// and a task header ([`super::program`]).
+    fn h14_shaped<M: Mem + ?Sized>(mem: &mut M, cmd: &msg::LoadCmd) -> bool {
+        if program::check_ids(cmd.sections().iter().map(|s| s.id)).is_err() {
+            return false;
+        }
+        let Some(d) = cmd.sections().iter().find(|s| s.id == program::DESCRIPTOR) else {
+            return false;
+        };
+        let mut head = [0u8; program::DESCRIPTOR_HEAD];
+        let n = core::cmp::min(d.size, head.len() as u64) as usize;
+        let Some(h) = head.get_mut(..n) else {
+            return false;
+        };
+        if mem.read(d.iova, h).is_err() {
+            return false;
+        }
+        program::check_descriptor_head(h, d.size).is_ok()
     }
 
     /// PROC_CREATE: a new process for the program (one per program).

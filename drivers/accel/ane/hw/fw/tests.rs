@@ -161,6 +161,9 @@ type Seen = (u32, u32, u64, Vec<SectionRef>, Vec<IoRef>);
 struct SumExec {
     calls: Vec<Seen>,
     fail: bool,
+    /// Run the call on [`model::NullExecutor`], as the kernel's simulator
+    /// does, instead of summing.
+    null: bool,
 }
 
 impl Executor for SumExec {
@@ -178,6 +181,9 @@ impl Executor for SumExec {
         ));
         if self.fail {
             return Err(ExecFailed { code: 7 });
+        }
+        if self.null {
+            return model::NullExecutor.execute(mem, call);
         }
         for out in call.io.iter().filter(|r| r.kind == IoKind::Output) {
             let mut acc = vec![call.sections.len() as u8; out.size as usize];
@@ -401,12 +407,38 @@ fn sections(bus: &mut Bus, secs: &[(u32, &[u8])]) -> Vec<SectionRef> {
         .collect()
 }
 
+/// A synthetic program of the recorded H14 shape
+/// ([`super::program`]): the six section ids, the descriptor (id 3) a zero
+/// frame and one 8-word task, the others `fill` bytes. Its bytes mean
+/// nothing to any firmware: the transport tests only carry it.
+fn h14_sections(fill: u8) -> Vec<(u32, Vec<u8>)> {
+    let mut desc = vec![0u8; super::program::FRAME + 32];
+    desc[16..20].copy_from_slice(&super::program::task_word0(8).to_le_bytes());
+    super::program::SECTION_IDS
+        .iter()
+        .map(|&id| {
+            if id == super::program::DESCRIPTOR {
+                (id, desc.clone())
+            } else {
+                (id, vec![fill; 16])
+            }
+        })
+        .collect()
+}
+
+/// [`sections`] of [`h14_sections`].
+fn h14_program(bus: &mut Bus, fill: u8) -> Vec<SectionRef> {
+    let owned = h14_sections(fill);
+    let secs: Vec<(u32, &[u8])> = owned.iter().map(|(i, b)| (*i, &b[..])).collect();
+    sections(bus, &secs)
+}
+
 /// A booted, configured firmware with one loaded program and its process,
 /// and one 64-byte output buffer as buffer 4: what a call needs.
 fn ready_for_call(cfg: ModelConfig) -> (Bus, Host, u32, u32, [IoRef; 1]) {
     let (mut bus, _, mut host) = booted(cfg);
     config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let secs = h14_program(&mut bus, 1);
     let program = load(&mut bus, &mut host, &secs).unwrap();
     let process = proc_create(&mut bus, &mut host, program).unwrap();
     let out = buffer(&mut bus, &[0u8; 64]);
@@ -539,8 +571,13 @@ fn load_proc_call_finish_round_trip() {
     let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
     config_get(&mut bus, &mut host).unwrap();
     let kernel: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    let mut shaped = h14_sections(7);
+    shaped.retain(|(id, _)| *id != 2 && *id != 3);
+    let desc = h14_sections(7).remove(2).1;
+    let mut all: Vec<(u32, &[u8])> = vec![(3, &desc[..]), (2, &kernel[..])];
+    all.extend(shaped.iter().map(|(i, b)| (*i, &b[..])));
+    let secs = sections(&mut bus, &all);
     let text = [0xa5u8; 64];
-    let secs = sections(&mut bus, &[(3, &text[..]), (2, &kernel[..])]);
     let digest_before = program_digest(&[(3, &text[..]), (2, &kernel[..])]);
     let program = load(&mut bus, &mut host, &secs).unwrap();
     assert_eq!(program, 0);
@@ -584,18 +621,18 @@ fn load_proc_call_finish_round_trip() {
         assert_eq!((e.cookie, e.program, e.process), (cookie, program, process));
         assert_eq!(
             bus.mem.get(out.dva, 256),
-            &[5u8; 256][..],
-            "1 + 2 + two sections"
+            &[9u8; 256][..],
+            "1 + 2 + six sections"
         );
     }
     let (p, q, cookie, secs_seen, io_seen) = bus.exec.calls.last().unwrap().clone();
     assert_eq!((p, q, cookie), (program, process, CALL_COOKIE));
     assert_eq!(
         secs_seen.iter().map(|s| s.id).collect::<Vec<_>>(),
-        [2, 3],
+        [1, 2, 3, 4, 5, 7],
         "id order"
     );
-    assert_eq!(secs_seen[0], secs[1]);
+    assert_eq!(secs_seen[1], secs[1], "section 2, the kernel");
     assert_eq!(io_seen, io);
     assert_eq!(
         bus.model.stats().events,
@@ -711,7 +748,7 @@ fn pipelined_calls_are_matched_by_cookie() {
 fn wrong_process_and_program_are_refused() {
     let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
     config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let secs = h14_program(&mut bus, 1);
     let program = load(&mut bus, &mut host, &secs).unwrap();
     assert_eq!(
         proc_create(&mut bus, &mut host, 9),
@@ -725,6 +762,66 @@ fn wrong_process_and_program_are_refused() {
         proc_create(&mut bus, &mut host, program),
         Err(ExchangeError::Quarantined)
     );
+}
+
+/// An H13 task stream is never taken for an H14 program: staged the way
+/// the library used to (stream as section 1, weights as 2), or as a
+/// six-section program whose descriptor is an H13 TD, PROGRAM_LOAD is
+/// refused with `NOT_H14` and nothing is loaded.
+#[test]
+fn the_model_refuses_h13_streams() {
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    // The head of an H13 TD: W0 = TID 0 | NID 0x40 << 16 | EON, W1 =
+    // NextSize 0, W2 = LogEvents.
+    let mut td = vec![0u8; 0x274];
+    td[0..4].copy_from_slice(&0x0240_0000u32.to_le_bytes());
+    td[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let weights = [0x11u8; 64];
+    let secs = sections(&mut bus, &[(1, &td[..]), (2, &weights[..])]);
+    let refused = Err(ExchangeError::Msg(MsgError::Status {
+        opcode: OP_PROGRAM_LOAD,
+        status: status::NOT_H14,
+    }));
+    assert_eq!(load(&mut bus, &mut host, &secs), refused);
+    // A fresh host (the refusal quarantined the first): the H13 TD as
+    // the descriptor of a six-section program.
+    let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
+    config_get(&mut bus, &mut host).unwrap();
+    let mut owned = h14_sections(3);
+    owned[2].1 = td.clone();
+    let list: Vec<(u32, &[u8])> = owned.iter().map(|(i, b)| (*i, &b[..])).collect();
+    let secs = sections(&mut bus, &list);
+    assert_eq!(load(&mut bus, &mut host, &secs), refused);
+    assert_eq!(bus.model.programs(), 0);
+    assert_eq!(bus.model.stats().not_h14, 1);
+}
+
+/// What the simulated firmware does with an H14 program it cannot execute
+/// (the kernel's simulator plugs `NullExecutor`): the call completes with
+/// a dispatch and a finish event (state 1, done) and not one output byte
+/// is written.
+#[test]
+fn an_unexecutable_h14_call_completes_and_writes_nothing() {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig::DEFAULT);
+    bus.exec.null = true;
+    bus.mem.set(io[0].iova, &[0x5au8; 64]);
+    let args = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: CALL_COOKIE,
+    };
+    call(&mut bus, &mut host, &args, &io).unwrap();
+    let e = host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50).unwrap();
+    assert_eq!(e.state, EventState::Finish);
+    assert_eq!(
+        bus.mem.get(io[0].iova, 64),
+        &[0x5au8; 64][..],
+        "outputs untouched"
+    );
+    assert_eq!(bus.model.stats().calls, 1);
+    assert_eq!(bus.model.stats().exec_failures, 0);
 }
 
 #[test]
@@ -746,6 +843,66 @@ fn executor_failure_is_a_status() {
     );
     assert_eq!(bus.model.stats().exec_failures, 1);
     assert!(host.quarantined(), "exchange keeps the record's rule");
+}
+
+/// hw-2 §3 item 2, the other alternative: a refused call gets no reply.
+/// The host's exchange times out and quarantines (the driver then parks
+/// the call's buffers): the "refused call fails alone" departure degrades
+/// to the record's quarantine, never to a reuse of what the firmware saw.
+#[test]
+fn a_silently_refused_call_times_out_and_quarantines() {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
+        faults: Faults::SILENT_REFUSAL,
+        ..ModelConfig::DEFAULT
+    });
+    bus.exec.fail = true;
+    let args = CallArgs {
+        program,
+        process,
+        priority: 2,
+        cookie: CALL_COOKIE,
+    };
+    let mut m = [0u8; msg::call_len(MAX_IO)];
+    let n = encode_procedure_call(&mut m, &args, &io).unwrap();
+    let mut r = [0u8; CALL_HEADER_LEN];
+    let got = host.exchange_status(&mut bus, &m[..n], &mut r, POLLS, 50);
+    assert!(matches!(got, Err(ExchangeError::Timeout { .. })), "{got:?}");
+    assert!(host.quarantined());
+    assert_eq!(bus.model.stats().exec_failures, 1);
+}
+
+/// hw-2 §3 item 5, the other alternative: the firmware asks for a
+/// SHAREDMALLOC buffer after every LOAD. The host serves each request
+/// inside the next exchange; loads, calls and finishes work as before.
+#[test]
+fn sharedmalloc_after_every_load() {
+    let (mut bus, _, mut host) = booted(ModelConfig {
+        faults: Faults::SM_PER_LOAD,
+        ..ModelConfig::DEFAULT
+    });
+    config_get(&mut bus, &mut host).unwrap();
+    for (i, fill) in [1u8, 2, 3].into_iter().enumerate() {
+        let secs = h14_program(&mut bus, fill);
+        assert_eq!(load(&mut bus, &mut host, &secs), Ok(i as u32));
+        let process = proc_create(&mut bus, &mut host, i as u32).unwrap();
+        let out = buffer(&mut bus, &[0u8; 64]);
+        let io = [IoRef {
+            buffer_id: 4,
+            kind: IoKind::Output,
+            iova: out.dva,
+            size: 64,
+        }];
+        let args = CallArgs {
+            program: i as u32,
+            process,
+            priority: 2,
+            cookie: CALL_COOKIE,
+        };
+        call(&mut bus, &mut host, &args, &io).unwrap();
+        host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50).unwrap();
+    }
+    assert_eq!(bus.model.hog_grants(), 3, "one more buffer per LOAD");
+    assert!(!host.quarantined());
 }
 
 #[test]
@@ -805,7 +962,7 @@ fn reply_status_checks_the_opcode() {
 fn the_257th_program_is_refused() {
     let (mut bus, _, mut host) = booted(ModelConfig::DEFAULT);
     config_get(&mut bus, &mut host).unwrap();
-    let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+    let secs = h14_program(&mut bus, 1);
     for i in 0..256 {
         assert_eq!(load(&mut bus, &mut host, &secs), Ok(i));
     }
@@ -1870,7 +2027,7 @@ fn every_exchange_fails_typed_and_quarantines() {
             inject(&mut bus, 0);
             let r = config_get(&mut bus, &mut host).map(|_| ());
             let r = r.and_then(|()| {
-                let secs = sections(&mut bus, &[(1, &[1u8; 16][..])]);
+                let secs = h14_program(&mut bus, 1);
                 inject(&mut bus, 1);
                 load(&mut bus, &mut host, &secs)
             });
