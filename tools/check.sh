@@ -222,10 +222,12 @@ arm_dtb() {
 # T8103, T6001 and T6021 tables (bad-input table, lifecycle, execution of
 # real compiled programs against the CPU reference, injected hang and error
 # recovery per SoC), system sleep with jobs queued, unbind with the node
-# held open, the T6021 firmware start, calls and fault matrix, the node
-# shapes and ane-probe's commands; kmemleak scans after each.
+# held open, the T6021 firmware start, calls and fault matrix, the same
+# T6021 suites under each alternative the record leaves open (the
+# simulator's sim_fw_faults switches, fw_alt_t6021), the node shapes and
+# ane-probe's commands; kmemleak scans after each.
 suite_a=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,suspend
-suite_b=ioctl_t6021,unbind_open,fw_t6021,node_shapes,probe
+suite_b=ioctl_t6021,unbind_open,fw_t6021,fw_alt_t6021,node_shapes,probe
 # Limits (seconds) are four times or more what each run took on the 2-core
 # machine the README's figures come from.
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
