@@ -176,7 +176,7 @@ const SIM_DARTS: u64 = 1;
 
 /// Instructions per EXEC+WAIT outside the simulator before the hot-path
 /// work of issue 28 (the driver of 23864b3 under this benchmark, bench
-/// kernel, icount; two runs agree): the goal is half of it.
+/// kernel, icount): the goal is half of it.
 const BASELINE_DRIVER_INSN: [(&str, u64); 2] = [("polled", 10_437), ("interrupt", 10_601)];
 
 /// Under the instruction-counting clock: a unit name for guest durations.
