@@ -11,8 +11,11 @@
 #   test kernels' debug checkers (tools/kernel/bench.config).
 #   1. Counted: the guest's clock counts instructions (QEMU `-icount
 #      shift=0,sleep=off`, one vCPU; tools/qemu/boot.sh): every figure is
-#      an instruction count or a count of events, the same on every run and
-#      machine (ANE_BENCH_RUNS=2 boots twice and says whether they agree).
+#      an instruction count or a count of events. Event counts repeat
+#      exactly; instruction means per job differed by at most 2 between two
+#      runs and 4-client throughput by ~1% (icount without record/replay
+#      still lets some host timing reach the guest). ANE_BENCH_RUNS=2 boots
+#      twice and prints any difference.
 #   2. Timed: the same run under TCG's real-time clock, for its time
 #      ratios only (the figures kept from before the counted run).
 # - On the host: `cargo bench` of the userspace library (tiling against
