@@ -79,9 +79,9 @@ impl FdInfo<'_> {
         unsafe {
             super::glue::ane_glue_fdinfo_u64(
                 self.p.cast(),
-                key.as_ptr().cast(),
+                kernel::str::as_char_ptr_in_const_context(key).cast(),
                 val,
-                unit.as_ptr().cast(),
+                kernel::str::as_char_ptr_in_const_context(unit).cast(),
             )
         };
     }
