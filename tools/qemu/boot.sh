@@ -16,8 +16,19 @@ set -euo pipefail
 arch=$1 kdir=$2 initrd=$3 tests=$4 log=$5 dtb=${6:-}
 timeout_s=${ANE_QEMU_TIMEOUT:-600}
 
-common=(-m 1024 -smp 2 -nographic -no-reboot -initrd "$initrd")
+common=(-m 1024 -nographic -no-reboot -initrd "$initrd")
 append="panic=-1 anetest=$tests"
+# ANE_QEMU_ICOUNT=1 (`make bench`): the guest's clock counts instructions
+# (shift=0: one nanosecond per instruction; sleep=off: idle time skips to
+# the next timer instead of following the host's clock) on one vCPU, so a
+# guest timing is an instruction count, the same on every run and machine.
+# The guest sees `anebench=icount` on its command line.
+if [ "${ANE_QEMU_ICOUNT:-0}" = 1 ]; then
+	common+=(-smp 1 -icount shift=0,sleep=off)
+	append="$append anebench=icount"
+else
+	common+=(-smp 2)
+fi
 case "$arch" in
 x86_64)
 	# no_timer_check: the kernel's check that the IO-APIC timer ticks

@@ -133,6 +133,8 @@ pub(crate) struct AneFile {
     pub(crate) jobs: job::Jobs,
     /// The bytes of its BOs, against `bo_client_mb`.
     pub(crate) bytes: Arc<gem::ClientBytes>,
+    /// Its use of the engine, for fdinfo.
+    pub(crate) usage: Arc<job::Usage>,
 }
 
 impl accel::Driver for AneDriver {
@@ -170,6 +172,7 @@ impl accel::Driver for AneDriver {
             None => Vm::new(dev.soc.iova, address_space(dev)?)?,
         };
         let bytes = gem::ClientBytes::new()?;
+        let usage = job::Usage::new()?;
         KBox::pin_init(
             pin_init!(AneFile {
                 vm,
@@ -177,9 +180,23 @@ impl accel::Driver for AneDriver {
                 programs <- new_mutex!(program::Programs::new()),
                 jobs <- job::Jobs::new(),
                 bytes,
+                usage,
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// fdinfo (Documentation/gpu/drm-usage-stats.rst): after the DRM
+    /// core's `drm-driver: ane` and `drm-client-id`, the engine time of the
+    /// file's ended jobs and the memory of the BOs it holds handles to
+    /// (all resident: pinned from creation).
+    fn show_fdinfo(
+        _dev: &accel::Device<Self>,
+        file: &accel::File<Self>,
+        p: &mut accel::FdInfo<'_>,
+    ) {
+        p.u64(c"drm-engine-ane", file.inner().usage.busy_ns(), c" ns");
+        p.memory();
     }
 }
 

@@ -44,6 +44,7 @@
 #include <drm/drm_file.h>
 #include <drm/drm_gem.h>
 #include <drm/drm_ioctl.h>
+#include <drm/drm_print.h>
 
 #include "ane_glue.h"
 
@@ -207,7 +208,24 @@ void ane_glue_module_pin(void)
 const struct file_operations ane_glue_accel_fops = {
 	.owner = THIS_MODULE,
 	DRM_ACCEL_FOPS,
+	/* /proc/PID/fdinfo: drm-driver and drm-client-id from the DRM core,
+	 * then the driver's drm_driver.show_fdinfo. */
+	.show_fdinfo = drm_show_fdinfo,
 };
+
+/* One "KEY:<tab>VALUE UNIT" line of a DRM file's fdinfo
+ * (Documentation/gpu/drm-usage-stats.rst); drm_printf is variadic. */
+void ane_glue_fdinfo_u64(void *p, const char *key, u64 val, const char *unit)
+{
+	drm_printf(p, "%s:\t%llu%s\n", key, val, unit);
+}
+
+/* The drm-total-, drm-shared-, drm-resident- ... lines of every GEM object
+ * the file holds a handle to. */
+void ane_glue_fdinfo_memory(void *p, struct drm_file *file)
+{
+	drm_show_memory_stats(p, file);
+}
 
 /* ---- firmware files ---------------------------------------------------- */
 

@@ -11,6 +11,7 @@
 #include <linux/types.h>
 
 struct device;
+struct drm_file;
 struct file_operations;
 struct platform_device;
 
@@ -41,6 +42,8 @@ int ane_glue_register(const struct ane_glue_ops *ops);
 void ane_glue_unregister(void);
 void ane_glue_module_pin(void);
 bool ane_glue_may_boost_priority(void);
+void ane_glue_fdinfo_u64(void *p, const char *key, u64 val, const char *unit);
+void ane_glue_fdinfo_memory(void *p, struct drm_file *file);
 extern const struct file_operations ane_glue_accel_fops;
 
 int ane_glue_request_firmware(struct device *dev, const char *name,

@@ -59,6 +59,8 @@ pub(crate) struct Job {
     #[pin]
     res: Mutex<Option<JobRes>>,
     cancelled: AtomicBool,
+    /// Its file's engine time.
+    usage: Arc<Usage>,
     /// When EXEC queued it, the engine was handed it, its end was seen
     /// (`CLOCK_MONOTONIC` ns, 0 until then).
     times: [AtomicU64; 3],
@@ -113,10 +115,42 @@ impl Job {
     /// Records the job's end and wakes its waiters. Resources not taken by
     /// the engine are released.
     pub(crate) fn complete(&self, status: u32, fault: u64) {
-        self.times[2].store(crate::ext::time::monotonic_ns() as u64, Ordering::Relaxed);
+        let ended = crate::ext::time::monotonic_ns() as u64;
+        self.times[2].store(ended, Ordering::Relaxed);
+        let started = self.times[1].load(Ordering::Relaxed);
+        if started != 0 {
+            // Before the state: a WAIT that returned counts this job.
+            self.usage
+                .busy_ns
+                .fetch_add(ended.saturating_sub(started), Ordering::Relaxed);
+        }
         drop(self.take_res());
         *self.state.lock() = (status, fault);
         self.done.notify_all();
+    }
+}
+
+/// A file's use of the engine, for its fdinfo (`drm-engine-ane`).
+pub(crate) struct Usage {
+    /// Nanoseconds its jobs held the engine: from the push to the end seen,
+    /// the two times WAIT reports, summed over every job that started.
+    busy_ns: AtomicU64,
+}
+
+impl Usage {
+    /// Nothing used yet.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                busy_ns: AtomicU64::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The engine time of the file's ended jobs, in ns.
+    pub(crate) fn busy_ns(&self) -> u64 {
+        self.busy_ns.load(Ordering::Relaxed)
     }
 }
 
@@ -302,6 +336,7 @@ pub(crate) fn exec(
                 pm: Some(pm),
             })),
             cancelled: AtomicBool::new(false),
+            usage: f.usage.clone(),
             times: [
                 AtomicU64::new(crate::ext::time::monotonic_ns() as u64),
                 AtomicU64::new(0),

@@ -18,7 +18,8 @@
 //! (times the event interrupt was raised on the DART's line), `lockups`
 //! (engine register reads made while a DART fault was latched: on hardware
 //! each would hang the SoC), `accesses` (register accesses of the engine
-//! and DART windows) and `ns` (time spent inside them, counted only while
+//! and DART windows; `reads` and `writes` split them) and `ns` (time spent
+//! inside them, counted only while
 //! `timing` is 1: reading the clock twice per access costs about a tenth of
 //! a simulated round trip, so the benchmark measures without it first),
 //! `attaches` (address spaces attached to the engine) and `attached` (1
@@ -134,6 +135,12 @@ pub(crate) struct SimEngine {
     /// reports them per job).
     #[pin]
     accesses: File<Atomic<u32>>,
+    /// The reads among them.
+    #[pin]
+    reads: File<Atomic<u32>>,
+    /// The writes among them.
+    #[pin]
+    writes: File<Atomic<u32>>,
     /// Nanoseconds spent inside the register accessors (the model, and
     /// with `exec` the program's run): what the benchmark subtracts to
     /// show the driver's own share.
@@ -211,6 +218,8 @@ impl SimEngine {
                 dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
                 lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
                 accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
+                reads <- dir.read_only_file(c"reads", Atomic::<u32>::new(0)),
+                writes <- dir.read_only_file(c"writes", Atomic::<u32>::new(0)),
                 ns <- dir.read_only_file(c"ns", Atomic::<u64>::new(0)),
                 timing <- dir.read_write_file(c"timing", Atomic::<u32>::new(0)),
                 attaches <- dir.read_only_file(c"attaches", Atomic::<u32>::new(0)),
@@ -365,7 +374,7 @@ impl SimEngine {
     /// Reads of consecutive registers from `off` on, under one lock.
     pub(crate) fn read32_run(&self, off: usize, out: &mut [u32]) {
         let t = self.clock();
-        self.count(out.len());
+        self.count(&self.reads, out.len());
         let mut guard = self.state.lock();
         let s = &mut *guard;
         // What an access does besides the model's read, once for the run.
@@ -394,16 +403,17 @@ impl SimEngine {
         }
     }
 
-    /// Counts `n` register accesses.
-    fn count(&self, n: usize) {
-        self.accesses
-            .fetch_add(u32::try_from(n).unwrap_or(u32::MAX), Relaxed);
+    /// Counts `n` register accesses, reads or writes as `kind` says.
+    fn count(&self, kind: &Atomic<u32>, n: usize) {
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        self.accesses.fetch_add(n, Relaxed);
+        kind.fetch_add(n, Relaxed);
     }
 
     /// A read of the DART window.
     pub(crate) fn dart_read32(&self, off: usize) -> u32 {
         let t = self.clock();
-        self.accesses.fetch_add(1, Relaxed);
+        self.count(&self.reads, 1);
         let mut guard = self.state.lock();
         self.catch_up(&mut guard);
         let v = guard.model.dart_read32(off);
@@ -446,7 +456,7 @@ impl SimEngine {
     /// Writes of consecutive registers from `off` on, under one lock.
     pub(crate) fn write32_run(&self, off: usize, vals: &[u32]) {
         let t = self.clock();
-        self.count(vals.len());
+        self.count(&self.writes, vals.len());
         let mut guard = self.state.lock();
         let s = &mut *guard;
         // What an access does besides the model's write, once for the run.

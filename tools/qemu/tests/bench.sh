@@ -5,9 +5,12 @@
 #
 # `make bench` boots the bench kernel (tools/kernel/bench.config): built
 # like the target, without the test kernels' lockdep and kmemleak, which
-# under TCG cost more than the driver's own work. The first line says
-# which kernel ran.
-echo "bench: kernel $(uname -r), lockdep $([ -e /proc/lockdep ] && echo on || echo off), kmemleak $([ -e /sys/kernel/debug/kmemleak ] && echo on || echo off)"
+# under TCG cost more than the driver's own work. With `anebench=icount` on
+# the command line (tools/qemu/boot.sh, ANE_QEMU_ICOUNT=1) the guest clock
+# counts instructions and the figures are counts. The first line says
+# which kernel ran and how time was counted.
+echo "bench: kernel $(uname -r), lockdep $([ -e /proc/lockdep ] && echo on || echo off), kmemleak $([ -e /sys/kernel/debug/kmemleak ] && echo on || echo off), clock ${anebench:-real time}"
+export ANE_BENCH_CLOCK="${anebench:-}"
 modprobe ane sim_soc=0x8103 bo_total_mb=512
 echo 0 > /sys/kernel/debug/ane-sim/exec
 ANE_BENCH_MODE=polled ane-bench

@@ -639,6 +639,115 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
     Ok(st)
 }
 
+/// The `key: value` lines of this process's fdinfo entry for `d`.
+fn fdinfo(d: &Device) -> Result<std::collections::HashMap<String, String>, String> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/self/fdinfo/{}", d.fd().as_raw_fd());
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect())
+}
+
+/// An fdinfo memory figure in bytes: a number and a unit of
+/// Documentation/gpu/drm-usage-stats.rst (none, KiB, MiB, GiB).
+fn fdinfo_bytes(
+    info: &std::collections::HashMap<String, String>,
+    key: &str,
+) -> Result<u64, String> {
+    let v = info.get(key).ok_or(format!("fdinfo has no {key}"))?;
+    let (num, unit) = v.split_at(v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len()));
+    let n: u64 = num.parse().map_err(|_| format!("{key}: {v:?}"))?;
+    let shift = match unit.trim() {
+        "" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        u => return Err(format!("{key}: unit {u:?}")),
+    };
+    Ok(n << shift)
+}
+
+/// DRM fdinfo: the driver's name, the engine time of the file's jobs
+/// (exactly the sum of what each WAIT reported between the push and the
+/// end seen) and the memory of the BOs it holds, all resident.
+fn fdinfo_reports_usage(_: &Device) -> TestResult {
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    // A file of its own: only this test's buffers and jobs are on it.
+    let d = open()?;
+    let info = fdinfo(&d)?;
+    check!(
+        info.get("drm-driver").map(String::as_str) == Some("ane"),
+        "drm-driver: {:?}",
+        info.get("drm-driver")
+    );
+    check!(info.contains_key("drm-client-id"), "no drm-client-id");
+    check!(
+        info.get("drm-engine-ane").map(String::as_str) == Some("0 ns"),
+        "drm-engine-ane of a new file: {:?}",
+        info.get("drm-engine-ane")
+    );
+    let a = d
+        .bo_create(3 << 20)
+        .map_err(|e| format!("BO_CREATE: {e}"))?;
+    let b = d
+        .bo_create(64 << 10)
+        .map_err(|e| format!("BO_CREATE: {e}"))?;
+    let mut held = a.size() + b.size();
+    let info = fdinfo(&d)?;
+    for key in ["drm-total-memory", "drm-resident-memory"] {
+        let got = fdinfo_bytes(&info, key)?;
+        check!(got == held, "{key}: {got} bytes, the BOs hold {held}");
+    }
+    let r = ready(&d).map_err(|e| format!("setup: {e}"))?;
+    held += r.bos.iter().map(|b| b.size()).sum::<u64>();
+    let mut busy = 0u64;
+    for i in 0..3 {
+        let mut a = r.exec_args();
+        raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
+        let mut w = uapi::Wait {
+            job_id: a.job_id,
+            timeout_ns: job_deadline(),
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w).map_err(|e| format!("WAIT: {e}"))?;
+        check!(
+            w.status == uapi::job_status::DONE,
+            "job {i}: status {}",
+            w.status
+        );
+        busy += w.ended_ns - w.started_ns;
+    }
+    let info = fdinfo(&d)?;
+    let engine = info.get("drm-engine-ane").cloned().unwrap_or_default();
+    check!(
+        busy > 0 && engine == format!("{busy} ns"),
+        "drm-engine-ane: {engine:?}, the jobs' WAITs add up to {busy} ns"
+    );
+    // H14's program sections are buffers of their own.
+    if !is_h14(&d) {
+        for key in ["drm-total-memory", "drm-resident-memory"] {
+            let got = fdinfo_bytes(&info, key)?;
+            check!(
+                got == held,
+                "{key} with the job's buffers: {got}, held {held}"
+            );
+        }
+    }
+    let before = fdinfo_bytes(&info, "drm-total-memory")?;
+    let size = a.size();
+    drop(a);
+    let got = fdinfo_bytes(&fdinfo(&d)?, "drm-total-memory")?;
+    check!(
+        got + size == before,
+        "drm-total-memory after a {size}-byte BO was closed: {got}, was {before}"
+    );
+    drop(b);
+    Ok(())
+}
+
 /// Like [`run_sum`], with the raw status and fault word of the WAIT.
 fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
@@ -2276,6 +2385,7 @@ fn main() -> ExitCode {
         ("version reports ane", version_reports_ane),
         ("query is consistent", query_is_consistent),
         ("bo create/info/map", bo_create_info_map),
+        ("fdinfo reports usage", fdinfo_reports_usage),
         ("GEM_CLOSE while mmapped", gem_close_while_mapped),
         ("another fd's handle is unusable", other_fd_handle_unusable),
         ("close fd with live BOs", close_fd_with_live_bos),

@@ -58,6 +58,42 @@ pub trait Driver: Sized + 'static {
 
     /// Creates the data of a newly opened file.
     fn open(dev: &Device<Self>) -> Result<Pin<KBox<Self::File>>>;
+
+    /// Prints the driver's lines of the file's `/proc/PID/fdinfo` entry
+    /// (after the DRM core's `drm-driver` and `drm-client-id`).
+    fn show_fdinfo(dev: &Device<Self>, file: &File<Self>, p: &mut FdInfo<'_>);
+}
+
+/// The printer of a DRM file's fdinfo (Documentation/gpu/drm-usage-stats.rst).
+pub struct FdInfo<'a> {
+    p: *mut bindings::drm_printer,
+    file: *mut bindings::drm_file,
+    _p: PhantomData<&'a ()>,
+}
+
+impl FdInfo<'_> {
+    /// Prints `key:\tvalue unit` (`unit` may be empty).
+    pub fn u64(&mut self, key: &core::ffi::CStr, val: u64, unit: &core::ffi::CStr) {
+        // SAFETY: `p` is the live printer of the `show_fdinfo` call this
+        // was made for; the strings are NUL-terminated.
+        unsafe {
+            super::glue::ane_glue_fdinfo_u64(
+                self.p.cast(),
+                kernel::str::as_char_ptr_in_const_context(key).cast(),
+                val,
+                kernel::str::as_char_ptr_in_const_context(unit).cast(),
+            )
+        };
+    }
+
+    /// Prints the DRM core's memory lines (`drm-total-memory`,
+    /// `drm-shared-memory`, `drm-resident-memory`, ...) for the GEM objects
+    /// the file holds handles to.
+    pub fn memory(&mut self) {
+        // SAFETY: `p` and `file` are the live printer and file of the
+        // `show_fdinfo` call this was made for.
+        unsafe { super::glue::ane_glue_fdinfo_memory(self.p.cast(), self.file) };
+    }
 }
 
 /// A DRM accel device with the driver's data.
@@ -119,6 +155,7 @@ impl<T: Driver> Device<T> {
     const VTABLE: bindings::drm_driver = {
         let mut d: bindings::drm_driver = pin_init::zeroed();
         d.open = Some(Self::open_callback);
+        d.show_fdinfo = Some(Self::show_fdinfo_callback);
         d.postclose = Some(Self::postclose_callback);
         d.release = Some(Self::release_callback);
         d.major = T::INFO.major;
@@ -235,6 +272,27 @@ impl<T: Driver> Device<T> {
             }
             Err(e) => e.to_errno(),
         }
+    }
+
+    extern "C" fn show_fdinfo_callback(
+        p: *mut bindings::drm_printer,
+        raw_file: *mut bindings::drm_file,
+    ) {
+        // SAFETY: The DRM core calls this for an open file of this driver
+        // (`drm_show_fdinfo` holds a reference to it), whose `open`
+        // succeeded, so `minor` and its device are live.
+        let (dev, file) = unsafe {
+            (
+                Self::from_raw((*(*raw_file).minor).dev),
+                File::<T>::from_raw(raw_file),
+            )
+        };
+        let mut out = FdInfo {
+            p,
+            file: raw_file,
+            _p: PhantomData,
+        };
+        T::show_fdinfo(dev, file, &mut out);
     }
 
     extern "C" fn postclose_callback(

@@ -186,7 +186,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         vmap: Some(bindings::drm_gem_shmem_object_vmap),
         vunmap: Some(bindings::drm_gem_shmem_object_vunmap),
         mmap: Some(bindings::drm_gem_shmem_object_mmap),
-        status: None,
+        status: Some(Self::status_callback),
         rss: None,
         vm_ops: &raw const bindings::drm_gem_shmem_vm_ops,
         evict: None,
@@ -295,6 +295,22 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // the first field of `Self` (both `repr(C)`); by the requirement
         // above every object of this device is a `Self`.
         Ok(unsafe { ARef::from_raw(raw.cast::<Self>()) })
+    }
+
+    /// For fdinfo's `drm-resident-memory`: an object's pages are resident
+    /// from its creation (pinned) to its free.
+    extern "C" fn status_callback(
+        obj: *mut bindings::drm_gem_object,
+    ) -> bindings::drm_gem_object_status {
+        let this = obj.cast::<Self>();
+        // SAFETY: The DRM core calls this for a live object of this driver
+        // (it holds the file's handle table lock, so the handle keeps the
+        // object alive); every such object is a `Self`, with `obj` first.
+        if unsafe { (*this).pinned.load(Ordering::Acquire) } {
+            bindings::drm_gem_object_status_DRM_GEM_OBJECT_RESIDENT
+        } else {
+            0
+        }
     }
 
     extern "C" fn free_callback(obj: *mut bindings::drm_gem_object) {

@@ -46,6 +46,9 @@ extern "C" {
     pub(crate) fn ane_glue_unregister();
     pub(crate) fn ane_glue_module_pin();
     pub(crate) fn ane_glue_may_boost_priority() -> bool;
+    /// `p` is a `struct drm_printer *`.
+    pub(crate) fn ane_glue_fdinfo_u64(p: *mut c_void, key: *const u8, val: u64, unit: *const u8);
+    pub(crate) fn ane_glue_fdinfo_memory(p: *mut c_void, file: *mut bindings::drm_file);
     /// `const struct file_operations`: `DRM_ACCEL_FOPS` owned by this module.
     pub(crate) static ane_glue_accel_fops: bindings::file_operations;
 

@@ -366,16 +366,21 @@ impl H13 {
         }
         self.release_cycled();
         let darts = Darts(&self.darts);
-        if let Some(e) = seq::Dart::fault(&darts) {
-            // Latched before this job: no engine read is safe.
-            pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
-            self.contain(res, Progress::DartFault(e));
-            return Started::Ended(Outcome::new(
-                job_status::FAULT,
-                fault::encode(fault::DART, e),
-            ));
-        }
-        if !self.enabled.swap(true, Ordering::AcqRel) {
+        if !self.enabled.load(Ordering::Acquire) {
+            // The enable reads the engine: the DARTs are looked at first.
+            // Otherwise `seq::start_job` looks at them before its first
+            // engine read, and nothing before it reads the engine (the
+            // attach below touches only the IOMMU): one look per push.
+            if let Some(e) = seq::Dart::fault(&darts) {
+                // Latched before this job: no engine read is safe.
+                pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
+                self.contain(res, Progress::DartFault(e));
+                return Started::Ended(Outcome::new(
+                    job_status::FAULT,
+                    fault::encode(fault::DART, e),
+                ));
+            }
+            self.enabled.store(true, Ordering::Release);
             seq::enable(&self.mmio);
         }
         if let Err(e) = self.switch_to(&res.vm) {
@@ -482,17 +487,10 @@ impl H13 {
                 s.last_foreign
             );
         }
-        let changed = end.after.filter(|a| *a != end.before);
+        // Read only after a failure: what differs from a healthy engine.
+        let changed = end.after.filter(|a| *a != tm::LATCH_HEALTHY);
         match end.progress {
             Progress::Done => {
-                if let Some(after) = changed {
-                    pr_info!(
-                        "job {}: error latches changed {:x?} -> {:x?}\n",
-                        job.id,
-                        end.before,
-                        after
-                    );
-                }
                 // The space stays attached for its client's next job.
                 Outcome::new(job_status::DONE, 0)
             }
@@ -503,15 +501,15 @@ impl H13 {
             }
             Progress::Running | Progress::Wedged(_) => {
                 pr_warn!(
-                    "job {} did not finish ({:?}); error latches {:x?} (before {:x?})\n",
+                    "job {} did not finish ({:?}); error latches {:x?} (healthy {:x?})\n",
                     job.id,
                     end.progress,
                     end.after,
-                    end.before
+                    tm::LATCH_HEALTHY
                 );
                 self.contain(res, end.progress);
                 let f = match changed {
-                    Some(a) if a[0] != end.before[0] => fault::encode(fault::LATCH, a[0]),
+                    Some(a) if a[0] != tm::LATCH_HEALTHY[0] => fault::encode(fault::LATCH, a[0]),
                     _ => 0,
                 };
                 Outcome::new(job_status::TIMEOUT, f)

@@ -175,7 +175,8 @@ pub mod fault {
     pub const KIND_SHIFT: u32 = 32;
     /// H13: a DART translation fault; the word is the DART's error register.
     pub const DART: u64 = 1;
-    /// H13: the task manager's first error latch, changed by the failed job.
+    /// H13: the task manager's first error latch after the failed job, when
+    /// it is not the healthy 0x22222222.
     pub const LATCH: u64 = 2;
 
     /// The fault value of `kind` with `word`.

@@ -367,9 +367,9 @@ pub struct JobEnd {
     /// [`Progress::Done`], [`Progress::Running`] when its time was up (or
     /// its queue slot carried another id at retire), or the failure seen.
     pub progress: Progress,
-    /// The error latches before the push.
-    pub before: [u32; 3],
-    /// The error latches after the end; `None` after a DART fault (no
+    /// The error latches after a failed end (for the report only: they
+    /// carry no verdict); `None` after a job that is done (not read: the
+    /// hot path makes no access it does not need) or a DART fault (no
     /// engine register is read then).
     pub after: Option<[u32; 3]>,
     /// Events that were not the finish word.
@@ -379,8 +379,6 @@ pub struct JobEnd {
 /// A pushed job, between [`start_job`] and [`end_job`].
 #[derive(Clone, Copy, Debug)]
 pub struct Started {
-    /// The error latches before the push.
-    pub before: [u32; 3],
     /// What its event lines carried so far; [`Completion::poll`] it.
     pub completion: Completion,
     queue: usize,
@@ -388,7 +386,7 @@ pub struct Started {
 }
 
 /// The first half of [`run_job`]: look at the DARTs; drain stale events;
-/// note the latches; stamp the network id; mask the DART lines; push.
+/// stamp the network id; mask the DART lines; push.
 pub fn start_job(
     r: &impl Regs,
     d: &impl Dart,
@@ -399,14 +397,12 @@ pub fn start_job(
         return Err(NotStarted::DartFault(e));
     }
     drain(r, |_, _| {}).map_err(NotStarted::Wedged)?;
-    let before = latches(r);
     if !host.stamp(p.nid) {
         return Err(NotStarted::Unstamped);
     }
     host.mask_darts(true);
     push(r, p);
     Ok(Started {
-        before,
         completion: Completion::new(p.nid, p.td_count),
         queue: p.queue,
         nid: p.nid,
@@ -414,8 +410,8 @@ pub fn start_job(
 }
 
 /// The second half of [`run_job`], once polling ended with `progress`:
-/// retire the queue if the job is done; unmask; note the latches again
-/// unless a DART faulted.
+/// retire the queue if the job is done; unmask; note the latches if it
+/// failed, unless a DART faulted.
 pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Progress) -> JobEnd {
     let mut progress = progress;
     if progress == Progress::Done && !retire(r, s.queue, s.nid) {
@@ -423,22 +419,21 @@ pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Pro
     }
     host.mask_darts(false);
     let after = match progress {
-        Progress::DartFault(_) => None,
+        Progress::DartFault(_) | Progress::Done => None,
         _ => Some(latches(r)),
     };
     JobEnd {
         progress,
-        before: s.before,
         after,
         strays: s.completion.strays,
     }
 }
 
 /// One job on an enabled task manager, as the driver runs it (record: "A
-/// job, start to end"): look at the DARTs; drain stale events; note the
-/// latches; stamp the network id; mask the DART lines; push; poll (DARTs
-/// first, then both lines, then idle) until done, failed or out of time;
-/// retire the queue; unmask; note the latches again unless a DART faulted.
+/// job, start to end"): look at the DARTs; drain stale events; stamp the
+/// network id; mask the DART lines; push; poll (DARTs first, then both
+/// lines, then idle) until done, failed or out of time; retire the queue;
+/// unmask; note the latches if the job failed, unless a DART faulted.
 /// The driver runs the same steps as [`start_job`], [`poll_until_end`]
 /// and [`end_job`], so that the submitting thread can push and take a
 /// first look itself.

@@ -675,3 +675,30 @@ fn every_record_row_says_whether_it_ran_on_hardware() {
     }
     assert!(tables >= 12, "{tables} tables");
 }
+
+/// A 1-task job done at the first look, on an enabled engine with one
+/// DART, reads and writes no more registers than omarchy-ane, the driver
+/// that ran on T8103 and T6001, does for it: 18 engine reads plus the DART
+/// latch twice, and 43 writes (counted from its `ane_tm_enqueue`,
+/// `ane_tm_execute`, `ane_tm_collect_events` and `ane_tm_poll_step`; see
+/// `userspace/ane-tests/src/bench.rs`). The error latches are read only
+/// after a failure.
+#[test]
+fn a_done_job_makes_no_more_accesses_than_omarchy_ane() {
+    let r = regs(false, Behaviour::DEFAULT);
+    let t = Trace {
+        r: &r,
+        log: RefCell::new(Vec::new()),
+    };
+    seq::enable(&t);
+    t.log.borrow_mut().clear();
+    assert_eq!(driver_job(&t, &job(JOB_NID, 1), 10), Progress::Done);
+    let log = t.log.into_inner();
+    let reads = log.iter().filter(|l| l.starts_with("R ")).count();
+    let writes = log.iter().filter(|l| l.starts_with("W ")).count();
+    assert!(
+        !log.iter().any(|l| l.contains("ERROR1")),
+        "latches read on a done job"
+    );
+    assert_eq!((reads, writes), (18 + 2, 43), "{}", log.join("\n"));
+}
