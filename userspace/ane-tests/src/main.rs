@@ -13,6 +13,7 @@ use std::process::ExitCode;
 mod failnth;
 mod fuzz;
 mod fwimage;
+mod hostile;
 mod sim;
 
 use ane::device::{raw, Device};
@@ -2048,6 +2049,12 @@ fn main() -> ExitCode {
     }
     if mode == Some("--fuzz-regress") {
         return fuzz::regress_main(&args[2..]);
+    }
+    if mode == Some("--hostile") {
+        return hostile::parent_main(&args[2..]);
+    }
+    if mode == Some("--hostile-child") {
+        return hostile::child_main(&args[2..]);
     }
     if mode == Some("--fuzz-child") {
         return fuzz::child_main(&args[2..]);
