@@ -533,10 +533,15 @@ pub(crate) struct SimFw {
 }
 
 impl SimFw {
-    /// A stopped coprocessor with `faults`, fetching through `pt`.
-    pub(crate) fn new(faults: u32, pt: &SimPageTable) -> Result<Arc<Self>> {
+    /// A stopped coprocessor with `faults`, fetching through `pt`; a call's
+    /// finish event comes `finish_delay` ticks after its dispatch (0: the
+    /// model's default).
+    pub(crate) fn new(faults: u32, finish_delay: u32, pt: &SimPageTable) -> Result<Arc<Self>> {
         let mut cfg = ModelConfig::DEFAULT;
         cfg.faults = Faults::from_bits(faults);
+        if finish_delay != 0 {
+            cfg.finish_delay = finish_delay;
+        }
         let dir = Dir::new(c"ane-sim");
         Arc::pin_init(
             try_pin_init!(Self {

@@ -87,8 +87,14 @@ impl Faults {
     /// Publish IO_T2H events with a payload address in the firmware's own
     /// memory, which the host never gave it.
     pub const BAD_EVENT_POINTER: Faults = Faults(1 << 8);
+    /// Refuse every PROGRAM_LOAD with [`ModelConfig::injected_status`] (a
+    /// program the firmware does not accept), serving the rest.
+    pub const REFUSE_LOAD: Faults = Faults(1 << 9);
+    /// Refuse every PROC_CREATE with [`ModelConfig::injected_status`],
+    /// serving the rest.
+    pub const REFUSE_PROC_CREATE: Faults = Faults(1 << 10);
     /// Every fault.
-    pub const ALL: Faults = Faults(0x1ff);
+    pub const ALL: Faults = Faults(0x7ff);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -1085,7 +1091,10 @@ impl FwModel {
         let Ok(h) = msg::header(head) else {
             return status::BAD_MESSAGE;
         };
-        if self.fault(Faults::ERROR_STATUS) {
+        if self.fault(Faults::ERROR_STATUS)
+            || (h.opcode == msg::OP_PROGRAM_LOAD && self.fault(Faults::REFUSE_LOAD))
+            || (h.opcode == msg::OP_PROC_CREATE && self.fault(Faults::REFUSE_PROC_CREATE))
+        {
             return self.cfg.injected_status;
         }
         let (status, reply) = match h.opcode {
