@@ -190,7 +190,8 @@ impl accel::Driver for AneDriver {
 fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
     #[cfg(ane_test)]
     if dev.simulated {
-        return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
+        let pt: Arc<dyn vm::SoftPageTable> = Arc::new(sim::SimPageTable::new()?, GFP_KERNEL)?;
+        return Ok(AddressSpace::Soft(pt));
     }
     Ok(AddressSpace::Iommu(vm::IommuSpace::new(&dev.parent)?))
 }

@@ -373,7 +373,8 @@ fn h14_resources(
             ext::param::get(module_parameters::sim_fw_finish_delay.value()),
             &pt,
         )?;
-        let space = AddressSpace::Sim(pt);
+        let pt: Arc<dyn vm::SoftPageTable> = Arc::new(pt, GFP_KERNEL)?;
+        let space = AddressSpace::Soft(pt);
         space.attach_device()?;
         let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
         return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));

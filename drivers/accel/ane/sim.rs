@@ -63,7 +63,10 @@ use crate::hw::tm::{
     self,
     model::{Behaviour, Inject, Job as TmJob, Ran, TmModel},
 };
-use crate::vm::PAGE_SIZE;
+use crate::vm::SoftPageTable;
+
+/// The kernel's page size (the pages a mapping lists).
+const PAGE_SIZE: u64 = kernel::page::PAGE_SIZE as u64;
 
 /// Maps the `sim_soc` parameter to a table entry: T6001 is matched by the
 /// `apple,t6000-ane` compatible like real T600x chips.
@@ -808,5 +811,29 @@ impl SimPageTable {
             // SAFETY: As in `read`.
             unsafe { page.write(in_page, src) }
         })
+    }
+}
+
+/// The seam: the address-space code maps and unmaps through this table as
+/// it does through an IOMMU domain.
+impl SoftPageTable for SimPageTable {
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
+        SimPageTable::map(self, iova, pages, writable)
+    }
+
+    fn unmap(&self, iova: u64, size: u64) {
+        SimPageTable::unmap(self, iova, size)
+    }
+
+    fn attach_device(&self) {
+        SimPageTable::attach_device(self)
+    }
+
+    fn detach_device(&self) {
+        SimPageTable::detach_device(self)
+    }
+
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
     }
 }

@@ -10,7 +10,9 @@
 //! reference goes: [`Mapping`] owns that.
 //!
 //! The page tables are an [`AddressSpace`]: on hardware an IOMMU (DART)
-//! domain, on the simulator a software page table with the same interface.
+//! domain; in the test flavour, a software page table plugged in through
+//! [`SoftPageTable`] (the simulator's). This file names no simulator type
+//! and no driver BO type: buffers are any [`Object`].
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,8 +22,11 @@ use kernel::{
     sync::{aref::ARef, new_mutex, Arc, Mutex},
 };
 
+use crate::ext::accel::Driver;
+use crate::ext::gem::Object;
+#[cfg(ane_test)]
+use crate::ext::gem::PagePtr;
 use crate::ext::iommu::IommuDomain;
-use crate::gem::Bo;
 use crate::hw::iova::{AllocError, IovaAllocator, RangeStore};
 use crate::hw::soc::IovaWindow;
 
@@ -58,22 +63,43 @@ impl RangeStore for KVecStore {
     }
 }
 
+/// A software page table (test flavour): the seam where the simulator
+/// plugs in under the same address-space code the hardware path runs.
+#[cfg(ane_test)]
+pub(crate) trait SoftPageTable: Send + Sync {
+    /// Maps `pages` at `iova`.
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result;
+    /// Unmaps `[iova, iova + size)`.
+    fn unmap(&self, iova: u64, size: u64);
+    /// Marks the table attached to the device for its lifetime.
+    fn attach_device(&self);
+    /// Detaches it again.
+    fn detach_device(&self);
+    /// The table itself, for the engine model that translates through it.
+    fn as_any(&self) -> &dyn core::any::Any;
+}
+
 /// The page tables of one address space.
 pub(crate) enum AddressSpace {
     /// An IOMMU (DART) paging domain, attached to the engine for this
     /// client's jobs.
     Iommu(IommuSpace),
-    /// The simulated engine's software page table.
+    /// A software page table (the simulated engine's).
     #[cfg(ane_test)]
-    Sim(crate::sim::SimPageTable),
+    Soft(Arc<dyn SoftPageTable>),
 }
 
 impl AddressSpace {
-    fn map(&self, iova: u64, bo: &Bo, writable: bool) -> Result {
+    fn map<T: Driver, D: Send + Sync>(
+        &self,
+        iova: u64,
+        bo: &Object<T, D>,
+        writable: bool,
+    ) -> Result {
         match self {
             AddressSpace::Iommu(d) => d.domain.map_object(iova, bo, writable),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.map(iova, bo.pages(), writable),
+            AddressSpace::Soft(pt) => pt.map(iova, bo.pages(), writable),
         }
     }
 
@@ -82,7 +108,7 @@ impl AddressSpace {
             AddressSpace::Iommu(d) => d.domain.map_phys(iova, pa, size),
             // The simulator has no device registers to map.
             #[cfg(ane_test)]
-            AddressSpace::Sim(_) => Err(EINVAL),
+            AddressSpace::Soft(_) => Err(EINVAL),
         }
     }
 
@@ -90,7 +116,7 @@ impl AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.domain.unmap(iova, size),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.unmap(iova, size),
+            AddressSpace::Soft(pt) => pt.unmap(iova, size),
         }
     }
 }
@@ -103,7 +129,7 @@ impl AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.attach(),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => {
+            AddressSpace::Soft(pt) => {
                 pt.attach_device();
                 Ok(())
             }
@@ -116,7 +142,7 @@ impl Drop for AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.detach_if_attached(),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.detach_device(),
+            AddressSpace::Soft(pt) => pt.detach_device(),
         }
     }
 }
@@ -264,25 +290,39 @@ impl Vm {
 
     /// Maps all of `bo` at a newly allocated address, readable and writable
     /// by the device.
-    pub(crate) fn map(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+    pub(crate) fn map<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
         self.map_with(bo, true, Pool::Client)
     }
 
     /// Maps all of `bo`, readable and writable, in the range reserved at
     /// creation ([`Self::with_reserve`]); `ENOSPC` when it is full or
     /// there is none.
-    pub(crate) fn map_reserved(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+    pub(crate) fn map_reserved<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
         self.map_with(bo, true, Pool::Firmware)
     }
 
     /// Maps all of `bo` at a newly allocated address, readable by the
     /// device only (program copies: the engine must not change what was
     /// validated).
-    pub(crate) fn map_read_only(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
+    pub(crate) fn map_read_only<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
         self.map_with(bo, false, Pool::Client)
     }
 
-    fn map_with(self: &Arc<Self>, bo: &Bo, writable: bool, pool: Pool) -> Result<Mapping> {
+    fn map_with<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+        writable: bool,
+        pool: Pool,
+    ) -> Result<Mapping> {
         let size = bo.size() as u64;
         // The address range covers whole alignment units; only the BO's
         // pages are mapped.
@@ -329,7 +369,11 @@ impl Vm {
 
     /// Maps all of `bo` at `iova`, an address outside the allocator's
     /// window that the caller reserved (the H14 firmware's own window).
-    pub(crate) fn map_fixed(self: &Arc<Self>, bo: &Bo, iova: u64) -> Result<Mapping> {
+    pub(crate) fn map_fixed<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+        iova: u64,
+    ) -> Result<Mapping> {
         self.space.map(iova, bo, true)?;
         Ok(Mapping {
             vm: self.clone(),
