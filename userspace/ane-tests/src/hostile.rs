@@ -291,20 +291,36 @@ fn parent(args: &[String]) -> Result<(), String> {
                 .arg(i.to_string())
                 .arg(&path);
         } else {
-            use std::os::unix::process::CommandExt;
             cmd.arg("--hostile-child")
                 .arg(kind)
                 .arg(format!("{cs:#x}"))
                 .arg(c.to_string())
-                .arg(&path)
-                .uid(NOBODY)
-                .gid(NOBODY);
+                .arg(&path);
         }
         println!("hostile: process {i}: {kind}, seed {cs:#x}, {c} calls");
-        let child = cmd
-            .stdout(file)
-            .spawn()
-            .map_err(|e| format!("spawn {kind}: {e}"))?;
+        let child = if *kind == "fuzz" {
+            cmd.stdout(file).spawn()
+        } else {
+            use std::os::unix::process::CommandExt;
+            let err = file.try_clone().map_err(|e| e.to_string())?;
+            let mut unpriv = std::process::Command::new(&exe);
+            unpriv
+                .args(cmd.get_args())
+                .uid(NOBODY)
+                .gid(NOBODY)
+                .stdout(err);
+            match unpriv.spawn() {
+                // A kernel without CONFIG_MULTIUSER (the test kernels) has
+                // no other user: the process runs as root, and skips the
+                // sysfs writes only root may make.
+                Err(e) if e.raw_os_error() == Some(38) => {
+                    println!("hostile: process {i}: no setuid in this kernel (no CONFIG_MULTIUSER): runs as root, without its sysfs writes");
+                    cmd.stdout(file).spawn()
+                }
+                r => r,
+            }
+        }
+        .map_err(|e| format!("spawn {kind}: {e}"))?;
         children.push((i, *kind, cs, child, out));
     }
     // Beside them.
@@ -640,7 +656,7 @@ fn storm(path: &str, calls: u64, rng: &mut fuzz::Rng, t: &mut Tally) -> Result<(
             let r = fuzz::munmap(p, len);
             t.note(Call::Munmap, "munmap after close", r, false);
         }
-        if rng.chance(5) && !dev.is_empty() {
+        if rng.chance(5) && !dev.is_empty() && !is_root() {
             t.note_sysfs(
                 "unbind",
                 std::fs::write("/sys/bus/platform/drivers/ane/unbind", &dev),
@@ -655,6 +671,19 @@ fn storm(path: &str, calls: u64, rng: &mut fuzz::Rng, t: &mut Tally) -> Result<(
         }
     }
     Ok(())
+}
+
+/// Whether this process runs as root (its sysfs writes would succeed: an
+/// administrator's, not a client's).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(true)
 }
 
 /// Allocation exhaustion: files at their cap (and the device at its),
