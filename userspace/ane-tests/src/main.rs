@@ -2223,8 +2223,13 @@ fn main() -> ExitCode {
     }
     if mode == Some("--h14-fault") {
         let bits = args.get(2).map(String::as_str).unwrap_or("8");
-        let r = h14_fault(bits)
-            .map(|()| format!("h14 fault {bits}: call failed, quarantined, EIO after"));
+        let r = h14_fault(bits).map(|()| match bits {
+            "512" | "1024" => format!(
+                "h14 fault {bits}: the refused program failed alone (EINVAL), the firmware kept running"
+            ),
+            "8" => format!("h14 fault {bits}: the refused call failed alone, the firmware kept running"),
+            _ => format!("h14 fault {bits}: call failed, quarantined, EIO after"),
+        });
         return verdict(r, &format!("h14 fault {bits}"));
     }
     if mode == Some("--suspend") {
