@@ -76,6 +76,9 @@ pub(crate) struct Limits {
     pub(crate) bo_client_max: u64,
     /// Largest program range, bytes.
     pub(crate) program_max: u64,
+    /// The device addresses clients' buffers get (H14: the SoC's window
+    /// without the range reserved for the firmware).
+    pub(crate) iova: hw::soc::IovaWindow,
 }
 
 /// Largest program (task descriptors and weights) PROGRAM_CREATE accepts.
@@ -204,7 +207,8 @@ impl accel::Driver for AneDriver {
 fn address_space(dev: &accel::Device<AneDriver>) -> Result<AddressSpace> {
     #[cfg(ane_test)]
     if dev.simulated {
-        return Ok(AddressSpace::Sim(sim::SimPageTable::new()?));
+        let pt: Arc<dyn vm::SoftPageTable> = Arc::new(sim::SimPageTable::new()?, GFP_KERNEL)?;
+        return Ok(AddressSpace::Soft(pt));
     }
     Ok(AddressSpace::Iommu(vm::IommuSpace::new(&dev.parent)?))
 }
@@ -256,7 +260,15 @@ macro_rules! ane_module {
                 },
                 bo_total_mb: u32 {
                     default: 8192,
-                    description: "Cap on all buffer objects of a device in MiB (read at bind)",
+                    description: "Cap on all buffer objects of a device in MiB (read at bind). On T602x, where all clients share one device address space, it and bo_client_mb are capped at that space's size",
+                },
+                fw_call_ms: u32 {
+                    default: 5000,
+                    description: "T602x: how long one call (a job) may run on the firmware until its finish event, in ms; past it the job times out and the firmware is quarantined until reboot (the record's rule). Raise it for models that legitimately run longer (read at bind)",
+                },
+                fw_mem_mb: u32 {
+                    default: 704,
+                    description: "T602x: device addresses reserved at bind for the firmware's own memory (its image and its SHAREDMALLOC grants, at most 512 MiB by the record, plus a guard page each), in MiB; these are its budget, outside the clients' caps (read at bind)",
                 },
                 rtkit: u32 {
                     default: 0,
@@ -296,6 +308,10 @@ ane_module! {
     sim_fw_faults: u32 {
         default: 0,
         description: "Test flavour only: faults the simulated T602x firmware injects (hw::fw::model::Faults bits; read at bind)",
+    },
+    sim_fw_finish_delay: u32 {
+        default: 0,
+        description: "Test flavour only: polls from a simulated T602x call's dispatch to its finish event (0: the model's default; read at bind)",
     },
     sim_node: u32 {
         default: 0,

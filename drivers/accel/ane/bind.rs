@@ -264,7 +264,15 @@ fn ane_data(
     fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
 ) -> AneData {
     let mb = |v: u32| u64::from(v) << 20;
-    let bo_total_max = mb(ext::param::get(module_parameters::bo_total_mb.value()));
+    // Clients' buffers must fit the addresses they can get: one file's
+    // within its window; on H14, where every file and the firmware share
+    // one space, all of them within the clients' part of it (kernel-2 N2).
+    let iova = fw.as_ref().map_or(soc.iova, |(_, vm)| vm.window());
+    let window = iova.end.saturating_sub(iova.start);
+    let mut bo_total_max = mb(ext::param::get(module_parameters::bo_total_mb.value()));
+    if fw.is_some() {
+        bo_total_max = bo_total_max.min(window);
+    }
     AneData {
         soc,
         simulated,
@@ -273,8 +281,10 @@ fn ane_data(
             bo_max: mb(ext::param::get(module_parameters::bo_max_mb.value())).min(bo_total_max),
             bo_total_max,
             bo_client_max: mb(ext::param::get(module_parameters::bo_client_mb.value()))
-                .min(bo_total_max),
+                .min(bo_total_max)
+                .min(window),
             program_max: PROGRAM_MAX,
+            iova,
         },
         bo_total: AtomicU64::new(0),
         pm: RuntimePm::new(dev),
@@ -360,12 +370,14 @@ fn h14_resources(
         let pt = sim::SimPageTable::new()?;
         let sim = sim::SimFw::new(
             ext::param::get(module_parameters::sim_fw_faults.value()),
+            ext::param::get(module_parameters::sim_fw_finish_delay.value()),
             &pt,
             h14_chip(soc)?,
         )?;
-        let space = AddressSpace::Sim(pt);
+        let pt: Arc<dyn vm::SoftPageTable> = Arc::new(pt, GFP_KERNEL)?;
+        let space = AddressSpace::Soft(pt);
         space.attach_device()?;
-        let vm = Vm::with_align(soc.iova, space, FW_ALIGN)?;
+        let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
         return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
@@ -398,7 +410,7 @@ fn h14_resources(
     // Detached again when the space drops, on every error path below and
     // at unbind.
     space.attach_device()?;
-    let vm = Vm::with_align(soc.iova, space, FW_ALIGN)?;
+    let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
     Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
@@ -408,11 +420,26 @@ fn h14_chip(soc: &SocInfo) -> Result<&'static hw::fw::patch::Chip> {
     hw::fw::patch::chip(soc.id).ok_or(ENODEV)
 }
 
+/// H14: the device addresses reserved for the firmware's own memory
+/// (`fw_mem_mb`, whole multiples of `align`), at most half the window.
+fn fw_reserve(soc: &SocInfo, align: u64) -> u64 {
+    let want = u64::from(ext::param::get(module_parameters::fw_mem_mb.value())) << 20;
+    let half = soc.iova.end.saturating_sub(soc.iova.start) / 2;
+    want.min(half)
+        .next_multiple_of(align)
+        .min(half / align * align)
+}
+
 /// H14: Linux starts the ANE firmware and sends it commands.
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
-    let firmware = h14::Firmware::new(regs, vm.clone(), h14_chip(soc)?)?;
+    let firmware = h14::Firmware::new(
+        regs,
+        vm.clone(),
+        h14_chip(soc)?,
+        ext::param::get(module_parameters::fw_call_ms.value()),
+    )?;
     let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
     let data = ane_data(
         dev,
@@ -540,6 +567,21 @@ impl pf::Driver for AneDriver {
     }
 
     fn sleep_begin(data: &AneBound) -> Result {
+        // H14: the forced suspend would cut the coprocessor's power under
+        // its running firmware (genpd powers the domains off once the
+        // device is suspended), and the record has no power protocol for
+        // it: a firmware that lost power cannot be started again until
+        // reboot. System sleep and hibernation are refused instead
+        // (kernel-2 N4).
+        if let Some(fw) = &data.fw {
+            if fw.state() == uapi::fw_state::RUNNING {
+                pr_err!(
+                    "{:?}: system sleep refused: the ANE coprocessor's firmware is running and cannot be powered down and started again (no power protocol is known for it); sleep is possible again after a reboot without the ane driver bound\n",
+                    data.soc.id
+                );
+                return Err(EBUSY);
+            }
+        }
         // A job holds a runtime-PM reference, which the forced suspend that
         // follows ignores: no job may be running when the power goes.
         if let Some(e) = &data.engine {

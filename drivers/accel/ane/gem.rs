@@ -50,6 +50,9 @@ pub(crate) struct BoData {
     size: u64,
     /// The file it is counted against (kernel BOs of the firmware: none).
     client: Option<Arc<ClientBytes>>,
+    /// Counted against the device cap (the firmware's own memory is not:
+    /// its budget is the range reserved for it at probe).
+    counted: bool,
     mapping: SetOnce<Mapping>,
 }
 
@@ -62,7 +65,9 @@ impl BoData {
 
 impl Drop for BoData {
     fn drop(&mut self) {
-        self.dev.bo_total.fetch_sub(self.size, Ordering::Relaxed);
+        if self.counted {
+            self.dev.bo_total.fetch_sub(self.size, Ordering::Relaxed);
+        }
         if let Some(c) = &self.client {
             c.used.fetch_sub(self.size, Ordering::Relaxed);
         }
@@ -93,21 +98,25 @@ pub(crate) fn create_in(
     create_mapped(dev, Some(&file.inner().bytes), size, |bo| vm.map(bo))
 }
 
-/// Creates a kernel BO of `size` bytes mapped into `vm`, counted against
-/// the device cap only, without a handle.
+/// Creates a BO of the firmware's own memory (H14: its image and runtime
+/// grants), `size` bytes, without a handle. It comes out of the range
+/// `vm` reserved for the firmware at probe, which is also its budget, and
+/// is not counted against the clients' caps: no client's allocations can
+/// make a firmware grant fail (kernel-2 N2).
 pub(crate) fn create_kernel(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
-    create_mapped(dev, None, size, |bo| vm.map(bo))
+    create_mapped_as(dev, None, false, size, |bo| vm.map_reserved(bo))
 }
 
 /// Creates a kernel BO of `size` bytes mapped at the fixed address `iova`
-/// of `vm` (outside its allocator's window), without a handle.
+/// of `vm` (outside its allocator's window), without a handle, of the
+/// firmware's memory (not counted against the clients' caps).
 pub(crate) fn create_fixed(
     dev: &Device<AneDriver>,
     vm: &Arc<Vm>,
     size: u64,
     iova: u64,
 ) -> Result<ARef<Bo>> {
-    create_mapped(dev, None, size, |bo| vm.map_fixed(bo, iova))
+    create_mapped_as(dev, None, false, size, |bo| vm.map_fixed(bo, iova))
 }
 
 /// Creates a BO of `size` bytes, counted against the device cap and
@@ -118,24 +127,40 @@ fn create_mapped(
     size: u64,
     map: impl FnOnce(&Bo) -> Result<Mapping>,
 ) -> Result<ARef<Bo>> {
+    create_mapped_as(dev, client, true, size, map)
+}
+
+/// [`create_mapped`], counted against the device cap only if `counted`.
+fn create_mapped_as(
+    dev: &Device<AneDriver>,
+    client: Option<&Arc<ClientBytes>>,
+    counted: bool,
+    size: u64,
+    map: impl FnOnce(&Bo) -> Result<Mapping>,
+) -> Result<ARef<Bo>> {
     if size == 0 {
         return Err(EINVAL);
     }
     let size = page_align(size).ok_or(E2BIG)?;
-    if size > dev.limits.bo_max {
+    if counted && size > dev.limits.bo_max {
         return Err(E2BIG);
     }
     // Reserve the bytes against the caps first; `BoData`'s drop gives them
     // back on every failure path below.
-    let before = dev.bo_total.fetch_add(size, Ordering::Relaxed);
+    let before = if counted {
+        dev.bo_total.fetch_add(size, Ordering::Relaxed)
+    } else {
+        0
+    };
     let mine = client.map(|c| c.used.fetch_add(size, Ordering::Relaxed));
     let data = BoData {
         dev: dev.into(),
         size,
         client: client.cloned(),
+        counted,
         mapping: SetOnce::new(),
     };
-    if before.saturating_add(size) > dev.limits.bo_total_max
+    if (counted && before.saturating_add(size) > dev.limits.bo_total_max)
         || mine.is_some_and(|m| m.saturating_add(size) > dev.limits.bo_client_max)
     {
         drop(data);

@@ -64,7 +64,10 @@ use crate::hw::tm::{
     self,
     model::{Behaviour, Inject, Job as TmJob, Ran, TmModel},
 };
-use crate::vm::PAGE_SIZE;
+use crate::vm::SoftPageTable;
+
+/// The kernel's page size (the pages a mapping lists).
+const PAGE_SIZE: u64 = kernel::page::PAGE_SIZE as u64;
 
 /// Maps the `sim_soc` parameter to a table entry: T6001 is matched by the
 /// `apple,t6000-ane` compatible like real T600x chips.
@@ -545,9 +548,12 @@ pub(crate) struct SimFw {
 }
 
 impl SimFw {
-    /// A stopped coprocessor with `faults`, fetching through `pt`.
+    /// A stopped coprocessor of `chip` with `faults`, fetching through
+    /// `pt`; a call's finish event comes `finish_delay` ticks after its
+    /// dispatch (0: the model's default).
     pub(crate) fn new(
         faults: u32,
+        finish_delay: u32,
         pt: &SimPageTable,
         chip: &'static crate::hw::fw::patch::Chip,
     ) -> Result<Arc<Self>> {
@@ -555,6 +561,9 @@ impl SimFw {
         cfg.faults = Faults::from_bits(faults);
         // The simulated chip checks the patches of its own SoC.
         cfg.chip = chip;
+        if finish_delay != 0 {
+            cfg.finish_delay = finish_delay;
+        }
         let dir = Dir::new(c"ane-sim");
         Arc::pin_init(
             try_pin_init!(Self {
@@ -774,5 +783,29 @@ impl SimPageTable {
             // SAFETY: As in `read`.
             unsafe { page.write(in_page, src) }
         })
+    }
+}
+
+/// The seam: the address-space code maps and unmaps through this table as
+/// it does through an IOMMU domain.
+impl SoftPageTable for SimPageTable {
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
+        SimPageTable::map(self, iova, pages, writable)
+    }
+
+    fn unmap(&self, iova: u64, size: u64) {
+        SimPageTable::unmap(self, iova, size)
+    }
+
+    fn attach_device(&self) {
+        SimPageTable::attach_device(self)
+    }
+
+    fn detach_device(&self) {
+        SimPageTable::detach_device(self)
+    }
+
+    fn as_any(&self) -> &dyn core::any::Any {
+        self
     }
 }

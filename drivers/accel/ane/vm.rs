@@ -10,7 +10,9 @@
 //! reference goes: [`Mapping`] owns that.
 //!
 //! The page tables are an [`AddressSpace`]: on hardware an IOMMU (DART)
-//! domain, on the simulator a software page table with the same interface.
+//! domain; in the test flavour, a software page table plugged in through
+//! [`SoftPageTable`] (the simulator's). This file names no simulator type
+//! and no driver BO type: buffers are any [`Object`].
 
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -20,8 +22,11 @@ use kernel::{
     sync::{aref::ARef, new_mutex, Arc, Mutex},
 };
 
+use crate::ext::accel::Driver;
+use crate::ext::gem::Object;
+#[cfg(ane_test)]
+use crate::ext::gem::PagePtr;
 use crate::ext::iommu::IommuDomain;
-use crate::gem::Bo;
 use crate::hw::iova::{AllocError, IovaAllocator, RangeStore};
 use crate::hw::soc::IovaWindow;
 
@@ -58,22 +63,43 @@ impl RangeStore for KVecStore {
     }
 }
 
+/// A software page table (test flavour): the seam where the simulator
+/// plugs in under the same address-space code the hardware path runs.
+#[cfg(ane_test)]
+pub(crate) trait SoftPageTable: Send + Sync {
+    /// Maps `pages` at `iova`.
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result;
+    /// Unmaps `[iova, iova + size)`.
+    fn unmap(&self, iova: u64, size: u64);
+    /// Marks the table attached to the device for its lifetime.
+    fn attach_device(&self);
+    /// Detaches it again.
+    fn detach_device(&self);
+    /// The table itself, for the engine model that translates through it.
+    fn as_any(&self) -> &dyn core::any::Any;
+}
+
 /// The page tables of one address space.
 pub(crate) enum AddressSpace {
     /// An IOMMU (DART) paging domain, attached to the engine for this
     /// client's jobs.
     Iommu(IommuSpace),
-    /// The simulated engine's software page table.
+    /// A software page table (the simulated engine's).
     #[cfg(ane_test)]
-    Sim(crate::sim::SimPageTable),
+    Soft(Arc<dyn SoftPageTable>),
 }
 
 impl AddressSpace {
-    fn map(&self, iova: u64, bo: &Bo, writable: bool) -> Result {
+    fn map<T: Driver, D: Send + Sync>(
+        &self,
+        iova: u64,
+        bo: &Object<T, D>,
+        writable: bool,
+    ) -> Result {
         match self {
             AddressSpace::Iommu(d) => d.domain.map_object(iova, bo, writable),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.map(iova, bo.pages(), writable),
+            AddressSpace::Soft(pt) => pt.map(iova, bo.pages(), writable),
         }
     }
 
@@ -82,7 +108,7 @@ impl AddressSpace {
             AddressSpace::Iommu(d) => d.domain.map_phys(iova, pa, size),
             // The simulator has no device registers to map.
             #[cfg(ane_test)]
-            AddressSpace::Sim(_) => Err(EINVAL),
+            AddressSpace::Soft(_) => Err(EINVAL),
         }
     }
 
@@ -90,7 +116,7 @@ impl AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.domain.unmap(iova, size),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.unmap(iova, size),
+            AddressSpace::Soft(pt) => pt.unmap(iova, size),
         }
     }
 }
@@ -103,7 +129,7 @@ impl AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.attach(),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => {
+            AddressSpace::Soft(pt) => {
                 pt.attach_device();
                 Ok(())
             }
@@ -116,7 +142,7 @@ impl Drop for AddressSpace {
         match self {
             AddressSpace::Iommu(d) => d.detach_if_attached(),
             #[cfg(ane_test)]
-            AddressSpace::Sim(pt) => pt.detach_device(),
+            AddressSpace::Soft(pt) => pt.detach_device(),
         }
     }
 }
@@ -161,12 +187,30 @@ impl IommuSpace {
     }
 }
 
+/// The address allocators of one space: the clients' window and, on H14,
+/// the firmware's range reserved at probe (kernel-2 N2).
+struct Pools {
+    client: IovaAllocator<KVecStore>,
+    firmware: Option<IovaAllocator<KVecStore>>,
+}
+
+/// Which allocator placed a [`Mapping`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    Client,
+    Firmware,
+    /// At an address the caller reserved ([`Vm::map_fixed`]).
+    Fixed,
+}
+
 /// A client's device address space.
 #[pin_data]
 pub(crate) struct Vm {
     #[pin]
-    iova: Mutex<IovaAllocator<KVecStore>>,
+    iova: Mutex<Pools>,
     space: AddressSpace,
+    /// The clients' window (all of the SoC's unless part is reserved).
+    window: IovaWindow,
     /// Mappings start at multiples of this.
     align: u64,
 }
@@ -191,65 +235,151 @@ impl Vm {
         space: AddressSpace,
         align: u64,
     ) -> Result<Arc<Self>> {
+        Self::with_reserve(window, space, align, 0)
+    }
+
+    /// [`Self::with_align`], with the first `reserve` bytes of `window` (a
+    /// multiple of `align`) kept for [`Self::map_reserved`]: the clients'
+    /// window starts where the reserved range ends, so no client mapping
+    /// can take the addresses the firmware needs. (At the bottom: the
+    /// firmware's boot buffers, allocated first, keep the addresses they
+    /// had when the whole window was one allocator's.)
+    pub(crate) fn with_reserve(
+        window: IovaWindow,
+        space: AddressSpace,
+        align: u64,
+        reserve: u64,
+    ) -> Result<Arc<Self>> {
         let align = align.max(PAGE_SIZE);
         // The guard gap keeps the alignment: a whole number of `align`s.
         let guard = (GUARD_PAGES * PAGE_SIZE).next_multiple_of(align);
-        let alloc =
-            IovaAllocator::new(window, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?;
+        let split = window.start.checked_add(reserve).ok_or(EINVAL)?;
+        if reserve % align != 0 || split >= window.end {
+            return Err(EINVAL);
+        }
+        let clients = IovaWindow {
+            start: split,
+            end: window.end,
+        };
+        let client =
+            IovaAllocator::new(clients, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?;
+        let firmware = if reserve == 0 {
+            None
+        } else {
+            let w = IovaWindow {
+                start: window.start,
+                end: split,
+            };
+            Some(IovaAllocator::new(w, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?)
+        };
         Arc::pin_init(
             pin_init!(Self {
-                iova <- new_mutex!(alloc),
+                iova <- new_mutex!(Pools { client, firmware }),
                 space,
+                window: clients,
                 align,
             }),
             GFP_KERNEL,
         )
     }
 
+    /// The clients' window.
+    pub(crate) fn window(&self) -> IovaWindow {
+        self.window
+    }
+
     /// Maps all of `bo` at a newly allocated address, readable and writable
     /// by the device.
-    pub(crate) fn map(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
-        self.map_with(bo, true)
+    pub(crate) fn map<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
+        self.map_with(bo, true, Pool::Client)
+    }
+
+    /// Maps all of `bo`, readable and writable, in the range reserved at
+    /// creation ([`Self::with_reserve`]); `ENOSPC` when it is full or
+    /// there is none.
+    pub(crate) fn map_reserved<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
+        self.map_with(bo, true, Pool::Firmware)
     }
 
     /// Maps all of `bo` at a newly allocated address, readable by the
     /// device only (program copies: the engine must not change what was
     /// validated).
-    pub(crate) fn map_read_only(self: &Arc<Self>, bo: &Bo) -> Result<Mapping> {
-        self.map_with(bo, false)
+    pub(crate) fn map_read_only<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
+        self.map_with(bo, false, Pool::Client)
     }
 
-    fn map_with(self: &Arc<Self>, bo: &Bo, writable: bool) -> Result<Mapping> {
+    fn map_with<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+        writable: bool,
+        pool: Pool,
+    ) -> Result<Mapping> {
         let size = bo.size() as u64;
         // The address range covers whole alignment units; only the BO's
         // pages are mapped.
         let span = size.checked_next_multiple_of(self.align).ok_or(E2BIG)?;
-        let iova = self.iova.lock().alloc(span).map_err(|e| match e {
-            AllocError::BadSize => EINVAL,
-            AllocError::NoSpace => ENOSPC,
-            AllocError::Store(e) => e,
-        })?;
+        let iova = {
+            let mut pools = self.iova.lock();
+            let alloc = match pool {
+                Pool::Firmware => pools.firmware.as_mut().ok_or(ENOSPC)?,
+                _ => &mut pools.client,
+            };
+            alloc.alloc(span).map_err(|e| match e {
+                AllocError::BadSize => EINVAL,
+                AllocError::NoSpace => ENOSPC,
+                AllocError::Store(e) => e,
+            })?
+        };
         if let Err(e) = self.space.map(iova, bo, writable) {
-            self.iova.lock().free(iova);
+            self.free(pool, iova);
             return Err(e);
         }
         Ok(Mapping {
             vm: self.clone(),
             iova,
             size,
-            fixed: false,
+            pool,
         })
+    }
+
+    /// Gives `iova` back to the allocator of `pool`.
+    fn free(&self, pool: Pool, iova: u64) {
+        let mut pools = self.iova.lock();
+        match pool {
+            Pool::Client => {
+                pools.client.free(iova);
+            }
+            Pool::Firmware => {
+                if let Some(f) = pools.firmware.as_mut() {
+                    f.free(iova);
+                }
+            }
+            Pool::Fixed => {}
+        }
     }
 
     /// Maps all of `bo` at `iova`, an address outside the allocator's
     /// window that the caller reserved (the H14 firmware's own window).
-    pub(crate) fn map_fixed(self: &Arc<Self>, bo: &Bo, iova: u64) -> Result<Mapping> {
+    pub(crate) fn map_fixed<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+        iova: u64,
+    ) -> Result<Mapping> {
         self.space.map(iova, bo, true)?;
         Ok(Mapping {
             vm: self.clone(),
             iova,
             size: bo.size() as u64,
-            fixed: true,
+            pool: Pool::Fixed,
         })
     }
 }
@@ -264,7 +394,7 @@ impl Vm {
             vm: self.clone(),
             iova,
             size,
-            fixed: true,
+            pool: Pool::Fixed,
         })
     }
 }
@@ -274,8 +404,8 @@ pub(crate) struct Mapping {
     vm: Arc<Vm>,
     iova: u64,
     size: u64,
-    /// Placed by [`Vm::map_fixed`], not by the allocator.
-    fixed: bool,
+    /// The allocator that placed it, or none ([`Vm::map_fixed`]).
+    pool: Pool,
 }
 
 impl Mapping {
@@ -293,8 +423,6 @@ impl Mapping {
 impl Drop for Mapping {
     fn drop(&mut self) {
         self.vm.space.unmap(self.iova, self.size);
-        if !self.fixed {
-            self.vm.iova.lock().free(self.iova);
-        }
+        self.vm.free(self.pool, self.iova);
     }
 }

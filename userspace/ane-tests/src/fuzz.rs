@@ -406,7 +406,7 @@ fn pattern(seed: u64, i: usize) -> u8 {
     (seed.wrapping_mul(i as u64 | 1).wrapping_add(i as u64 * 131) >> 7) as u8
 }
 
-fn mmap_bo(d: &Device, offset: u64, len: usize) -> Result<*mut u8, Errno> {
+pub(crate) fn mmap_bo(d: &Device, offset: u64, len: usize) -> Result<*mut u8, Errno> {
     // SAFETY: A fresh shared mapping of the node at the BO's fake offset;
     // the kernel checks offset and length. Nothing else refers to it.
     let p = unsafe {
@@ -422,7 +422,7 @@ fn mmap_bo(d: &Device, offset: u64, len: usize) -> Result<*mut u8, Errno> {
     Ok(p.cast())
 }
 
-fn munmap(p: *mut u8, len: usize) -> Result<(), Errno> {
+pub(crate) fn munmap(p: *mut u8, len: usize) -> Result<(), Errno> {
     // SAFETY: `p` is a mapping of `len` bytes this process made and no
     // slice of it outlives this call.
     unsafe { rustix::mm::munmap(p.cast(), len) }
@@ -1841,7 +1841,7 @@ fn rebind(d: &Device) -> Result<(), String> {
 
 /// After the run: the engine must be usable (recovered the documented way
 /// if a mutated program legitimately wedged it) and compute correctly.
-fn known_good(d: Device) -> Result<(), String> {
+pub(crate) fn known_good(d: Device) -> Result<(), String> {
     let state = crate::engine_state(&d)?;
     let d = if state == uapi::engine_state::WEDGED_POWER_CYCLE {
         println!("fuzz: engine wedged until a power cycle: waiting for autosuspend");

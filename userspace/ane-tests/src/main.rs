@@ -13,6 +13,7 @@ use std::process::ExitCode;
 mod failnth;
 mod fuzz;
 mod fwimage;
+mod hostile;
 mod sim;
 
 use ane::device::{raw, Device};
@@ -81,9 +82,18 @@ fn query_is_consistent(d: &Device) -> TestResult {
         q.page_size,
         page
     );
+    // H14: the bottom of the SoC's window is reserved for the firmware's
+    // own memory; clients get the rest (kernel-2 N2).
+    let h14 = q.backend == uapi::backend::FIRMWARE;
     check!(
-        q.iova_start == info.iova.start && q.iova_end == info.iova.end,
-        "iova window"
+        (q.iova_start == info.iova.start || h14 && q.iova_start > info.iova.start)
+            && q.iova_start < q.iova_end
+            && q.iova_end == info.iova.end,
+        "iova window {:#x}..{:#x}, the SoC's {:#x}..{:#x}",
+        q.iova_start,
+        q.iova_end,
+        info.iova.start,
+        info.iova.end
     );
     check!(
         q.bo_max_size > 0 && q.bo_total_max >= q.bo_max_size,
@@ -358,8 +368,8 @@ fn device_total_cap(d: &Device) -> TestResult {
         a_held.len()
     );
     let second = Device::open(d.path()).map_err(|e| e.to_string())?;
-    // Up to its own cap, or less where the device's kernel buffers (the
-    // H14 firmware's) take part of the device cap.
+    // Up to its own cap, or less where the suite's own file holds part of
+    // the device cap (the H14 firmware's memory is outside it).
     let (b_held, _) = fill(&second, 2);
     check!(!b_held.is_empty(), "second file: no chunk");
     let third = Device::open(d.path()).map_err(|e| e.to_string())?;
@@ -1420,6 +1430,96 @@ fn h14_suite() -> TestResult {
     Ok(())
 }
 
+/// `--h14-slow done|timeout`: one sum call on a firmware whose calls finish
+/// late (`sim_fw_finish_delay`): within the device's call limit
+/// (`fw_call_ms`) it must complete and the firmware keep running (a long
+/// model is not a broken transport, kernel-2 N2); past it the job times
+/// out and the firmware is quarantined (the record's rule).
+fn h14_slow(want: &str) -> Result<String, String> {
+    let d = open()?;
+    let program = sum_program(&d)?;
+    let t0 = std::time::Instant::now();
+    let st = h14_run_sum(&d, &program)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let fw = param_value(&d, param::FW_STATE)?;
+    let line = format!("call {st:?} after {secs:.1} s, firmware state {fw}");
+    match want {
+        "done" => check!(
+            st == Ok(ane::device::JobStatus::Done) && fw == uapi::fw_state::RUNNING,
+            "{line}: want DONE and the firmware running"
+        ),
+        _ => check!(
+            st == Ok(ane::device::JobStatus::Timeout) && fw == uapi::fw_state::QUARANTINED,
+            "{line}: want TIMEOUT and the firmware quarantined"
+        ),
+    }
+    Ok(format!("h14-slow: {line}"))
+}
+
+/// `--h14-memory`: the firmware's own memory (its image, boot buffers and
+/// SHAREDMALLOC grants) comes from a range and budget reserved at bind, not
+/// from the clients' (kernel-2 N2): with the firmware running, new files
+/// can allocate the whole device cap, and both caps fit the address window
+/// clients share. Returns the bytes allocated.
+fn h14_memory() -> Result<u64, String> {
+    let d = open()?;
+    if !is_h14(&d) {
+        return Err(SKIP_FIRMWARE.into());
+    }
+    check!(
+        param_value(&d, param::FW_STATE)? == uapi::fw_state::RUNNING,
+        "firmware not running"
+    );
+    let q = d.query().map_err(|e| e.to_string())?;
+    let client = param_value(&d, param::BO_CLIENT_MAX)?;
+    let window = q.iova_end - q.iova_start;
+    check!(
+        q.bo_total_max <= window && client <= window,
+        "caps {} (device) and {client} (file) bytes, but the window all H14 clients share is {window} bytes",
+        q.bo_total_max
+    );
+    drop(d);
+    if q.bo_total_max > 256 << 20 {
+        // The default caps: more than the guest's memory to fill.
+        return Ok(0);
+    }
+    let chunk = 1 << 20;
+    let mut total = 0u64;
+    let mut files = Vec::new();
+    while total < q.bo_total_max && files.len() < 64 {
+        let f = open()?;
+        let mut got = 0;
+        loop {
+            let mut a = uapi::BoCreate {
+                size: chunk,
+                ..Default::default()
+            };
+            match raw::bo_create(f.fd(), &mut a) {
+                Ok(()) => got += chunk,
+                Err(Errno::NOSPC) => break,
+                Err(e) => return Err(format!("BO_CREATE after {total} bytes: {e}")),
+            }
+        }
+        files.push(f);
+        total += got;
+        if got == 0 {
+            break;
+        }
+    }
+    check!(
+        total == q.bo_total_max,
+        "new files could allocate {total} of the device cap's {} bytes with the firmware running: the firmware's memory is counted against the clients' cap",
+        q.bo_total_max
+    );
+    drop(files);
+    let d = open()?;
+    check!(
+        param_value(&d, param::FW_STATE)? == uapi::fw_state::RUNNING,
+        "firmware not running after the clients filled the cap"
+    );
+    Ok(total)
+}
+
 /// `--h14-fault BITS`: a fault injected into the running firmware makes the
 /// next call fail (FAULT or TIMEOUT), quarantines the firmware, and every
 /// later EXEC and PROGRAM_CREATE is refused with EIO. The exception is an
@@ -1447,6 +1547,34 @@ fn h14_fault(bits: &str) -> TestResult {
         std::fs::write(&path, (v | alternatives).to_string()).map_err(|e| format!("fw_faults: {e}"))
     };
     set(bits)?;
+    if bits == "2048" || bits == "4096" {
+        // The firmware refuses a program at PROGRAM_LOAD (2048) or at
+        // PROC_CREATE (4096) with a status, in order: only that
+        // PROGRAM_CREATE fails (EINVAL) and the firmware keeps running for
+        // everyone (kernel-2 N2). This synthetic H14 program was never
+        // loaded in this boot of the firmware, so its load reaches it.
+        let fill = if bits == "2048" { 0x50 } else { 0x51 };
+        let r = h14_load(&d, fill).map(|p| p.handle());
+        let errno = match &r {
+            Err(ane::device::Error::Ioctl { source, .. }) => Some(*source),
+            _ => None,
+        };
+        let state = param_value(&d, param::FW_STATE)?;
+        check!(
+            errno == Some(Errno::INVAL) && state == uapi::fw_state::RUNNING,
+            "PROGRAM_CREATE the firmware refuses: {r:?}, then firmware state {state} (4 = quarantined until reboot)"
+        );
+        set("0")?;
+        let st = h14_run_sum(&d, &program)?;
+        check!(
+            st == Ok(ane::device::JobStatus::Done),
+            "a call after a refused program: {st:?}"
+        );
+        // The refused program loads once the firmware accepts it.
+        let p = h14_load(&d, fill).map_err(|e| format!("the refused program, accepted: {e}"))?;
+        drop(p);
+        return Ok(());
+    }
     if bits == "8" && !silent {
         let st = h14_run_sum(&d, &program)?;
         check!(
@@ -2325,6 +2453,12 @@ fn main() -> ExitCode {
     if mode == Some("--fuzz-regress") {
         return fuzz::regress_main(&args[2..]);
     }
+    if mode == Some("--hostile") {
+        return hostile::parent_main(&args[2..]);
+    }
+    if mode == Some("--hostile-child") {
+        return hostile::child_main(&args[2..]);
+    }
     if mode == Some("--fuzz-child") {
         return fuzz::child_main(&args[2..]);
     }
@@ -2351,10 +2485,25 @@ fn main() -> ExitCode {
             .map(|()| "h14: fixtures through the firmware, digest cache, section checks".into());
         return verdict(r, "h14");
     }
+    if mode == Some("--h14-slow") {
+        let r = h14_slow(args.get(2).map(String::as_str).unwrap_or("done"));
+        return verdict(r, "h14-slow");
+    }
+    if mode == Some("--h14-memory") {
+        let r = h14_memory().map(|n| {
+            format!("h14: the clients' caps fit their window; {n} bytes allocatable with the firmware running, its memory outside them")
+        });
+        return verdict(r, "h14-memory");
+    }
     if mode == Some("--h14-fault") {
         let bits = args.get(2).map(String::as_str).unwrap_or("8");
-        let r = h14_fault(bits)
-            .map(|()| format!("h14 fault {bits}: call failed, quarantined, EIO after"));
+        let r = h14_fault(bits).map(|()| match bits {
+            "2048" | "4096" => format!(
+                "h14 fault {bits}: the refused program failed alone (EINVAL), the firmware kept running"
+            ),
+            "8" => format!("h14 fault {bits}: the refused call failed alone, the firmware kept running"),
+            _ => format!("h14 fault {bits}: call failed, quarantined, EIO after"),
+        });
         return verdict(r, &format!("h14 fault {bits}"));
     }
     if mode == Some("--suspend") {

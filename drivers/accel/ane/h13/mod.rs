@@ -647,7 +647,11 @@ impl H13 {
         match (&self.mmio, space) {
             (Mmio::Hw(_), AddressSpace::Iommu(d)) => d.attach(),
             #[cfg(ane_test)]
-            (Mmio::SimEngine(sim), AddressSpace::Sim(pt)) => {
+            (Mmio::SimEngine(sim), AddressSpace::Soft(pt)) => {
+                let pt = pt
+                    .as_any()
+                    .downcast_ref::<crate::sim::SimPageTable>()
+                    .ok_or(EINVAL)?;
                 sim.attach(pt);
                 Ok(())
             }

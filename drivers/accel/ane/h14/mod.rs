@@ -154,6 +154,11 @@ struct FwMemory {
     /// The buffers allocated as `BufKind::Shared` (SHAREDMALLOC grants), in
     /// order: the transport resolves event pointers through them.
     shared: KVec<FwBuf>,
+    /// Loaded programs' section copies, which the firmware may read at any
+    /// time. Apart from `bos` (indexed by `FwBuf` id, and pushed to by
+    /// SHAREDMALLOC grants during an exchange), so that the room `load`
+    /// reserves for them is theirs (kernel-2 N11).
+    sections: KVec<ARef<Bo>>,
 }
 
 /// What the hardware-independent code runs on during one operation.
@@ -283,8 +288,11 @@ const MAX_PROGRAMS: usize = msg::MAX_PROGRAMS;
 /// firmware that keeps failing calls after seeing their buffers must not
 /// pin the clients' memory without bound.
 const MAX_PARKED: usize = 1024;
-/// Polls of a PROGRAM_LOAD, PROC_CREATE or CALL reply and of a finish
-/// event: 5 s at [`REPLY_POLL_US`].
+/// Polls of a PROGRAM_LOAD, PROC_CREATE or CALL reply: 5 s at
+/// [`REPLY_POLL_US`]. A reply that does not come is a broken transport. How
+/// long a call may then run until its finish event is the device's own
+/// limit ([`Firmware::new`]'s `call_ms`): a long model is not a broken
+/// transport (kernel-2 N2).
 const COMMAND_POLLS: u32 = 100_000;
 
 /// The firmware of one H14 device.
@@ -294,7 +302,7 @@ pub(crate) struct Firmware {
     state: Mutex<State>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
-    /// Calls the firmware refused in order (the first is logged).
+    /// Commands the firmware refused in order (the first is logged).
     refused: AtomicU64,
     /// The device-wide address space.
     vm: Arc<Vm>,
@@ -302,6 +310,8 @@ pub(crate) struct Firmware {
     /// The chip values iBoot's patches carry (`RTK_soc`, revision,
     /// tunables).
     chip: &'static patch::Chip,
+    /// Polls of a call's finish event (its time limit).
+    finish_polls: u32,
 }
 
 /// A real coprocessor was released in this boot (by any binding): it cannot
@@ -315,8 +325,17 @@ const REPLY_POLL_US: u32 = 50;
 
 impl Firmware {
     /// Firmware of `chip` that has not started, over `regs`, with its
-    /// memory in `vm`.
-    pub(crate) fn new(regs: FwRegs, vm: Arc<Vm>, chip: &'static patch::Chip) -> Result<Arc<Self>> {
+    /// memory in `vm`; a call may run `call_ms` milliseconds until its
+    /// finish event.
+    pub(crate) fn new(
+        regs: FwRegs,
+        vm: Arc<Vm>,
+        chip: &'static patch::Chip,
+        call_ms: u32,
+    ) -> Result<Arc<Self>> {
+        let finish_polls = u32::try_from(u64::from(call_ms) * 1000 / u64::from(REPLY_POLL_US))
+            .unwrap_or(u32::MAX)
+            .max(1);
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
@@ -328,6 +347,7 @@ impl Firmware {
                         bos: KVec::new(),
                         maps: KVec::new(),
                         shared: KVec::new(),
+                        sections: KVec::new(),
                     },
                     released: false,
                     dev: None,
@@ -340,6 +360,7 @@ impl Firmware {
                 vm,
                 regs,
                 chip,
+                finish_polls,
             }),
             GFP_KERNEL,
         )
@@ -662,46 +683,75 @@ impl Firmware {
             return Err(ENOSPC);
         }
         st.programs.reserve(1, GFP_KERNEL)?;
-        st.mem.bos.reserve(sections.len(), GFP_KERNEL)?;
+        st.mem.sections.reserve(sections.len(), GFP_KERNEL)?;
         let mut reply = [0u8; msg::PROGRAM_LOAD_LEN];
         let program = self.with_host_locked(&mut st, "PROGRAM_LOAD", |host, ctx| {
             let mut cmd = [0u8; msg::PROGRAM_LOAD_LEN];
             let n = msg::encode_program_load(&mut cmd, refs).map_err(ExchangeError::Msg)?;
-            host.exchange(
+            let answer = host.exchange_status(
                 ctx,
                 cmd.get(..n).unwrap_or(&[]),
                 &mut reply,
                 COMMAND_POLLS,
                 REPLY_POLL_US,
             )?;
-            msg::program_load_reply(&reply).map_err(ExchangeError::Msg)
+            if answer.status != 0 {
+                return Ok(Err(answer.status));
+            }
+            msg::program_load_reply(&reply)
+                .map(Ok)
+                .map_err(ExchangeError::Msg)
         });
         // The firmware may keep reading the copies whatever the outcome:
         // they stay with it (never freed, as in the record).
         for (_, bo, _) in sections {
-            if let Err(e) = st.mem.bos.push_within_capacity(bo) {
+            if let Err(e) = st.mem.sections.push_within_capacity(bo) {
                 core::mem::forget(e);
             }
         }
-        let program = program?;
+        let program = self.refusal("PROGRAM_LOAD", program?)?;
         let process = self.with_host_locked(&mut st, "PROC_CREATE", |host, ctx| {
             let mut cmd = [0u8; 0x40];
             let mut reply = [0u8; 0x40];
             let n = msg::encode_proc_create(&mut cmd, program).map_err(ExchangeError::Msg)?;
-            host.exchange(
+            let answer = host.exchange_status(
                 ctx,
                 cmd.get(..n).unwrap_or(&[]),
                 &mut reply,
                 COMMAND_POLLS,
                 REPLY_POLL_US,
             )?;
-            msg::proc_create_reply(&reply).map_err(ExchangeError::Msg)
+            if answer.status != 0 {
+                return Ok(Err(answer.status));
+            }
+            msg::proc_create_reply(&reply)
+                .map(Ok)
+                .map_err(ExchangeError::Msg)
         })?;
+        let process = self.refusal("PROC_CREATE", process)?;
         let p = FwProgram { program, process };
         if st.programs.push_within_capacity((key, p)).is_err() {
             return Err(ENOMEM);
         }
         Ok(p)
+    }
+
+    /// A command the firmware refused in order (its slot came back with
+    /// the command's opcode and a nonzero status) fails alone with
+    /// `EINVAL` (kernel-2 N2): the transport is intact, so one client's
+    /// program the firmware does not accept must not disable the engine
+    /// for everyone. The first refusal is logged.
+    fn refusal<T>(&self, what: &str, r: core::result::Result<T, u16>) -> Result<T> {
+        r.map_err(|status| {
+            if self.refused.fetch_add(1, Ordering::Relaxed) == 0 {
+                pr_warn!(
+                    "ANE firmware: {} refused (status {:#x}); the ioctl fails alone, later refusals are not logged\n",
+                    what,
+                    status
+                );
+            }
+            EINVAL
+        })
     }
 
     /// Runs one call to completion: the job is done only when the
@@ -747,7 +797,7 @@ impl Firmware {
                 // Refused in order: no finish event follows.
                 return Ok(answer.status);
             }
-            host.wait_finish(ctx, cookie, COMMAND_POLLS, REPLY_POLL_US)
+            host.wait_finish(ctx, cookie, self.finish_polls, REPLY_POLL_US)
                 .map(|_| 0)
         });
         let status = match r {
@@ -906,7 +956,7 @@ impl Firmware {
             dev_warn!(
                 pdev,
                 "the ANE firmware keeps running until reboot; its {} buffers stay allocated\n",
-                st.mem.bos.len()
+                st.mem.bos.len() + st.mem.sections.len()
             );
             // The address space stays attached and allocated too: a
             // reference that is never dropped keeps the domain from being
@@ -920,10 +970,15 @@ impl Firmware {
                 // Deliberately leaked: the coprocessor may still write here.
                 core::mem::forget(bo);
             }
+            for bo in st.mem.sections.drain_all() {
+                // Deliberately leaked: the coprocessor may still read here.
+                core::mem::forget(bo);
+            }
             return;
         }
         st.mem.maps.clear();
         st.mem.bos.clear();
+        st.mem.sections.clear();
     }
 }
 

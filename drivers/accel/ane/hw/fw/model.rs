@@ -106,11 +106,17 @@ impl Faults {
     /// more [`SM_PER_LOAD_REQUEST`] buffer (and serves no command until the
     /// host answered), instead of one SHAREDMALLOC request per boot.
     pub const SM_PER_LOAD: Faults = Faults(1 << 10);
-    /// Every fault.
-    pub const ALL: Faults = Faults(0x7ff);
     /// The alternatives of what the record leaves open (not failures): the
     /// suites must pass under each.
     pub const ALTERNATIVES: Faults = Faults((1 << 9) | (1 << 10));
+    /// Refuse every PROGRAM_LOAD with [`ModelConfig::injected_status`] (a
+    /// program the firmware does not accept), serving the rest.
+    pub const REFUSE_LOAD: Faults = Faults(1 << 11);
+    /// Refuse every PROC_CREATE with [`ModelConfig::injected_status`],
+    /// serving the rest.
+    pub const REFUSE_PROC_CREATE: Faults = Faults(1 << 12);
+    /// Every fault.
+    pub const ALL: Faults = Faults(0x1fff);
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -1171,7 +1177,10 @@ impl FwModel {
         let Ok(h) = msg::header(head) else {
             return status::BAD_MESSAGE;
         };
-        if self.fault(Faults::ERROR_STATUS) {
+        if self.fault(Faults::ERROR_STATUS)
+            || (h.opcode == msg::OP_PROGRAM_LOAD && self.fault(Faults::REFUSE_LOAD))
+            || (h.opcode == msg::OP_PROC_CREATE && self.fault(Faults::REFUSE_PROC_CREATE))
+        {
             return self.cfg.injected_status;
         }
         let (status, reply) = match h.opcode {
