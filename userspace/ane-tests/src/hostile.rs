@@ -92,9 +92,6 @@ impl<'d> Good<'d> {
 
     /// One job on inputs derived from `seed`: its outcome and round trip.
     fn job(&mut self, seed: u32) -> Result<(Outcome, Duration), String> {
-        let at = |st: &[u64; 4], n: u64, c: u64, h: u64, w: u64| {
-            (n * st[0] + c * st[1] + h * st[2] + w * st[3]) as usize
-        };
         let mut inputs = Vec::new();
         let mut outputs = Vec::new();
         for (i, (t, bo)) in self
@@ -111,18 +108,7 @@ impl<'d> Good<'d> {
                     seed.wrapping_mul(31).wrapping_add(i as u32 + 7),
                     (n * c * h * w) as usize,
                 );
-                let mut k = 0;
-                for a in 0..n {
-                    for b in 0..c {
-                        for y in 0..h {
-                            for x in 0..w {
-                                let o = at(&t.strides, a, b, y, x);
-                                m[o..o + 2].copy_from_slice(&v[k].to_bits().to_le_bytes());
-                                k += 1;
-                            }
-                        }
-                    }
-                }
+                crate::put_nchw(m, t.dims, &t.strides, &v);
                 inputs.push(v);
             } else {
                 m.fill(0xff);
@@ -166,17 +152,7 @@ impl<'d> Good<'d> {
         let mut got = Vec::new();
         for (idx, dims, strides) in outputs {
             let m = self.bos[idx].map().map_err(|e| e.to_string())?;
-            let [n, c, h, w] = dims.map(u64::from);
-            for a in 0..n {
-                for b in 0..c {
-                    for y in 0..h {
-                        for x in 0..w {
-                            let o = at(&strides, a, b, y, x);
-                            got.push(half::f16::from_bits(u16::from_le_bytes([m[o], m[o + 1]])));
-                        }
-                    }
-                }
-            }
+            got.extend(crate::get_nchw(m, dims, &strides));
         }
         let s = ane::reference::compare(&want, &got, 0).map_err(|e| e.to_string())?;
         Ok((

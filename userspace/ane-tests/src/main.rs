@@ -543,27 +543,12 @@ fn run_fixture_at(
     let mut inputs = Vec::new();
     let mut in_dims = Vec::new();
     let mut outputs = Vec::new();
-    // Element offset of (n, c, h, w) from the tensor's byte strides.
-    let at = |st: &[u64; 4], n: u64, c: u64, h: u64, w: u64| {
-        (n * st[0] + c * st[1] + h * st[2] + w * st[3]) as usize
-    };
     for (i, (t, bo)) in hwx.tensors().iter().zip(bos.iter_mut()).enumerate() {
         let m = bo.map().map_err(|e| e.to_string())?;
         let [n, c, h, w] = t.dims.map(u64::from);
         if t.direction == ane::hwx::Direction::Input {
             let v = data(i as u32 + 7, (n * c * h * w) as usize);
-            let mut k = 0;
-            for a in 0..n {
-                for b in 0..c {
-                    for y in 0..h {
-                        for x in 0..w {
-                            let o = at(&t.strides, a, b, y, x);
-                            m[o..o + 2].copy_from_slice(&v[k].to_bits().to_le_bytes());
-                            k += 1;
-                        }
-                    }
-                }
-            }
+            put_nchw(m, t.dims, &t.strides, &v);
             inputs.push(v);
             in_dims.push(t.dims);
         } else {
@@ -585,17 +570,7 @@ fn run_fixture_at(
     let mut got = Vec::new();
     for (idx, dims, strides) in outputs {
         let m = bos[idx].map().map_err(|e| e.to_string())?;
-        let [n, c, h, w] = dims.map(u64::from);
-        for a in 0..n {
-            for b in 0..c {
-                for y in 0..h {
-                    for x in 0..w {
-                        let o = at(&strides, a, b, y, x);
-                        got.push(half::f16::from_bits(u16::from_le_bytes([m[o], m[o + 1]])));
-                    }
-                }
-            }
-        }
+        got.extend(get_nchw(m, dims, &strides));
     }
     let stats = ane::reference::compare(&want, &got, ulp).map_err(|e| e.to_string())?;
     check!(stats.passed(), "{name}: {stats:?}");
@@ -807,6 +782,35 @@ fn require_fault_injection() -> TestResult {
 }
 
 /// Whether the device runs the firmware backend (H14).
+/// The byte offset of every element of a `dims` tensor with byte `strides`,
+/// in (n, c, h, w) order.
+fn nchw_offsets(dims: [u32; 4], strides: &[u64; 4]) -> impl Iterator<Item = usize> + '_ {
+    let [n, c, h, w] = dims.map(u64::from);
+    (0..n).flat_map(move |a| {
+        (0..c).flat_map(move |b| {
+            (0..h).flat_map(move |y| {
+                (0..w).map(move |x| {
+                    (a * strides[0] + b * strides[1] + y * strides[2] + x * strides[3]) as usize
+                })
+            })
+        })
+    })
+}
+
+/// Writes `v` (in (n, c, h, w) order) into the strided tensor in `m`.
+pub(crate) fn put_nchw(m: &mut [u8], dims: [u32; 4], strides: &[u64; 4], v: &[half::f16]) {
+    for (o, x) in nchw_offsets(dims, strides).zip(v) {
+        m[o..o + 2].copy_from_slice(&x.to_bits().to_le_bytes());
+    }
+}
+
+/// Reads the strided tensor in `m` in (n, c, h, w) order.
+pub(crate) fn get_nchw(m: &[u8], dims: [u32; 4], strides: &[u64; 4]) -> Vec<half::f16> {
+    nchw_offsets(dims, strides)
+        .map(|o| half::f16::from_bits(u16::from_le_bytes([m[o], m[o + 1]])))
+        .collect()
+}
+
 fn is_h14(d: &Device) -> bool {
     param_value(d, param::BACKEND).ok() == Some(uapi::backend::FIRMWARE)
 }
