@@ -423,7 +423,7 @@ fn h14_chip(soc: &SocInfo) -> Result<&'static hw::fw::patch::Chip> {
 /// H14: the device addresses reserved for the firmware's own memory
 /// (`fw_mem_mb`, whole multiples of `align`), at most half the window.
 fn fw_reserve(soc: &SocInfo, align: u64) -> u64 {
-    let want = u64::from(ext::param::get(module_parameters::fw_mem_mb.value())) << 20;
+    let want = u64::from(ext::param::get::<u32>(module_parameters::fw_mem_mb.value())) << 20;
     let half = soc.iova.end.saturating_sub(soc.iova.start) / 2;
     want.min(half)
         .next_multiple_of(align)
