@@ -692,12 +692,8 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
     for i in 0..3 {
         let mut a = r.exec_args();
         raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
-        let mut w = uapi::Wait {
-            job_id: a.job_id,
-            timeout_ns: job_deadline(),
-            ..Default::default()
-        };
-        raw::wait(d.fd(), &mut w).map_err(|e| format!("WAIT: {e}"))?;
+        let (res, w) = wait_raw(&d, a.job_id);
+        res.map_err(|e| format!("WAIT: {e}"))?;
         check!(
             w.status == uapi::job_status::DONE,
             "job {i}: status {}",
@@ -733,17 +729,25 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
     Ok(())
 }
 
+/// A raw WAIT for `job_id` until the guests' job deadline: its result and
+/// the arguments as the kernel filled them in.
+fn wait_raw(d: &Device, job_id: u64) -> (Result<(), Errno>, uapi::Wait) {
+    let mut w = uapi::Wait {
+        job_id,
+        timeout_ns: job_deadline(),
+        ..Default::default()
+    };
+    let res = raw::wait(d.fd(), &mut w);
+    (res, w)
+}
+
 /// Like [`run_sum`], with the raw status and fault word of the WAIT.
 fn run_sum_detail(d: &Device) -> Result<(u32, u64), String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     let mut a = r.exec_args();
     raw::exec(d.fd(), &mut a).map_err(|e| format!("EXEC: {e}"))?;
-    let mut w = uapi::Wait {
-        job_id: a.job_id,
-        timeout_ns: job_deadline(),
-        ..Default::default()
-    };
-    raw::wait(d.fd(), &mut w).map_err(|e| format!("WAIT: {e}"))?;
+    let (res, w) = wait_raw(d, a.job_id);
+    res.map_err(|e| format!("WAIT: {e}"))?;
     let mut prog = uapi::ProgramDestroy {
         handle: r.prog,
         pad: 0,
@@ -2121,12 +2125,7 @@ fn exec_with(
     }
     let res = raw::exec(d.fd(), &mut a);
     if res.is_ok() {
-        let mut w = uapi::Wait {
-            job_id: a.job_id,
-            timeout_ns: job_deadline(),
-            ..Default::default()
-        };
-        let _ = raw::wait(d.fd(), &mut w);
+        let _ = wait_raw(d, a.job_id);
     }
     drop(r.bos);
     res
@@ -2155,12 +2154,7 @@ fn exec_extended(d: &Device, tail: u8) -> Result<(), Errno> {
         ..Default::default()
     };
     raw::exec(d.fd(), &mut a)?;
-    let mut w = uapi::Wait {
-        job_id: a.job_id,
-        timeout_ns: job_deadline(),
-        ..Default::default()
-    };
-    raw::wait(d.fd(), &mut w)
+    wait_raw(d, a.job_id).0
 }
 
 fn slot_of(r: &Ready<'_>, output: bool) -> usize {
@@ -2388,12 +2382,8 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
         let r = ready(d)?;
         let mut a = r.exec_args();
         raw::exec(d.fd(), &mut a)?;
-        let mut w = uapi::Wait {
-            job_id: a.job_id,
-            timeout_ns: job_deadline(),
-            ..Default::default()
-        };
-        raw::wait(d.fd(), &mut w)?;
+        let (res, mut w) = wait_raw(d, a.job_id);
+        res?;
         raw::wait(d.fd(), &mut w)
     }),
 ];
