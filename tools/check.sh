@@ -45,6 +45,14 @@ esac
 printf '=== make check%s: tier %s, cache %s, %s cores\n' "${tier#gate}" "$tier" "$ANE_CACHE" "$(nproc)"
 [ "$tier" = gate ] || printf '=== (check-full: every step of the gate, then the rest)\n'
 
+# The guest tests and the oracle read the real compiled programs and target
+# files from the shared directory (README, "What you need"); without it
+# every later step would fail far from the cause, so stop here.
+ane_shared=${ANE_SHARED:-$(cd "$ANE_TOP/.." && pwd)/shared}
+for d in fixtures targets; do
+	[ -d "$ane_shared/$d" ] || die "$ane_shared/$d is missing: clone next to the shared directory (../shared) or set ANE_SHARED to it"
+done
+
 # fstep NAME COMMAND...: a step of the full tier only; the gate lists it
 # as not run, so its summary shows what make check-full adds.
 fstep() {
