@@ -8,8 +8,8 @@
 //! 0. `soc`: whether this Mac can have the ANE driver at all, and by which
 //!    path: H13 (M1, M1 Pro/Max: the host programs the engine), H14 (M2
 //!    Pro/Max: the driver starts the ANE's firmware), or not supported
-//!    (plain M2 T8112, M2 Ultra, M3, M4, ...: no hardware record in this
-//!    project), and whether an overlay describes the board's ANE. It comes
+//!    (plain M2 T8112, M1 and M2 Ultra, M3, M4, ...: no hardware record in
+//!    this project), and whether an overlay describes the board's ANE. It comes
 //!    first so that nobody installs headers, Rust metadata and a DKMS
 //!    module for a machine the driver cannot serve;
 //! 1. `kernel`: the running kernel, and whether its headers (with the Rust
@@ -134,6 +134,17 @@ fn soc(info: &SystemInfo) -> Outcome {
     };
     let compat = &dt.compatible;
     let board = compat.first().map_or("?", String::as_str);
+    // The M1 Ultra is two M1 Max dies, each with its own ANE. The T6000
+    // table would match one die's engine, but no overlay describes either
+    // and no record shows any driver running them (omarchy-ane ships a
+    // T6002 overlay opt-in and marked untested): say so as the Ultra,
+    // before the table lookup names it an M1 Pro/Max.
+    if compat.iter().any(|c| c == "apple,t6002") && !dt.ane_nodes.iter().any(|n| n.supported) {
+        return Err((
+            "T6002 (M1 Ultra): not supported: no overlay describes its ANEs (one on each of its two dies), and no driver is recorded running an M1 Ultra's ANE".into(),
+            "no setup step helps on this Mac yet; do not install the headers, ane-rust-meta or the DKMS module for it (docs/install.md section 1 lists the supported Macs)".into(),
+        ));
+    }
     if let Some(s) = compat.iter().find_map(|c| SocInfo::by_root_compatible(c)) {
         let name = format!("{:?} ({})", s.id, s.marketing);
         let path = path_of(s);
@@ -150,7 +161,7 @@ fn soc(info: &SystemInfo) -> Outcome {
         }
         return Err((
             format!("{name}: the driver knows this SoC ({path}), but no overlay describes the ANE of board {board} yet"),
-            "nothing to install until an overlay exists for this board: the M1 Ultra (T6002) has none (docs/install.md section 1, dts/README.md)".into(),
+            "nothing to install until an overlay exists for this board (docs/install.md section 1 lists the supported boards, dts/README.md the overlays)".into(),
         ));
     }
     if let Some((c, name)) = UNSUPPORTED

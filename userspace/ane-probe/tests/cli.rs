@@ -682,13 +682,19 @@ fn doctor_names_the_socs_path_first() {
             && out.contains("overlay t6020 for Mac mini (M2 Pro, 2023) (t6020-j474s)"),
         "{out}"
     );
-    // M1 Ultra: the driver knows the SoC, but no overlay describes the board.
-    let (_, out, _) = case(&["apple,j375d", "apple,t6002", "apple,arm-platform"]);
+    // M1 Ultra: named as itself (not as the M1 Pro/Max whose table would
+    // serve one die), no overlay, no recorded run, nothing below runs.
+    let (rc, out, v) = case(&["apple,j375d", "apple,t6002", "apple,arm-platform"]);
+    assert_eq!(rc, 1);
     assert!(
-        out.contains("FAIL soc       T6000 (M1 Pro/Max): the driver knows this SoC")
-            && out.contains("no overlay describes the ANE of board apple,j375d"),
+        out.contains(
+            "FAIL soc       T6002 (M1 Ultra): not supported: no overlay describes its ANEs"
+        ) && out.contains("no driver is recorded running an M1 Ultra's ANE")
+            && out.contains("do not install the headers"),
         "{out}"
     );
+    assert!(!out.contains("T6000 (M1 Pro/Max)"), "{out}");
+    assert_eq!(v["rungs"][1]["verdict"], "skip");
     // An Apple SoC nobody has listed, and a machine that is no Mac.
     let (_, out, _) = case(&["apple,j999", "apple,t9999"]);
     assert!(
