@@ -197,6 +197,81 @@ pub const OMARCHY_LIB: &str = "/usr/lib/omarchy-mac/boot/dtb-overlays.sh";
 pub const OMARCHY_NAME: &str = "ane-dt.dtbo";
 /// The root property omarchy-mac-boot reads to leave an overlay out.
 pub const SKIP_IF_COMPATIBLE: &str = "omarchy,skip-if-compatible";
+/// The function of omarchy-mac-boot's library that its
+/// `/etc/default/update-m1n1` calls to set `DTBS` to the overlaid trees.
+pub const OMARCHY_CALL: &str = "dtb_overlays_update_m1n1";
+/// The `DTBS` default line Arch Linux ARM's asahi-scripts PKGBUILD inserts
+/// into update-m1n1. omarchy-mac-boot's library merges overlays only into
+/// an update-m1n1 holding exactly this line (the default it reproduces when
+/// nothing set `DTBS`); with any other script it leaves every overlay out.
+pub const ALARM_DTBS_DEFAULT: &str =
+    ": ${DTBS:=$(/bin/ls -d /lib/modules/*-ARCH | sort -rV | head -1)/dtbs/*.dtb}";
+
+/// Whether omarchy-mac-boot will merge package overlays when update-m1n1
+/// runs: `conf` (the configuration update-m1n1 sources, `conf_text` its
+/// contents) must call [`OMARCHY_CALL`] with no later line assigning
+/// `DTBS` (the last assignment wins, and the library then never sees it)
+/// and without `OMARCHY_DTB_OVERLAYS=0` (its off switch); `script` (the
+/// installed update-m1n1) must hold [`ALARM_DTBS_DEFAULT`]. `Ok` says what
+/// was found, `Err` what leaves the overlays out and how to fix it.
+pub fn omarchy_merges(
+    conf: &str,
+    conf_text: Option<&str>,
+    script: Option<&str>,
+    script_text: Option<&str>,
+) -> Result<String, String> {
+    let lines: Vec<&str> = conf_text
+        .unwrap_or("")
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .collect();
+    let words = |l: &str| -> Vec<String> {
+        l.split(|c: char| c.is_whitespace() || c == ';')
+            .map(str::to_string)
+            .collect()
+    };
+    let Some(call) = lines
+        .iter()
+        .rposition(|l| words(l).iter().any(|w| w == OMARCHY_CALL))
+    else {
+        return Err(format!(
+            "{conf} does not call {OMARCHY_CALL}, so omarchy-mac-boot merges no package overlay into what update-m1n1 packs (a locally edited copy kept over the package's {conf}.pacnew?); restore omarchy-mac-boot's {conf}, or use `--delivery m1n1`"
+        ));
+    };
+    if let Some(i) = lines.iter().position(|l| {
+        words(l)
+            .iter()
+            .any(|w| w.trim_matches(['"', '\'']) == "OMARCHY_DTB_OVERLAYS=0")
+    }) {
+        return Err(format!(
+            "{conf} sets OMARCHY_DTB_OVERLAYS=0 (line {}), which turns omarchy-mac-boot's overlay merge off; remove that line",
+            i + 1
+        ));
+    }
+    let assigns = |l: &str| {
+        let l = l.strip_prefix("export ").unwrap_or(l).trim_start();
+        l.starts_with("DTBS=") || l.contains("${DTBS:=") || l.contains("${DTBS=")
+    };
+    if let Some(i) = (call + 1..lines.len()).find(|&i| assigns(lines[i])) {
+        return Err(format!(
+            "{conf} sets DTBS after {OMARCHY_CALL} (line {}): that list is what update-m1n1 packs, so every package overlay is left out; move the DTBS line above the call (the library merges over a DTBS set before it)",
+            i + 1
+        ));
+    }
+    let script = script.unwrap_or("update-m1n1");
+    match script_text {
+        None => Err(format!(
+            "no update-m1n1 installed ({}): nothing would pack the overlay; install asahi-scripts",
+            M1N1_SCRIPTS.join(", ")
+        )),
+        Some(t) if !t.lines().any(|l| l.trim() == ALARM_DTBS_DEFAULT) => Err(format!(
+            "{script} lacks Arch Linux ARM's DTBS default, and omarchy-mac-boot's library merges overlays only into that update-m1n1; use `--delivery m1n1`"
+        )),
+        Some(_) => Ok(format!(
+            "{conf} calls {OMARCHY_CALL} last; {script} has Arch Linux ARM's DTBS default"
+        )),
+    }
+}
 const BEGIN: &str = "# BEGIN ane-dt: ANE device-tree overlay (undo with `ane-dt remove`)";
 const END: &str = "# END ane-dt";
 
@@ -572,6 +647,23 @@ impl Env {
     }
 
     /// The configuration file holding an ane-dt block, if any.
+    /// [`omarchy_merges`] for this root's update-m1n1 and its
+    /// configuration.
+    pub fn omarchy_check(&self) -> Result<String, String> {
+        let m = self.m1n1_script();
+        let conf_text = fs::read_to_string(self.at(&m.conf)).ok();
+        let script_text = m
+            .script
+            .as_ref()
+            .and_then(|s| fs::read_to_string(self.at(s)).ok());
+        omarchy_merges(
+            &m.conf,
+            conf_text.as_deref(),
+            m.script.as_deref(),
+            script_text.as_deref(),
+        )
+    }
+
     fn hooked_conf(&self) -> Option<String> {
         self.conf_candidates()
             .into_iter()
@@ -700,6 +792,16 @@ pub fn status(env: &Env) -> Result<String, Error> {
     }
     let (delivery, why) = env.delivery();
     let _ = writeln!(s, "delivery:   {} ({why})", delivery.name());
+    if delivery == Delivery::Omarchy {
+        let _ = writeln!(
+            s,
+            "omarchy:    {}",
+            match env.omarchy_check() {
+                Ok(m) => m,
+                Err(e) => format!("OVERLAYS LEFT OUT: {e}"),
+            }
+        );
+    }
     if let Some(p) = env.state().and_then(|st| st.placed) {
         let _ = writeln!(
             s,
@@ -855,6 +957,9 @@ fn install_omarchy(env: &Env, merger: &dyn Merger) -> Result<String, Error> {
         return refuse(format!(
             "{c} holds an ane-dt block from an update-m1n1 install; run `ane-dt remove` first"
         ));
+    }
+    if let Err(e) = env.omarchy_check() {
+        return refuse(e);
     }
     let ovl = env.overlay_path(board);
     if !ovl.is_file() {

@@ -589,12 +589,21 @@ fn snapshot(root: &Path) -> BTreeMap<String, Vec<u8>> {
 
 const OMARCHY_LIB_TEXT: &[u8] = b"# dtb-overlays.sh (stand-in)\n";
 const PLACED: &str = "/usr/lib/omarchy-mac-boot/dtb-overlays/t8103-j274/ane-dt.dtbo";
+/// omarchy-mac-boot's /etc/default/update-m1n1, in shape: it sources the
+/// library and calls its DTBS function last.
+const OMARCHY_CONF: &str = "export LC_ALL=C\n# package overlays\nif [ -r /usr/lib/omarchy-mac/boot/dtb-overlays.sh ]; then\n  . /usr/lib/omarchy-mac/boot/dtb-overlays.sh\n  dtb_overlays_update_m1n1 || :\nfi\n";
+/// Arch Linux ARM's update-m1n1 in shape: it sources /etc/default/update-m1n1,
+/// then the PKGBUILD's DTBS default, then packs `$DTBS`.
+const ALARM_SCRIPT: &str = "#!/bin/sh\n[ -e /etc/default/update-m1n1 ] && . /etc/default/update-m1n1\n: ${DTBS:=$(/bin/ls -d /lib/modules/*-ARCH | sort -rV | head -1)/dtbs/*.dtb}\n: ${CONFIG:=/etc/m1n1.conf}\ncat \"$M1N1\" $DTBS >\"${TARGET}.new\"\n";
 
 /// An Omarchy system: omarchy-mac-boot's library, its overlay directory with
-/// another package's overlay, and its own update-m1n1 configuration.
+/// another package's overlay, its update-m1n1 configuration, and Arch Linux
+/// ARM's update-m1n1.
 fn omarchy_system() -> Tree {
     let t = fake_system(&["apple,j274", "apple,t8103", "apple,arm-platform"]);
     put(&t.root, ane_dt::OMARCHY_LIB, OMARCHY_LIB_TEXT);
+    put(&t.root, "/etc/default/update-m1n1", OMARCHY_CONF.as_bytes());
+    put(&t.root, "/usr/bin/update-m1n1", ALARM_SCRIPT.as_bytes());
     put(
         &t.root,
         "/usr/lib/omarchy-mac-boot/dtb-overlays/t6001/other.dtbo",
@@ -753,6 +762,84 @@ fn omarchy_install_refuses_an_overlay_without_the_skip_property_or_a_bad_merge()
         "{r:?}"
     );
     assert!(!exists(&t.root, PLACED));
+}
+
+/// omarchy-mac-boot merges package overlays only when its configuration
+/// calls the library's DTBS function with nothing setting DTBS after it,
+/// and only into Arch Linux ARM's update-m1n1 (whose DTBS default it
+/// reproduces). Otherwise the placed overlay would never reach the boot
+/// payload while install said it would: install refuses and says why.
+#[test]
+fn omarchy_install_refuses_when_omarchy_mac_boot_would_leave_the_overlay_out() {
+    let cases: &[(&str, Option<&str>, &str, &str)] = &[
+        (
+            "a DTBS line after the call (the aurora-sep installer's)",
+            Some(&format!("{OMARCHY_CONF}DTBS=/boot/dtbs/*.dtb\n")),
+            ALARM_SCRIPT,
+            "sets DTBS after dtb_overlays_update_m1n1 (line 7)",
+        ),
+        (
+            "an edited configuration kept over the packaged one",
+            Some("export LC_ALL=C\n# dtb_overlays_update_m1n1\n"),
+            ALARM_SCRIPT,
+            "does not call dtb_overlays_update_m1n1",
+        ),
+        (
+            "no configuration",
+            None,
+            ALARM_SCRIPT,
+            "does not call dtb_overlays_update_m1n1",
+        ),
+        (
+            "the merge turned off",
+            Some(&format!("OMARCHY_DTB_OVERLAYS=0\n{OMARCHY_CONF}")),
+            ALARM_SCRIPT,
+            "sets OMARCHY_DTB_OVERLAYS=0",
+        ),
+        (
+            "an update-m1n1 without Arch Linux ARM's DTBS default",
+            Some(OMARCHY_CONF),
+            "#!/bin/sh\n[ -e /etc/default/update-m1n1 ] && . /etc/default/update-m1n1\ncat \"$M1N1\" $DTBS >\"${TARGET}.new\"\n",
+            "lacks Arch Linux ARM's DTBS default",
+        ),
+    ];
+    for (what, conf, script, says) in cases {
+        let t = omarchy_system();
+        match conf {
+            Some(c) => put(&t.root, "/etc/default/update-m1n1", c.as_bytes()),
+            None => fs::remove_file(t.root.join("etc/default/update-m1n1")).unwrap(),
+        }
+        put(&t.root, "/usr/bin/update-m1n1", script.as_bytes());
+        let e = env(&t);
+        let r = install(&e, &FakeMerger::good());
+        assert!(
+            matches!(&r, Err(Error::Refused(m)) if m.contains(says)),
+            "{what}: {r:?}"
+        );
+        assert!(!exists(&t.root, PLACED), "{what}: placed anyway");
+        let s = status(&e).unwrap();
+        assert!(
+            s.contains("omarchy:    ") && s.contains(says),
+            "{what}: {s}"
+        );
+    }
+    // The shapes that work: the packaged configuration, and a DTBS set
+    // above the call (the library merges over it).
+    for conf in [
+        OMARCHY_CONF.to_string(),
+        format!("DTBS=/usr/lib/modules/7.1.13-3-1-ARCH/dtbs/*.dtb\n{OMARCHY_CONF}"),
+    ] {
+        let t = omarchy_system();
+        put(&t.root, "/etc/default/update-m1n1", conf.as_bytes());
+        let e = env(&t);
+        let r = install(&e, &FakeMerger::good()).unwrap();
+        assert!(r.contains(&format!("placed t8103-ane as {PLACED}")), "{r}");
+        let s = status(&e).unwrap();
+        assert!(
+            s.contains("omarchy:    /etc/default/update-m1n1 calls dtb_overlays_update_m1n1 last; /usr/bin/update-m1n1 has Arch Linux ARM's DTBS default"),
+            "{s}"
+        );
+    }
 }
 
 #[test]
