@@ -17,6 +17,13 @@
 #             its Makefile (CONFIG_DIR /etc/default), then the PKGBUILD's own
 #             `sed` line (a default DTBS glob); no configuration file; DTBs
 #             flat in /usr/lib/modules/<kver>/dtbs (linux-asahi's PKGBUILD).
+#   omarchy   Omarchy: the alarm root (Omarchy installs Arch Linux ARM's
+#             asahi-scripts) plus omarchy-mac-boot's /etc/default/update-m1n1
+#             and overlay library, as stand-ins (make_omarchy says what they
+#             do and what they cannot prove); ane-dt places the overlay in
+#             omarchy-mac-boot's directory and changes no configuration;
+#             after a kernel update the new tree still gets the node; with a
+#             DTBS line after omarchy-mac-boot's call, install refuses.
 #   fedora    Fedora Asahi Remix: upstream 20250713 + the spec's two patches
 #             (applied as %prep does), built with CONFIG_DIR=/etc/sysconfig,
 #             /etc/sysconfig/update-m1n1 from the spec's source; DTBs in
@@ -226,6 +233,63 @@ make_alarm() {
 	sed -n 's/^Exec = //p' "$scripts/alarm/95-m1n1-install.hook" >"$root/.run"
 }
 
+# omarchy: Arch Linux ARM plus omarchy-mac-boot. Its library is not among
+# the distribution files (no copy with provenance), so the root gets a
+# stand-in that does what docs/install.md says omarchy-mac-boot does,
+# written here from that description, not from its code: the
+# configuration sources the library and calls its DTBS function last; the
+# function leaves everything alone unless update-m1n1 holds Arch Linux
+# ARM's DTBS default, takes DTBS (else the newest kernel's trees), and
+# replaces each tree named PREFIX.dtb or PREFIX-* by a copy under /run with
+# every PREFIX/*.dtbo of the overlay directory applied by plain fdtoverlay,
+# unless the tree already has a node with a compatible the overlay's root
+# lists in omarchy,skip-if-compatible. What the stand-in cannot show is
+# that omarchy-mac-boot's own library behaves so (docs/install.md,
+# section 5).
+make_omarchy() {
+	local root=$1 t
+	make_alarm "$root"
+	for t in dtc fdtoverlay fdtget grep mkdir; do
+		copy_tool "$root" "$t"
+	done
+	mkdir -p "$root/usr/lib/omarchy-mac/boot" "$root/usr/lib/omarchy-mac-boot/dtb-overlays" "$root/etc/default"
+	cat >"$root/usr/lib/omarchy-mac/boot/dtb-overlays.sh" <<-'EOF'
+		# Test stand-in for omarchy-mac-boot's dtb-overlays.sh (see distros.sh).
+		dtb_overlays_update_m1n1() {
+		  local dir=/usr/lib/omarchy-mac-boot/dtb-overlays out=/run/omarchy-dtb-overlays
+		  local dtb cur name ov prefix c skip n=0 list=""
+		  grep -qxF ': ${DTBS:=$(/bin/ls -d /lib/modules/*-ARCH | sort -rV | head -1)/dtbs/*.dtb}' /usr/bin/update-m1n1 || return 0
+		  [ -n "${DTBS:-}" ] || DTBS="$(/bin/ls -d /lib/modules/*-ARCH | sort -rV | head -1)/dtbs/*.dtb"
+		  rm -rf "$out"; mkdir -p "$out"
+		  for dtb in $DTBS; do
+		    n=$((n + 1)); cur=$dtb; name=${dtb##*/}
+		    for ov in "$dir"/*/*.dtbo; do
+		      [ -f "$ov" ] || continue
+		      prefix=${ov%/*}; prefix=${prefix##*/}
+		      case $name in "$prefix.dtb" | "$prefix"-*) ;; *) continue ;; esac
+		      skip=0
+		      for c in $(fdtget -t s "$ov" / omarchy,skip-if-compatible); do
+		        dtc -q -I dtb -O dts "$cur" | grep -qF ""$c"" && skip=1
+		      done
+		      [ "$skip" = 0 ] || continue
+		      fdtoverlay -i "$cur" -o "$out/overlay$n.next" "$ov" || return 1
+		      mv "$out/overlay$n.next" "$out/overlay$n"; cur=$out/overlay$n
+		    done
+		    list="$list $cur"
+		  done
+		  DTBS=${list# }
+		}
+	EOF
+	cat >"$root/etc/default/update-m1n1" <<-'EOF'
+		# omarchy-mac-boot's configuration in shape (stand-in, see distros.sh).
+		export LC_ALL=C
+		if [ -r /usr/lib/omarchy-mac/boot/dtb-overlays.sh ]; then
+		  . /usr/lib/omarchy-mac/boot/dtb-overlays.sh
+		  dtb_overlays_update_m1n1 || :
+		fi
+	EOF
+}
+
 make_upstream() {
 	local root=$1 k=/usr/lib/modules/7.1.13-3-1-ARCH/dtbs
 	base_root "$root" usr/lib
@@ -384,11 +448,11 @@ ane_dt() {
 # A pacman upgrade of linux-asahi: the old modules directory goes, the new
 # one comes (the hook's trigger); the tree ane-dt merged from is gone.
 alarm_upgrade() {
-	local root=$1 old=/usr/lib/modules/7.1.13-3-1-ARCH new=/usr/lib/modules/7.1.14-1-1-ARCH
+	local root=$1 want=$2 old=/usr/lib/modules/7.1.13-3-1-ARCH new=/usr/lib/modules/7.1.14-1-1-ARCH
 	mv "$root$old" "$root$new"
 	echo "$new/dtbs" >"$root/.stock-dir"
 	update_m1n1 "$root"
-	judge "$root" stock
+	judge "$root" "$want"
 	mv "$root$new" "$root$old"
 	echo "$old/dtbs" >"$root/.stock-dir"
 }
@@ -433,8 +497,22 @@ distro() {
 		grep -qxF "    update-m1n1: /usr/bin/update-m1n1 reads $want" "$work/install.out" ||
 			{ echo "ane-dt install did not say 'update-m1n1: /usr/bin/update-m1n1 reads $want'"; return 1; }
 	}
+	# Omarchy: no configuration changes at all; the overlay is placed in
+	# omarchy-mac-boot's directory under the board's prefix.
+	omarchy_placed() {
+		local placed=/usr/lib/omarchy-mac-boot/dtb-overlays/$BOARD/ane-dt.dtbo
+		confs "$root" >"$work/$dname.confs.installed"
+		diff "$work/$dname.confs" "$work/$dname.confs.installed" || { echo "ane-dt changed a configuration file"; return 1; }
+		cmp "$root$placed" "$root/usr/share/ane/dt/t6021-ane.dtbo" || { echo "$placed is not the packaged overlay"; return 1; }
+		grep -q "placed t6021-ane as $placed" "$work/install.out" || { echo "ane-dt install did not say where it placed the overlay"; return 1; }
+		grep -q "^    omarchy:    /etc/default/update-m1n1 calls dtb_overlays_update_m1n1 last" "$work/status.out" ||
+			{ echo "ane-dt status did not find omarchy-mac-boot's merge in place"; return 1; }
+		echo "placed $placed; no configuration file changed"
+	}
+	local check=only_conf_changed
+	[ "$dname" != omarchy ] || check=omarchy_placed
 	step "$dname: ane-dt status, ane-dt install (docs/install.md section 5)" \
-		eval 'ane_dt "$root" status && ane_dt "$root" install | tee "$work/install.out" && only_conf_changed'
+		eval 'ane_dt "$root" status | tee "$work/status.out" && ane_dt "$root" install | tee "$work/install.out" && $check'
 	step "$dname: update-m1n1 exits 0 and the payload's $BOARD tree has the ANE node" \
 		eval 'update_m1n1 "$root" && judge "$root" ane'
 	step "$dname: ane-dt install again changes nothing" \
@@ -443,14 +521,39 @@ distro() {
 	local stock
 	stock=$root$(cat "$root/.stock-dir")/$BOARD.dtb
 	cp "$stock" "$work/$dname.stock"
+	# The m1n1 delivery falls back to the stock tree until `ane-dt install`
+	# runs again; omarchy-mac-boot merges the placed overlay into the new
+	# tree at once.
+	local after_update=stock
+	[ "$dname" != omarchy ] || after_update=ane
 	kernel_update() {
 		fdtput -t s "$stock" / model "a newer kernel's tree" &&
-			update_m1n1 "$root" && judge "$root" stock
+			update_m1n1 "$root" && judge "$root" "$after_update"
 	}
-	step "$dname: after a kernel update changes the stock tree, update-m1n1 exits 0 and packs it" kernel_update
+	step "$dname: after a kernel update changes the stock tree, update-m1n1 exits 0 and packs it ($after_update)" kernel_update
 	cp "$work/$dname.stock" "$stock"
 	case $dname in
-	alarm) step "alarm: after a linux-asahi upgrade replaces /usr/lib/modules/<kver>, update-m1n1 exits 0 and packs the new kernel's trees" strict alarm_upgrade "$root" ;;
+	alarm) step "alarm: after a linux-asahi upgrade replaces /usr/lib/modules/<kver>, update-m1n1 exits 0 and packs the new kernel's trees" strict alarm_upgrade "$root" stock ;;
+	omarchy)
+		step "omarchy: after a linux-asahi upgrade replaces /usr/lib/modules/<kver>, update-m1n1 exits 0 and the new kernel's tree has the ANE node" strict alarm_upgrade "$root" ane
+		# A DTBS line after omarchy-mac-boot's call (as the aurora-sep
+		# installer appends one): the overlays would be left out, so
+		# install refuses and says why.
+		dtbs_after_call() {
+			local conf=$root/etc/default/update-m1n1 rc=0
+			cp -p "$conf" "$work/omarchy.conf"
+			printf 'DTBS=/usr/lib/modules/7.1.13-3-1-ARCH/dtbs/*.dtb\n' >>"$conf"
+			ane_dt "$root" remove >/dev/null
+			ane_dt "$root" install >"$work/refused" 2>&1 || rc=$?
+			cat "$work/refused"
+			cp -p "$work/omarchy.conf" "$conf"
+			[ "$rc" != 0 ] || { echo "ane-dt install succeeded although update-m1n1 would leave the overlay out"; return 1; }
+			grep -q "sets DTBS after dtb_overlays_update_m1n1" "$work/refused" || { echo "the refusal does not say why"; return 1; }
+			[ ! -e "$root/usr/lib/omarchy-mac-boot/dtb-overlays/$BOARD/ane-dt.dtbo" ] || { echo "placed anyway"; return 1; }
+			ane_dt "$root" install >/dev/null
+		}
+		step "omarchy: with a DTBS line after omarchy-mac-boot's call, ane-dt install refuses and says why" dtbs_after_call
+		;;
 	fedora) step "fedora: a new kernel with the same board tree: update-m1n1 keeps the ANE node and takes the new kernel's other trees" strict fedora_new_kernel "$root" ;;
 	esac
 	removed() {
@@ -465,7 +568,7 @@ distro() {
 }
 
 step "inputs: distribution files match SHA256SUMS, ane-dt, overlays, board trees" strict inputs
-for d in alarm fedora upstream; do
+for d in alarm omarchy fedora upstream; do
 	distro "$d"
 done
 summary "distros summary"
