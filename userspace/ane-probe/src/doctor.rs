@@ -14,7 +14,11 @@
 //!    module for a machine the driver cannot serve;
 //! 1. `kernel`: the running kernel, and whether its headers (with the Rust
 //!    metadata an out-of-tree Rust module needs, `rust/libkernel.rmeta`)
-//!    are installed, unless the module is loaded already;
+//!    are installed, and the rustc the DKMS build will use is the one that
+//!    built the kernel (`CONFIG_RUSTC_VERSION_TEXT`: a distribution's own
+//!    build must be the `rustc` in PATH, checked with `rustc --version`;
+//!    rustup's is selected per kernel, named), unless the module is loaded
+//!    already;
 //! 2. `module`: the `ane` module is loaded;
 //! 3. `device`: a device-tree node of the driver's, enabled and bound, with
 //!    its power domains (or, without a device tree, the simulated device);
@@ -28,7 +32,8 @@
 //!    yet, so nothing is sent);
 //! 7. `parity`: every parity cell against the CPU reference.
 //!
-//! It only reads sysfs, procfs and the device tree and submits jobs through
+//! It only reads sysfs, procfs, the device tree and the headers (and runs
+//! `rustc --version`) and submits jobs through
 //! the driver: nothing the hardware record marks as dangerous (no register
 //! access, no power-state write, no firmware release). The whole run is
 //! written to one JSON receipt a user can attach to a bug report:
@@ -320,7 +325,64 @@ fn kernel(root: &Path, info: &SystemInfo) -> Outcome {
             "Fedora: install kernel-16k-devel for this exact kernel (it ships rust/); Arch/Omarchy: run ane-rust-meta, which rebuilds it for these headers (docs/install.md section 2)".into(),
         ));
     }
-    Ok(format!("{release}; headers with Rust metadata"))
+    match rustc_text(&build) {
+        None => Ok(format!("{release}; headers with Rust metadata")),
+        Some(text) => rustc_check(&release, &text)
+            .map(|m| format!("{release}; headers with Rust metadata; {m}")),
+    }
+}
+
+/// The kernel's `CONFIG_RUSTC_VERSION_TEXT`, from the headers' `.config`.
+fn rustc_text(build: &Path) -> Option<String> {
+    std::fs::read_to_string(build.join(".config"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("CONFIG_RUSTC_VERSION_TEXT="))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The rustc the DKMS build will use for a kernel built by `text`, as
+/// packaging/dkms/pre-build.sh chooses it: a text naming a distribution's
+/// own build (`... (Fedora 1.93.1-1.fc43)`) needs exactly that rustc in
+/// PATH, which this checks by running `rustc --version`; a plain text
+/// (rustup's) is built with `RUSTUP_TOOLCHAIN=<version>` as root, whose
+/// toolchains this user cannot see, so the rung names it.
+fn rustc_check(release: &str, text: &str) -> Outcome {
+    // "rustc 1.93.1 (01f6ddf75 2026-02-11) (Fedora 1.93.1-1.fc43)": the
+    // last parenthesised group after the commit's.
+    let distro = text
+        .strip_suffix(')')
+        .and_then(|t| t.split_once(") (").map(|(_, d)| d))
+        .filter(|d| !d.contains(") ("));
+    let Some(distro) = distro else {
+        let ver = text.split_whitespace().nth(1).unwrap_or("?");
+        return Ok(format!(
+            "kernel built by rustup's rustc {ver}: DKMS builds with RUSTUP_TOOLCHAIN={ver} (root needs it: sudo rustup toolchain install {ver} --profile minimal)"
+        ));
+    };
+    let have = std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    if have.as_deref() == Some(text) {
+        return Ok(format!("rustc in PATH is the kernel's (\"{text}\")"));
+    }
+    let have = have.map_or("none".to_string(), |h| format!("\"{h}\""));
+    let fix = match distro.split_once(' ') {
+        Some(("Fedora", build)) => format!(
+            "sudo dnf install rust-{build} rust-std-static-{build} (the kernel's own build; if your release no longer carries it, take it from Fedora's Koji; a rustup toolchain cannot match a Fedora-built kernel), then sudo dkms autoinstall -k {release}"
+        ),
+        _ => format!(
+            "install exactly the rustc build \"{text}\" as the rustc in PATH (a rustup toolchain of the same version is another build), then sudo dkms autoinstall -k {release}"
+        ),
+    };
+    Err((
+        format!("{release}: built by \"{text}\", but the rustc in PATH is {have}: the DKMS build would be refused (rustc reads only its own build's metadata)"),
+        fix,
+    ))
 }
 
 /// Rung 2: the module.

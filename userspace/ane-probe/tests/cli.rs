@@ -636,6 +636,74 @@ fn doctor_finds_the_kernels_rust_metadata() {
     assert_eq!(v["rungs"][1]["verdict"], "pass");
 }
 
+/// Rung `kernel` checks the rustc the DKMS build will use against the
+/// kernel's CONFIG_RUSTC_VERSION_TEXT: a Fedora-built kernel needs exactly
+/// Fedora's rust build in PATH (the fix names it); a rustup-built kernel
+/// gets its toolchain by RUSTUP_TOOLCHAIN, which the rung names.
+#[test]
+fn doctor_checks_the_kernels_rustc() {
+    let release = "7.1.13-402.asahi.fc44.aarch64+16k";
+    let text = "rustc 1.93.1 (01f6ddf75 2026-02-11) (Fedora 1.93.1-1.fc43)";
+    let s = Scene::new();
+    put(
+        &s,
+        "proc/sys/kernel/osrelease",
+        format!("{release}\n").as_bytes(),
+    );
+    put(
+        &s,
+        "proc/device-tree/compatible",
+        &compat(&["apple,j316c", "apple,t6001", "apple,arm-platform"]),
+    );
+    let build = format!("lib/modules/{release}/build");
+    put(&s, &format!("{build}/Makefile"), b"");
+    put(&s, &format!("{build}/rust/libkernel.rmeta"), b"");
+    put(
+        &s,
+        &format!("{build}/.config"),
+        format!("CONFIG_RUST=y\nCONFIG_RUSTC_VERSION_TEXT=\"{text}\"\n").as_bytes(),
+    );
+    // A fake rustc in PATH printing `says`.
+    let run = |says: &str| {
+        let bin = s.dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let rustc = bin.join("rustc");
+        std::fs::write(&rustc, format!("#!/bin/sh\necho '{says}'\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&rustc, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let receipt = s.file("doctor.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_ane-probe"))
+            .args(["doctor", "--root", &s.root(), "--receipt", &receipt])
+            .env("PATH", &bin)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let out = run("rustc 1.94.0 (4a4ef493e 2026-03-02) (Fedora 1.94.0-1.fc44)");
+    assert!(
+        out.contains(&format!("FAIL kernel    {release}: built by \"{text}\", but the rustc in PATH is \"rustc 1.94.0"))
+            && out.contains("sudo dnf install rust-1.93.1-1.fc43 rust-std-static-1.93.1-1.fc43")
+            && out.contains("a rustup toolchain cannot match"),
+        "{out}"
+    );
+    let out = run(text);
+    assert!(
+        out.contains(&format!("ok   kernel    {release}; headers with Rust metadata; rustc in PATH is the kernel's (\"{text}\")")),
+        "{out}"
+    );
+    // A rustup-built kernel (Arch): the build's toolchain is named.
+    put(
+        &s,
+        &format!("{build}/.config"),
+        b"CONFIG_RUSTC_VERSION_TEXT=\"rustc 1.93.1 (01f6ddf75 2026-02-11)\"\n",
+    );
+    let out = run("rustc 1.80.0 (051478957 2024-07-21)");
+    assert!(
+        out.contains("ok   kernel") && out.contains("DKMS builds with RUSTUP_TOOLCHAIN=1.93.1 (root needs it: sudo rustup toolchain install 1.93.1 --profile minimal)"),
+        "{out}"
+    );
+}
+
 /// Rung `soc` comes first and says whether the Mac is supported and how,
 /// before any setup step is asked for.
 #[test]
