@@ -91,5 +91,13 @@ if [ "$arch" = x86_64 ]; then
 		exit 1
 	}
 fi
+# The real udevadm and the udev rule, for the udev test (x86_64: the
+# chroot's own udev, as for Python).
+if [ "$arch" = x86_64 ]; then
+	/src/tools/udev/guest-udevadm.sh "$root" >"$out/udevadm.log" 2>&1 || {
+		cat "$out/udevadm.log" >&2
+		exit 1
+	}
+fi
 (cd "$root" && find . | cpio -o -H newc --quiet) | gzip -1 >"$out/initramfs.cpio.gz"
 echo "$out/initramfs.cpio.gz"
