@@ -49,8 +49,9 @@ pub const TILE_SHIFT: u32 = 14;
 pub const MAX_TILES: u32 = 1 << 20;
 
 /// The output's buffer id; input *k* is `FIRST_INPUT + k` (OA: "H14
-/// channel contract … output = channel 4, input k = channel 5+k", proven
-/// for one and two inputs, inferred for three).
+/// channel contract … output = channel 4, input k = channel 5+k"; its
+/// encoder parity suite covers one and two inputs, three is its inference,
+/// and its add ran on hardware with ids 5, 6 and 4).
 pub const OUTPUT_ID: u32 = 4;
 /// The first input's buffer id.
 pub const FIRST_INPUT: u32 = 5;
