@@ -511,7 +511,8 @@ fn firmware(
 
 /// Rung 6 on H14: the vetted program, once: loaded (PROGRAM_CREATE with
 /// its six sections), inputs filled with fp16 1.0, the output with 0xff,
-/// one call, waited for with `timeout`. There is no reference output for
+/// one call at the firmware priority that ran (2), waited for with
+/// `timeout`. There is no reference output for
 /// an arbitrary program, so the rung records how many output bytes the
 /// call wrote (the simulated firmware executes no H14 program: 0).
 fn job_h14(root: &Path, timeout: Duration, p: &ane::h14::Program) -> Outcome {
@@ -541,8 +542,10 @@ fn job_h14(root: &Path, timeout: Duration, p: &ane::h14::Program) -> Outcome {
         }
     }
     let t = Instant::now();
+    // LOW is the firmware's priority 2, the only one that ran on hardware
+    // (omarchy-ane `ANE_M2_PRIORITY_DEFAULT`, "the proven value").
     let id = dev
-        .exec(&program, &bindings, ane::hw::uapi::priority::NORMAL)
+        .exec(&program, &bindings, ane::hw::uapi::priority::LOW)
         .map_err(|e| fail("EXEC", e))?;
     let st = dev.wait(id, timeout).map_err(|e| fail("WAIT", e))?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
