@@ -78,6 +78,34 @@ ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json
 grep -q "^FAIL firmware  the coprocessor's firmware runs; no H14 program" /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor: the firmware rung does not stop the ladder"; }
 grep -q "next: supply an Apple-compiled H14 program that ran on hardware" /tmp/doctor.txt || fail "doctor: no instruction to supply an H14 program"
 grep -q "^skip job " /tmp/doctor.txt || fail "doctor: the job rung ran without an H14 program"
+# With an H14 container (a synthetic one of the add program's shape): the
+# record pins no sha256, so without --h14-unpinned the ladder stops at the
+# firmware rung; with it the job rung loads the six sections and makes one
+# call, which the simulated firmware completes without writing an output
+# byte; the parity cells (H13 programs) are skipped. An H13 file is refused
+# at the firmware rung by the container reader.
+ane-ioctl-tests --write-h14-synth /tmp/add-synth.anec || fail "writing the synthetic H14 container"
+rc=0
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json \
+	--h14-program /tmp/add-synth.anec > /tmp/doctor.txt || rc=$?
+[ "$rc" = 1 ] || { cat /tmp/doctor.txt; fail "doctor with an unpinned H14 program: exit $rc, not 1"; }
+grep -q "^FAIL firmware .*pins no sha256" /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor: an unpinned H14 program passed the firmware rung"; }
+grep -q "^skip job " /tmp/doctor.txt || fail "doctor: the job rung ran an unpinned program"
+rc=0
+ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json \
+	--h14-program /tmp/add-synth.anec --h14-unpinned > /tmp/doctor.txt || rc=$?
+cat /tmp/doctor.txt
+[ "$rc" = 0 ] || fail "doctor with an acknowledged H14 program: exit $rc, not 0"
+grep -q "^ok   job .*; 0 of 32768 output bytes written" /tmp/doctor.txt || fail "doctor: the H14 job rung did not run, or the simulator wrote output"
+grep -q "^skip parity " /tmp/doctor.txt || fail "doctor: parity ran on the firmware backend"
+if [ -f /fixtures/tinygrad_sum.hwx ]; then
+	rc=0
+	ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json \
+		--h14-program /fixtures/tinygrad_sum.hwx --h14-unpinned > /tmp/doctor.txt || rc=$?
+	[ "$rc" = 1 ] || { cat /tmp/doctor.txt; fail "doctor with an HWX as the H14 program: exit $rc, not 1"; }
+	grep -q "^FAIL firmware .*H14 program: " /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor: an HWX passed the container reader"; }
+fi
+ane-ioctl-tests --fw-expect running 0 no || fail "firmware state after the doctor runs"
 # System sleep while the firmware runs (kernel-2 N4): the coprocessor would
 # lose power under it, and the record has no power protocol to start it
 # again, so the driver refuses the sleep with a message saying why; the

@@ -24,13 +24,18 @@
 //!    its power domains (or, without a device tree, the simulated device);
 //! 4. `node`: its accel node opens as this driver's device;
 //! 5. `firmware` (M2 Pro/Max only): the coprocessor's firmware runs, and
-//!    an H14 program that ran on hardware was supplied (`--h14-program`);
-//!    without one the ladder stops here with what to supply: an H13 task
-//!    stream is never sent to the T6021 firmware;
-//! 6. `job`: one tiny job (the smallest parity cell) with a short timeout
-//!    (H13; on H14 the supplied program, which this version cannot read
-//!    yet, so nothing is sent);
-//! 7. `parity`: every parity cell against the CPU reference.
+//!    an H14 program was supplied (`--h14-program`) that reads as an H14
+//!    container (`ane::h14`) and is either pinned by the hardware record
+//!    ([`PINNED_H14`], empty today: the record gives no hash) or
+//!    acknowledged as unpinned (`--h14-unpinned`); otherwise the ladder
+//!    stops here with what to supply and where to get it (omarchy-ane's
+//!    hardware-proven fixtures): an H13 task stream is never sent to the
+//!    T6021 firmware;
+//! 6. `job`: one tiny job with a short timeout: on H13 the smallest parity
+//!    cell; on H14 one call of the supplied program (its output bytes
+//!    written are recorded; there is no reference to compare with);
+//! 7. `parity`: every parity cell against the CPU reference (H13 only: the
+//!    cells are H13 programs).
 //!
 //! It only reads sysfs, procfs, the device tree and the headers (and runs
 //! `rustc --version`) and submits jobs through
@@ -74,7 +79,19 @@ pub struct DoctorArgs {
     /// task stream is never sent to the T6021 firmware.
     #[arg(long, value_name = "FILE")]
     h14_program: Option<PathBuf>,
+    /// Run the `--h14-program` although the hardware record pins no
+    /// sha256 for it. The record pins none yet ([`PINNED_H14`]), so every
+    /// H14 job rung needs this acknowledgement today.
+    #[arg(long)]
+    h14_unpinned: bool,
 }
+
+/// H14 programs the hardware record pins, as (name, sha256): the job
+/// rung runs one of these without `--h14-unpinned`. Empty: the record
+/// (`docs/hardware-record.md`, "H14 programs") names omarchy-ane's
+/// hardware-proven fixtures but gives no hash of any of them, so nothing
+/// can be verified yet and the user must acknowledge that.
+pub const PINNED_H14: &[(&str, &str)] = &[];
 
 /// The `schema` of the receipt.
 pub const SCHEMA: &str = "ane-probe/doctor";
@@ -488,45 +505,149 @@ fn node(info: &SystemInfo) -> Result<(String, Option<String>), (String, String)>
 }
 
 /// What rung 5 asks for when no H14 program was supplied.
-pub const SUPPLY_H14: &str = "supply an Apple-compiled H14 program that ran on hardware (for example one of omarchy-ane's published H14 fixtures): ane-probe doctor --h14-program FILE. The doctor never sends an H13 task stream (HWX, .anec, a parity cell) to the T6021 firmware: nothing records what the firmware does with one, and a refusal quarantines the ANE until reboot";
+pub const SUPPLY_H14: &str = "supply an Apple-compiled H14 program that ran on hardware, one of omarchy-ane's published H14 fixtures (github.com/joshuaswarren/omarchy-ane, fixtures/h14-anec/<name>/program-0.anec; add is the one its M2 Max ran bit-exact): ane-probe doctor --h14-program FILE --h14-unpinned (the hardware record pins no sha256 for any of them yet, so --h14-unpinned acknowledges the file is not verified). The doctor never sends an H13 task stream (HWX, eiln's .anec, a parity cell) to the T6021 firmware: nothing records what the firmware does with one, and a refusal quarantines the ANE until reboot";
+
+/// Rung 5's verdict on the supplied H14 program: its bytes read as an
+/// H14 container (`ane::h14`), and either its sha256 is one `pins` lists
+/// or the user acknowledged an unpinned program. Returns the program and
+/// the rung's detail.
+fn vet_h14(
+    path: &Path,
+    bytes: &std::io::Result<Vec<u8>>,
+    unpinned: bool,
+    pins: &[(&str, &str)],
+) -> Result<(ane::h14::Program, String), (String, String)> {
+    let bytes = bytes.as_ref().map_err(|e| {
+        (
+            format!("cannot read the H14 program {}: {e}", path.display()),
+            SUPPLY_H14.to_string(),
+        )
+    })?;
+    let sha = ane::program::sha256_hex(bytes);
+    let what = format!(
+        "H14 program {} ({} bytes, sha256 {sha})",
+        path.display(),
+        bytes.len()
+    );
+    let p = ane::h14::parse(bytes).map_err(|e| {
+        (
+            format!("{what}: {e}"),
+            format!("nothing was sent to the firmware; {SUPPLY_H14}"),
+        )
+    })?;
+    let pin = match pins.iter().find(|(_, h)| *h == sha) {
+        Some((name, _)) => format!("pinned by the hardware record as {name}"),
+        None if unpinned => "not pinned by the hardware record (run with --h14-unpinned)".into(),
+        None => {
+            return Err((
+                format!("{what}: the hardware record pins no sha256 for it (it pins none yet); nothing was sent to the firmware"),
+                "if it is one of omarchy-ane's hardware-proven H14 fixtures (fixtures/h14-anec/<name>/program-0.anec), rerun with --h14-unpinned to run it unverified".into(),
+            ))
+        }
+    };
+    let detail = format!(
+        "{what}: {} task(s), {} input(s), output {} bytes; {pin}",
+        p.tasks.len(),
+        p.header.input_count,
+        p.io.last().map_or(0, |o| o.size)
+    );
+    Ok((p, detail))
+}
 
 /// Rung 5 (H14): the firmware runs, and the job rung has a program the
 /// firmware can run: `h14` is the `--h14-program` file, as its path and
-/// its bytes (`Err` when it could not be read).
-fn firmware(state: &str, h14: Option<(&Path, &std::io::Result<Vec<u8>>)>) -> Outcome {
+/// its bytes (`Err` when it could not be read), `unpinned` the user's
+/// acknowledgement. The program is left in `vetted` for the job rung.
+fn firmware(
+    state: &str,
+    h14: Option<(&Path, &std::io::Result<Vec<u8>>)>,
+    unpinned: bool,
+    vetted: &mut Option<ane::h14::Program>,
+) -> Outcome {
     if state != "running" {
         return Err((
             format!("firmware {state}"),
             "check the firmware file: ane-probe firmware /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho; a coprocessor that was released needs a reboot before another start (docs/install.md)".into(),
         ));
     }
-    match h14 {
-        None => Err((
+    let Some((path, bytes)) = h14 else {
+        return Err((
             "the coprocessor's firmware runs; no H14 program to run on it".into(),
             SUPPLY_H14.into(),
-        )),
-        Some((p, Err(e))) => Err((
-            format!(
-                "the coprocessor's firmware runs; cannot read the H14 program {}: {e}",
-                p.display()
-            ),
-            SUPPLY_H14.into(),
-        )),
-        Some((p, Ok(bytes))) => Ok(format!(
-            "the coprocessor's firmware runs; H14 program {} ({} bytes, sha256 {})",
-            p.display(),
-            bytes.len(),
-            ane::program::sha256_hex(bytes)
-        )),
-    }
+        ));
+    };
+    let (p, detail) = vet_h14(path, bytes, unpinned, PINNED_H14)
+        .map_err(|(d, n)| (format!("the coprocessor's firmware runs; {d}"), n))?;
+    *vetted = Some(p);
+    Ok(format!("the coprocessor's firmware runs; {detail}"))
 }
 
-/// Rung 6 on H14: the supplied program. This ane-probe cannot yet read the
-/// H14 program container (issue 25), so nothing is sent to the firmware.
-fn job_h14() -> Outcome {
+/// Rung 6 on H14: the vetted program, once: loaded (PROGRAM_CREATE with
+/// its six sections), inputs filled with fp16 1.0, the output with 0xff,
+/// one call at the firmware priority that ran (2), waited for with
+/// `timeout`. There is no reference output for
+/// an arbitrary program, so the rung records how many output bytes the
+/// call wrote (the simulated firmware executes no H14 program: 0).
+fn job_h14(root: &Path, timeout: Duration, p: &ane::h14::Program) -> Outcome {
+    let dev = session::open_device(root, None).map_err(|e| {
+        (
+            format!("cannot open the device: {e}"),
+            "see rung `node`".into(),
+        )
+    })?;
+    let fail = |what: &str, e: ane::device::Error| {
+        (
+            format!("{what}: {e}"),
+            "`ane-probe info` shows the firmware state; attach this receipt and `dmesg` to issue 25".into(),
+        )
+    };
+    let program = dev.load_h14(p).map_err(|e| fail("PROGRAM_CREATE", e))?;
+    let (mut bos, bindings) = dev.bind_h14(p).map_err(|e| fail("buffers", e))?;
+    for (bo, b) in bos.iter_mut().zip(&bindings) {
+        let m = bo.map().map_err(|e| fail("buffers", e))?;
+        let m = &mut m[..b.size as usize];
+        if b.flags & ane::hw::uapi::bind::OUT != 0 {
+            m.fill(0xff);
+        } else {
+            for h in m.chunks_exact_mut(2) {
+                h.copy_from_slice(&0x3c00u16.to_le_bytes());
+            }
+        }
+    }
+    let t = Instant::now();
+    // LOW is the firmware's priority 2, the only one that ran on hardware
+    // (omarchy-ane `ANE_M2_PRIORITY_DEFAULT`, "the proven value").
+    let id = dev
+        .exec(&program, &bindings, ane::hw::uapi::priority::LOW)
+        .map_err(|e| fail("EXEC", e))?;
+    let st = dev.wait(id, timeout).map_err(|e| fail("WAIT", e))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    if st != Some(ane::device::JobStatus::Done) {
+        return Err((
+            format!("the call ended {st:?} after {ms:.1} ms"),
+            "`ane-probe info` shows the firmware state (a failed call quarantines it until reboot); attach this receipt and `dmesg` to issue 25".into(),
+        ));
+    }
+    let mut written = 0usize;
+    let mut total = 0usize;
+    for (bo, b) in bos.iter_mut().zip(&bindings) {
+        if b.flags & ane::hw::uapi::bind::OUT != 0 {
+            let m = bo.map().map_err(|e| fail("buffers", e))?;
+            total += b.size as usize;
+            written += m[..b.size as usize].iter().filter(|&&x| x != 0xff).count();
+        }
+    }
+    Ok(format!(
+        "one call of the H14 program: done in {ms:.1} ms; {written} of {total} output bytes written (no reference output: not compared)"
+    ))
+}
+
+/// A rung the ladder only reaches after a failure below it, which it then
+/// records as skipped without calling this.
+fn unreachable_rung(name: &str) -> Outcome {
     Err((
-        "not run: this ane-probe cannot read an H14 program container yet; nothing was sent to the firmware".into(),
-        "attach this receipt (it records the program's sha256) to issue 25".into(),
+        format!("{name}: not run (no H14 program passed the firmware rung)"),
+        SUPPLY_H14.into(),
     ))
 }
 
@@ -645,6 +766,7 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
         .h14_program
         .as_ref()
         .map(|p| (p.as_path(), std::fs::read(p)));
+    let mut vetted = None;
     let on_firmware = match fw.as_deref() {
         Some("none") | None if !l.failed => {
             l.skip("firmware", "this SoC runs no firmware under Linux");
@@ -653,17 +775,34 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
         _ => {
             let state = fw.clone().unwrap_or_else(|| "unknown".into());
             l.rung("firmware", || {
-                firmware(&state, h14.as_ref().map(|(p, b)| (*p, b)))
+                firmware(
+                    &state,
+                    h14.as_ref().map(|(p, b)| (*p, b)),
+                    args.h14_unpinned,
+                    &mut vetted,
+                )
             });
             true
         }
     };
     if on_firmware {
-        l.rung("job", job_h14);
+        match &vetted {
+            Some(p) => l.rung("job", || job_h14(&ctx.root, timeout, p)),
+            // The firmware rung failed: the ladder records the skip.
+            None => l.rung("job", || unreachable_rung("job")),
+        }
+        if !l.failed {
+            l.skip(
+                "parity",
+                "the parity cells are H13 programs: never sent to the T6021 firmware",
+            );
+        } else {
+            l.rung("parity", || unreachable_rung("parity"));
+        }
     } else {
         l.rung("job", || job(&ctx.root, timeout));
+        l.rung("parity", || parity_all(&ctx.root, timeout));
     }
-    l.rung("parity", || parity_all(&ctx.root, timeout));
     let failed = l.failed;
     let report = Report {
         header: Header::new(SCHEMA, 1, &ctx.root),
@@ -700,31 +839,90 @@ mod tests {
     use super::*;
 
     /// T6021 without `--h14-program`: the ladder stops at the firmware
-    /// rung with what to supply; never a job of an H13 stream.
+    /// rung with what to supply and where to get it; never a job of an
+    /// H13 stream.
     #[test]
     fn t6021_stops_at_the_firmware_rung_without_an_h14_program() {
-        let (d, next) = firmware("running", None).unwrap_err();
+        let mut v = None;
+        let (d, next) = firmware("running", None, false, &mut v).unwrap_err();
         assert!(d.contains("no H14 program"), "{d}");
-        assert!(next.contains("--h14-program FILE"), "{next}");
+        assert!(next.contains("--h14-program FILE --h14-unpinned"), "{next}");
         assert!(
             next.contains("omarchy-ane's published H14 fixtures"),
             "{next}"
         );
+        assert!(
+            next.contains("fixtures/h14-anec/<name>/program-0.anec"),
+            "{next}"
+        );
+        assert!(next.contains("pins no sha256"), "{next}");
         assert!(next.contains("never sends an H13 task stream"), "{next}");
+        assert!(v.is_none());
         let missing: std::io::Result<Vec<u8>> =
             Err(std::io::Error::from(std::io::ErrorKind::NotFound));
-        assert!(firmware("running", Some((Path::new("/x.bin"), &missing))).is_err());
-        let ok: std::io::Result<Vec<u8>> = Ok(b"abc".to_vec());
-        let d = firmware("running", Some((Path::new("/x.bin"), &ok))).unwrap();
+        assert!(firmware(
+            "running",
+            Some((Path::new("/x.bin"), &missing)),
+            true,
+            &mut v
+        )
+        .is_err());
+        assert!(v.is_none());
+        assert!(firmware("failed", None, true, &mut v)
+            .unwrap_err()
+            .0
+            .contains("firmware failed"));
+    }
+
+    /// A file that is not an H14 container (here three bytes, and an H13
+    /// task stream of the project's builder) is refused at the firmware
+    /// rung with the field named; nothing reaches the job rung.
+    #[test]
+    fn t6021_refuses_what_is_not_an_h14_container() {
+        let mut v = None;
+        let abc: std::io::Result<Vec<u8>> = Ok(b"abc".to_vec());
+        let (d, next) =
+            firmware("running", Some((Path::new("/x.bin"), &abc)), true, &mut v).unwrap_err();
         assert!(
             d.contains("sha256 ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
             "{d}"
         );
-        assert!(firmware("failed", None)
-            .unwrap_err()
-            .0
-            .contains("firmware failed"));
-        // With a program, the job rung still sends nothing (no H14 reader).
-        assert!(job_h14().unwrap_err().0.contains("nothing was sent"));
+        assert!(d.contains("file size"), "{d}");
+        assert!(next.contains("nothing was sent"), "{next}");
+        let shape = ane::tensor::Shape::new(1, 8, 8, 8).unwrap();
+        let h13: std::io::Result<Vec<u8>> = Ok(ane::builder::add(&shape).unwrap().image());
+        let (d, _) =
+            firmware("running", Some((Path::new("/cell"), &h13)), true, &mut v).unwrap_err();
+        assert!(d.contains("H14 program"), "{d}");
+        assert!(v.is_none());
+    }
+
+    /// The record pins no H14 program: a valid container runs only with
+    /// `--h14-unpinned`; one whose sha256 a pin list names runs without.
+    #[test]
+    fn t6021_runs_an_h14_program_only_pinned_or_acknowledged() {
+        assert!(
+            PINNED_H14.is_empty(),
+            "the record pins none: update the docs"
+        );
+        let bytes = ane::h14::synth::add();
+        let sha = ane::program::sha256_hex(&bytes);
+        let ok: std::io::Result<Vec<u8>> = Ok(bytes);
+        let mut v = None;
+        let (d, next) = firmware(
+            "running",
+            Some((Path::new("/add.anec"), &ok)),
+            false,
+            &mut v,
+        )
+        .unwrap_err();
+        assert!(d.contains("pins no sha256"), "{d}");
+        assert!(next.contains("--h14-unpinned"), "{next}");
+        assert!(v.is_none(), "an unpinned program reached the job rung");
+        let d = firmware("running", Some((Path::new("/add.anec"), &ok)), true, &mut v).unwrap();
+        assert!(d.contains(&sha) && d.contains("not pinned"), "{d}");
+        assert_eq!(v.as_ref().map(|p| p.refs.len()), Some(3));
+        let (_, d) = vet_h14(Path::new("/add.anec"), &ok, false, &[("add", sha.as_str())]).unwrap();
+        assert!(d.contains("pinned by the hardware record as add"), "{d}");
     }
 }

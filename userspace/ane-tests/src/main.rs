@@ -2469,6 +2469,22 @@ fn main() -> ExitCode {
             }
         };
     }
+    if mode == Some("--write-h14-synth") {
+        // A synthetic H14 container of the add program's shape
+        // (ane::h14::synth), for the doctor's T6021 job rung on the
+        // simulator; never Apple's bytes, never for hardware.
+        let Some(path) = args.get(2) else {
+            eprintln!("usage: --write-h14-synth PATH");
+            return ExitCode::from(2);
+        };
+        return match std::fs::write(path, ane::h14::synth::add()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{path}: {e}");
+                ExitCode::from(1)
+            }
+        };
+    }
     if mode == Some("--fw-expect") {
         let want = (args.get(2), args.get(3), args.get(4));
         let r = fw_expect(want.0, want.1, want.2).map(|line| format!("firmware: {line}"));

@@ -802,6 +802,46 @@ impl Device {
         self.create_program(&mut a)
     }
 
+    /// Hands an H14 program read from its container ([`crate::h14`]) to
+    /// the firmware backend: its six sections staged in one BO (the
+    /// kernel keeps its own copies).
+    pub fn load_h14(&self, p: &crate::h14::Program) -> Result<Program<'_>> {
+        let (bytes, sections) = p.staging();
+        let mut bo = self.bo_create(bytes.len() as u64)?;
+        bo.map()?[..bytes.len()].copy_from_slice(&bytes);
+        self.program_create_sections(&bo, 0, bytes.len() as u64, &sections)
+    }
+
+    /// The io buffers of an H14 program, zeroed, and their bindings (slot
+    /// = buffer id, `IN` or `OUT`, the io table's size), in the io table's
+    /// order. Each BO is one 16 KiB page larger than what is bound:
+    /// omarchy-ane measured the engine reading and writing slightly past
+    /// a surface's end (DART faults at the end of an output and at
+    /// end + 0x100 of an input) and allocates that guard page behind
+    /// every buffer (libane `ane_m2_guard`).
+    pub fn bind_h14(&self, p: &crate::h14::Program) -> Result<(Vec<Bo<'_>>, Vec<uapi::Binding>)> {
+        const GUARD: u64 = 0x4000;
+        let mut bos = Vec::new();
+        let mut bindings = Vec::new();
+        for io in &p.io {
+            let mut bo = self.bo_create(io.size + GUARD)?;
+            bo.map()?.fill(0);
+            bindings.push(uapi::Binding {
+                slot: io.buffer_id,
+                bo_handle: bo.handle,
+                offset: 0,
+                size: io.size,
+                flags: match io.dir {
+                    crate::h14::Dir::Input => uapi::bind::IN,
+                    crate::h14::Dir::Output => uapi::bind::OUT,
+                },
+                pad: 0,
+            });
+            bos.push(bo);
+        }
+        Ok((bos, bindings))
+    }
+
     /// The buffers a compiled HWX program needs, and the bindings that
     /// attach each to its slot, ready for [`Device::exec`]: first one BO
     /// per tensor, in tensor order, then one per further slot the task

@@ -23,6 +23,8 @@
 //!   against the CPU reference.
 //! - [`program`]: a compiled program file (HWX or `.anec`) validated by
 //!   the kernel's TD validator, with the binding of every slot it uses.
+//! - [`h14`]: the H14 program container Apple's compiler emits for T602x,
+//!   read into the six sections the T6021 firmware takes.
 //! - [`parity`]: the parity cells as data, and their execution on the
 //!   engine model or the device against the CPU reference.
 //!
@@ -37,6 +39,7 @@ pub mod compiler;
 pub mod device;
 #[doc(hidden)]
 pub mod fixtures;
+pub mod h14;
 pub mod hwx;
 pub mod mlp;
 pub mod parity;

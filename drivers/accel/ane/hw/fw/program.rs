@@ -106,12 +106,19 @@ pub fn check_descriptor_head(head: &[u8], size: u64) -> Result<(), NotH14> {
         *word.get(2).unwrap_or(&0),
         *word.get(3).unwrap_or(&0),
     ]);
-    let words = (w >> 16) & 0x7ff;
+    let words = task_words(w);
     let bytes = u64::from(words) * 4;
     if words < TASK_HEADER_WORDS || bytes > size - FRAME as u64 {
         return Err(NotH14::TaskLength { words, size });
     }
     Ok(())
+}
+
+/// The length in words an H14 task's first word declares (bits 26:16; 0
+/// marks a 16-byte filler frame). omarchy-ane reads it as the u16 at byte 2
+/// masked to 11 bits (`split_h14_tasks`), the same bits.
+pub const fn task_words(word0: u32) -> u32 {
+    (word0 >> 16) & 0x7ff
 }
 
 /// The first word of an H14 task of `words` words, as [`check_descriptor_head`]
