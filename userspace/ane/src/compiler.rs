@@ -73,6 +73,33 @@ use crate::builder::{
 use crate::hw::td::regs::PeOp;
 use crate::tensor::Shape;
 
+/// The ONNX op types the compiler lowers (each under the conditions of
+/// the table above); every other op is refused by name.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Gemm",
+    "MatMul",
+    "Conv",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "BatchNormalization",
+    "Relu",
+    "Sigmoid",
+    "Gelu",
+    "Clip",
+    "LeakyRelu",
+    "Flatten",
+    "Reshape",
+    "Abs",
+    "Concat",
+    "Add",
+    "Sub",
+    "Mul",
+    "Max",
+    "Min",
+    "Mean",
+];
+
 /// The engine generation to compile for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
@@ -1219,7 +1246,13 @@ pub(crate) fn compile_with(
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(
+                    n,
+                    format!(
+                        "{other} is not in the supported subset ({}; each op's conditions: `ane-probe compile --help`)",
+                        SUPPORTED_OPS.join(", ")
+                    ),
+                ))
             }
         };
         if let Some(o) = new_op {

@@ -527,3 +527,32 @@ fn scratch_sharing_follows_the_dependencies() {
     assert_eq!(share_scratch(&mut independent, &bufs), 192);
     assert_eq!(dst_of(&independent[2]), c);
 }
+
+/// [`SUPPORTED_OPS`] is what the lowering accepts: a one-node model of
+/// each listed op is never refused as outside the subset (it may be
+/// refused for its missing operands), and ops outside it are.
+#[test]
+fn supported_ops_is_the_lowering() {
+    let refused_as_unknown = |op: &str| {
+        let bytes = model(
+            vec![node("n", op, &["x"], &["y"], vec![])],
+            vec![],
+            vec![ValueInfoProto::float("x", &[2, 3])],
+            ValueInfoProto::float("y", &[2, 3]),
+        );
+        matches!(compile(&bytes, Target::H13),
+            Err(CompileError::Unsupported { reason, .. }) if reason.contains("is not in the supported subset"))
+    };
+    for op in SUPPORTED_OPS {
+        assert!(!refused_as_unknown(op), "{op}");
+    }
+    for op in [
+        "Softmax",
+        "Tanh",
+        "Transpose",
+        "LayerNormalization",
+        "Split",
+    ] {
+        assert!(refused_as_unknown(op) || op == "Tanh", "{op}");
+    }
+}
