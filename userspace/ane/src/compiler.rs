@@ -7,7 +7,9 @@
 //! the initializers, and lowers the graph to **one** H13 program: a TD
 //! chain built by [`builder`](crate::builder)'s TD constructors, the
 //! coefficients and constants in slot 1, every intermediate resident in
-//! scratch slot 3, the graph's output in slot 4 and its inputs from slot 5.
+//! scratch slot 3 (sharing memory where the chain orders the accesses,
+//! `share_scratch`), the graph's output in slot 4 and its inputs from
+//! slot 5.
 //! [`Compiled::to_anec`] writes it as the `.anec` container the library
 //! loads, with the model's input and output names and shapes (see
 //! [`crate::anec`]'s names block).
@@ -182,7 +184,7 @@ pub struct ScratchBytes {
     /// Every intermediate at its own offset.
     pub unshared: u64,
     /// Intermediates whose accesses are ordered by the chain's
-    /// dependencies sharing memory ([`share_scratch`]): what the program
+    /// dependencies sharing memory (`share_scratch`): what the program
     /// uses.
     pub shared: u64,
 }
