@@ -4,6 +4,8 @@
 # the minimum version), lints the extension crate with clippy, installs the
 # wheel into a scratch directory and runs the pytest suite against it on the
 # host engine model, with the fixtures of ../shared (read-only at /shared).
+# onnxruntime (in the same requirements) is required there: the compiler's
+# zoo is held to it (tests/test_onnxruntime.py, ANE_RS_REQUIRE_ORT=1).
 #
 # The tools (tools/py/requirements.txt, pinned with hashes) live in a venv
 # under /cache keyed by that file and the Python version (tools/py/venv.sh,
@@ -44,7 +46,7 @@ export PYTHONPATH=$out/site
 imported=$(python3 -c 'import ane_rs, sys; print("ane_rs", ane_rs.__version__, "from", ane_rs.__file__)')
 echo "$imported"
 grep -q "from $out/site/" <<<"$imported" || { echo "ane_rs not imported from the wheel" >&2; exit 1; }
-ANE_SHARED=${ANE_SHARED:-/shared} python3 -m pytest -q -rs -p no:cacheprovider userspace/ane-py/tests
+ANE_RS_REQUIRE_ORT=1 ANE_SHARED=${ANE_SHARED:-/shared} python3 -m pytest -q -rs -p no:cacheprovider userspace/ane-py/tests
 
 # The wheel Apple Silicon users install: aarch64, cross-built as the guest's
 # test binaries are (tools/qemu/build-guest.sh). Checked to hold an aarch64

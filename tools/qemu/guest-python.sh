@@ -12,7 +12,9 @@
 #   interpreter, its extension modules and numpy link against (from ldd);
 # - numpy, pytest and pytest's dependencies from the venv of tools/py/venv.sh
 #   (the pinned, hashed wheels the host pytest run uses), without pip,
-#   maturin, numpy's own tests and type stubs;
+#   maturin, numpy's own tests and type stubs, and without onnxruntime and
+#   its protobuf and flatbuffers (~80 MB; the guest compares with the
+#   onnxruntime outputs stored beside the zoo, data/NAME.ort.npy);
 # - the ane_rs abi3 wheel for x86_64, built here by maturin with the chroot's
 #   rustc (as tools/py/check.sh builds it), installed as pip installs it;
 # - the pytest suite, userspace/ane-py/tests, at /ane-py/tests.
@@ -66,6 +68,8 @@ rsync -a \
 mkdir -p "$site"
 rsync -a \
 	--exclude=/pip/ --exclude='/pip-*' --exclude=/maturin/ --exclude='/maturin-*' \
+	--exclude=/onnxruntime/ --exclude='/onnxruntime-*' --exclude=/google/ --exclude='/protobuf-*' \
+	--exclude=/flatbuffers/ --exclude='/flatbuffers-*' \
 	--exclude='/_distutils_hack/' --exclude='/setuptools*' --exclude=/distutils-precedence.pth \
 	--exclude='/numpy/**/tests/' --exclude='/numpy/f2py/' --exclude='/numpy/_pyinstaller/' \
 	--exclude='/numpy/_core/include/' --exclude='/numpy/_core/lib/' --exclude='*.pyi' \
@@ -88,3 +92,7 @@ rsync -a --exclude=__pycache__ "$src/userspace/ane-py/tests" "$root/ane-py/"
 
 # It must start in the initramfs' root, from nothing but what is there.
 chroot "$root" /usr/bin/python3 -c 'import numpy, pytest, ane_rs; print("guest python:", numpy.__version__, pytest.__version__, ane_rs.__version__)'
+if chroot "$root" /usr/bin/python3 -c 'import onnxruntime' 2>/dev/null; then
+	echo "guest-python: onnxruntime reached the initramfs (host only)" >&2
+	exit 1
+fi

@@ -57,3 +57,19 @@ def dev(request):
     d = ane_rs.Device()
     assert d.kind == "device"
     return d
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The figures tests recorded with `record_property("max error", ...)`
+    (test_onnxruntime.py), one line each, passed or failed."""
+    lines = [
+        v
+        for key in ("passed", "failed")
+        for r in terminalreporter.stats.get(key, [])
+        for k, v in getattr(r, "user_properties", [])
+        if k == "max error"
+    ]
+    if lines:
+        terminalreporter.section("max error against onnxruntime")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -2,9 +2,8 @@
 """ane_rs.compile: the ONNX models of data/ (written, with their inputs,
 the f64 CPU evaluation of each model and its fp16 tolerance, by
 `cargo run -p ane --example onnx_zoo -- userspace/ane-py/tests/data`, seed
-29) compiled, loaded and run with inputs in the model's own shape; where
-onnxruntime is installed the same models also run on it and the engine's
-output is held to the same bound against it."""
+29) compiled, loaded and run with inputs in the model's own shape and held
+to that reference; test_onnxruntime.py holds them to onnxruntime."""
 
 import json
 from pathlib import Path
@@ -35,14 +34,6 @@ def test_compile_and_run(dev, tmp_path, name):
     got = y.astype(np.float64).reshape(ref.shape)
     err = float(np.max(np.abs(got - ref)))
     assert err <= meta["bound"], (name, err, meta["bound"])
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return
-    sess = ort.InferenceSession(str(DATA / f"{name}.onnx"), providers=["CPUExecutionProvider"])
-    (o,) = sess.run([meta["output"]], {meta["input"]: x.astype(np.float32)})
-    err = float(np.max(np.abs(got - o.astype(np.float64).reshape(ref.shape))))
-    assert err <= meta["bound"], (name, "onnxruntime", err, meta["bound"])
 
 
 def test_compile_refuses(tmp_path):

@@ -6,7 +6,9 @@
 //! host engine model the engine passes (TDs executed), its operations
 //! (multiply-accumulates and elementwise results), the bytes its DMAs
 //! moved and the run time, with the largest error against the f64
-//! evaluation. A plain harness that prints what it measured; it asserts
+//! evaluation; and the scratch slot's bytes with every intermediate at its
+//! own offset ("scratch 1:1") and as the program uses it, shared where the
+//! chain orders the accesses ("scratch"). A plain harness that prints what it measured; it asserts
 //! nothing about speed.
 
 use std::time::{Duration, Instant};
@@ -32,11 +34,13 @@ fn median<T>(mut f: impl FnMut() -> T) -> Duration {
 
 fn main() {
     println!(
-        "{:<18} {:>11} {:>8} {:>5} {:>7} {:>10} {:>10} {:>11} {:>10}",
+        "{:<18} {:>11} {:>8} {:>5} {:>11} {:>9} {:>7} {:>10} {:>10} {:>11} {:>10}",
         "compiler: model",
         "compile",
         "programs",
         "TDs",
+        "scratch 1:1",
+        "scratch",
         "passes",
         "ops",
         "DMA bytes",
@@ -69,11 +73,13 @@ fn main() {
             .max_error(&out)
             .map_or_else(|e| format!("FAIL: {e}"), |e| format!("{e:.2e}"));
         println!(
-            "{:<18} {:>9.1?} {:>8} {:>5} {:>7} {:>10} {:>10} {:>9.1?} {:>10}",
+            "{:<18} {:>9.1?} {:>8} {:>5} {:>11} {:>9} {:>7} {:>10} {:>10} {:>9.1?} {:>10}",
             ex.name,
             compile,
             1,
             c.program.td_count,
+            c.scratch.unshared,
+            c.scratch.shared,
             stats.tds,
             stats.ops,
             stats.bytes_read + stats.bytes_written,

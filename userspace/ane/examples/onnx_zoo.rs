@@ -11,7 +11,10 @@
 //! `userspace/ane-py/tests/data` holds its output for seed 29.
 //!
 //! `cargo run -p ane --example onnx_zoo -- DIR [SEED]`, then
-//! `python3 ane/examples/onnxruntime_check.py DIR`.
+//! `python3 ane/examples/onnxruntime_check.py DIR`. After rewriting
+//! `userspace/ane-py/tests/data`, rewrite its onnxruntime outputs
+//! (`NAME.ort.npy`, the guest's references) with
+//! `ANE_RS_WRITE_ORT_REFS=1 pytest userspace/ane-py/tests/test_onnxruntime.py`.
 
 use std::path::PathBuf;
 

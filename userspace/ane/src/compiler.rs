@@ -7,7 +7,9 @@
 //! the initializers, and lowers the graph to **one** H13 program: a TD
 //! chain built by [`builder`](crate::builder)'s TD constructors, the
 //! coefficients and constants in slot 1, every intermediate resident in
-//! scratch slot 3, the graph's output in slot 4 and its inputs from slot 5.
+//! scratch slot 3 (sharing memory where the chain orders the accesses,
+//! `share_scratch`), the graph's output in slot 4 and its inputs from
+//! slot 5.
 //! [`Compiled::to_anec`] writes it as the `.anec` container the library
 //! loads, with the model's input and output names and shapes (see
 //! [`crate::anec`]'s names block).
@@ -72,6 +74,33 @@ use crate::builder::{
 };
 use crate::hw::td::regs::PeOp;
 use crate::tensor::Shape;
+
+/// The ONNX op types the compiler lowers (each under the conditions of
+/// the table above); every other op is refused by name.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Gemm",
+    "MatMul",
+    "Conv",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "BatchNormalization",
+    "Relu",
+    "Sigmoid",
+    "Gelu",
+    "Clip",
+    "LeakyRelu",
+    "Flatten",
+    "Reshape",
+    "Abs",
+    "Concat",
+    "Add",
+    "Sub",
+    "Mul",
+    "Max",
+    "Min",
+    "Mean",
+];
 
 /// The engine generation to compile for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +173,20 @@ pub struct Compiled {
     pub io: Vec<IoTensor>,
     /// Node count of the model.
     pub nodes: usize,
+    /// The scratch slot's size.
+    pub scratch: ScratchBytes,
+}
+
+/// The scratch slot's size (bytes, 64-byte aligned buffers, before the
+/// 16 KiB granule of the slot), with and without sharing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchBytes {
+    /// Every intermediate at its own offset.
+    pub unshared: u64,
+    /// Intermediates whose accesses are ordered by the chain's
+    /// dependencies sharing memory (`share_scratch`): what the program
+    /// uses.
+    pub shared: u64,
 }
 
 /// A value of the graph during lowering.
@@ -599,6 +642,16 @@ fn tile_const(shape: &Shape, dense: &[f16]) -> Result<Vec<f16>, crate::tensor::T
 
 /// Compiles an ONNX model file's bytes for `target`.
 pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
+    compile_with(bytes, target, true)
+}
+
+/// [`compile`], with scratch sharing on or off (`share`; off: every
+/// intermediate at its own offset, the tests' baseline).
+pub(crate) fn compile_with(
+    bytes: &[u8],
+    target: Target,
+    share: bool,
+) -> Result<Compiled, CompileError> {
     if target == Target::T6021 {
         return Err(CompileError::Target("t6021"));
     }
@@ -1195,7 +1248,13 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
                 )
             }
             other => {
-                return Err(unsupported(n, format!("{other} is not in the supported subset (Gemm, MatMul, Conv, MaxPool, AveragePool, GlobalAveragePool, BatchNormalization after a convolution, Relu, Sigmoid, Gelu, Clip, LeakyRelu, Abs, Concat, Flatten/Reshape keeping the engine tensor, Add, Sub, Mul, Max, Min, Mean)")))
+                return Err(unsupported(
+                    n,
+                    format!(
+                        "{other} is not in the supported subset ({}; each op's conditions: `ane-probe compile --help`)",
+                        SUPPORTED_OPS.join(", ")
+                    ),
+                ))
             }
         };
         if let Some(o) = new_op {
@@ -1212,7 +1271,7 @@ pub fn compile(bytes: &[u8], target: Target) -> Result<Compiled, CompileError> {
     if ops.is_empty() || inputs.contains(&output) {
         return Err(CompileError::Model("the graph computes nothing".into()));
     }
-    lower(&ops, &mut vals, &inputs, &output, g.node.len())
+    lower(&ops, &mut vals, &inputs, &output, g.node.len(), share)
 }
 
 /// Places every value and emits the TD chain.
@@ -1222,6 +1281,7 @@ fn lower(
     inputs: &[String],
     output: &str,
     nodes: usize,
+    share: bool,
 ) -> Result<Compiled, CompileError> {
     let mut io = Vec::new();
     let mut tensors: Vec<TensorSlot> = Vec::new();
@@ -1260,13 +1320,16 @@ fn lower(
             shape: v.shape,
         });
     }
-    // Scratch: every intermediate at its own offset (no reuse yet).
+    // Scratch: every intermediate first at its own offset (`bufs`), then
+    // shared where the chain orders the accesses (share_scratch).
     let mut scratch_end: u64 = 0;
     let mut scratch_shape: Option<Shape> = None;
+    let mut bufs: Vec<(u64, u64)> = Vec::new();
     let mut place = |shape: &Shape| -> Result<Loc, CompileError> {
         let bytes = shape.layout().tiled_bytes() as u64;
         let at = scratch_end;
         scratch_end += bytes.div_ceil(64) * 64;
+        bufs.push((at, scratch_end - at));
         if scratch_end >= builder::MAX_EXTENT {
             return Err(CompileError::Model("intermediates exceed 4 GiB".into()));
         }
@@ -1685,19 +1748,202 @@ fn lower(
             }
         }
     }
+    let scratch = ScratchBytes {
+        unshared: scratch_end,
+        shared: if share {
+            share_scratch(&mut steps, &bufs)
+        } else {
+            scratch_end
+        },
+    };
     if let Some(s) = scratch_shape {
         tensors.push(TensorSlot {
             name: "scratch",
             slot: SLOT_SCRATCH,
             direction: Direction::Scratch,
             shape: s,
-            buffer_size: granule(scratch_end),
+            buffer_size: granule(scratch.shared),
         });
     }
     tensors.sort_by_key(|t| t.slot);
     weights.resize(weights.len().div_ceil(64) * 64, 0);
     let program = chain_program(&steps, tensors, weights);
-    Ok(Compiled { program, io, nodes })
+    Ok(Compiled {
+        program,
+        io,
+        nodes,
+        scratch,
+    })
+}
+
+/// The places a step reads (sources) and writes (destination).
+fn step_locs(s: &Step) -> (Vec<Loc>, Loc) {
+    match s {
+        Step::Pe(t, _) => {
+            let mut r = vec![t.src0];
+            r.extend(t.src1);
+            (r, t.dst)
+        }
+        Step::Ne(t, _, _) => (vec![t.src], t.dst),
+    }
+}
+
+fn step_locs_mut(s: &mut Step) -> Vec<&mut Loc> {
+    match s {
+        Step::Pe(t, _) => {
+            let mut v = vec![&mut t.src0, &mut t.dst];
+            v.extend(t.src1.as_mut());
+            v
+        }
+        Step::Ne(t, _, _) => vec![&mut t.src, &mut t.dst],
+    }
+}
+
+/// A set of step indices.
+#[derive(Clone)]
+struct Steps(Vec<u64>);
+
+impl Steps {
+    fn new(n: usize) -> Steps {
+        Steps(vec![0; n.div_ceil(64)])
+    }
+    fn insert(&mut self, i: usize) {
+        self.0[i / 64] |= 1 << (i % 64);
+    }
+    fn union(&mut self, o: &Steps) {
+        for (a, b) in self.0.iter_mut().zip(&o.0) {
+            *a |= b;
+        }
+    }
+    fn is_subset(&self, o: &Steps) -> bool {
+        self.0.iter().zip(&o.0).all(|(a, b)| a & !b == 0)
+    }
+}
+
+/// Shares scratch memory between intermediates and rewrites the steps'
+/// scratch offsets; returns the scratch size. `bufs` are the
+/// intermediates as placed one after another (start, length), every
+/// scratch [`Loc`] of `steps` inside one of them.
+///
+/// The hardware record is silent on how far a TD may run ahead of the
+/// one before it. What every chain already relies on is that a source read
+/// with DependencyMode 1 (every source an earlier TD of the chain wrote,
+/// [`chain_program`]) sees those writes complete. Buffer `y` may take
+/// memory of buffer `x` only when every step touching `y` depends,
+/// through such reads, on every step touching `x`: then each access to
+/// `y` follows each access to `x` under that one rule, whatever else the
+/// engine overlaps. Buffers placed in order of first access, each at the
+/// lowest offset clear of every placed buffer it may not share with.
+fn share_scratch(steps: &mut [Step], bufs: &[(u64, u64)]) -> u64 {
+    let n = steps.len();
+    // Which buffer (scratch) or slot (others; the constants' slot is
+    // read-only) a place is in.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Region {
+        Buf(usize),
+        Slot(u32),
+    }
+    let region = |l: &Loc| -> Option<Region> {
+        if l.slot == SLOT_SCRATCH {
+            let off = u64::from(l.offset);
+            bufs.iter()
+                .position(|&(at, len)| off >= at && off < at + len)
+                .map(Region::Buf)
+        } else if l.slot == u32::from(crate::hw::td::SLOT_KERNEL) {
+            None
+        } else {
+            Some(Region::Slot(l.slot))
+        }
+    };
+    let mut access: Vec<Steps> = vec![Steps::new(n); bufs.len()];
+    let mut before: Vec<Steps> = Vec::with_capacity(n);
+    let mut writes: Vec<Option<Region>> = Vec::with_capacity(n);
+    for (j, s) in steps.iter().enumerate() {
+        let (reads, dst) = step_locs(s);
+        let mut dep = Steps::new(n);
+        for r in reads.iter().filter_map(&region) {
+            for (w, wr) in writes.iter().enumerate() {
+                if *wr == Some(r) {
+                    dep.insert(w);
+                    dep.union(&before[w]);
+                }
+            }
+            if let Region::Buf(b) = r {
+                access[b].insert(j);
+            }
+        }
+        let d = region(&dst);
+        if let Some(Region::Buf(b)) = d {
+            access[b].insert(j);
+        }
+        writes.push(d);
+        before.push(dep);
+    }
+    // `after[b]`: the steps every access to `b` depends on.
+    let after: Vec<Option<Steps>> = access
+        .iter()
+        .map(|a| {
+            let mut common: Option<Steps> = None;
+            for (j, dep) in before.iter().enumerate() {
+                if a.0[j / 64] & (1 << (j % 64)) != 0 {
+                    common = Some(match common {
+                        None => dep.clone(),
+                        Some(mut c) => {
+                            for (x, y) in c.0.iter_mut().zip(&dep.0) {
+                                *x &= y;
+                            }
+                            c
+                        }
+                    });
+                }
+            }
+            common
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..bufs.len()).collect();
+    let first = |b: usize| {
+        access[b]
+            .0
+            .iter()
+            .enumerate()
+            .find(|(_, w)| **w != 0)
+            .map(|(i, w)| i * 64 + w.trailing_zeros() as usize)
+    };
+    order.sort_by_key(|&b| (first(b).unwrap_or(usize::MAX), b));
+    let mut at: Vec<Option<u64>> = vec![None; bufs.len()];
+    let mut end = 0;
+    for &y in &order {
+        let len = bufs[y].1;
+        // Placed buffers `y` may not share with, by offset.
+        let mut busy: Vec<(u64, u64)> = order
+            .iter()
+            .filter_map(|&x| at[x].map(|o| (x, o)))
+            .filter(|&(x, _)| match &after[y] {
+                Some(dep) => !access[x].is_subset(dep),
+                None => true,
+            })
+            .map(|(x, o)| (o, o + bufs[x].1))
+            .collect();
+        busy.sort_unstable();
+        let mut o = 0;
+        for (s, e) in busy {
+            if o + len <= s {
+                break;
+            }
+            o = o.max(e);
+        }
+        at[y] = Some(o);
+        end = end.max(o + len);
+    }
+    for s in steps.iter_mut() {
+        for l in step_locs_mut(s) {
+            if let Some(Region::Buf(b)) = region(l) {
+                let new = at[b].unwrap_or(bufs[b].0) + (u64::from(l.offset) - bufs[b].0);
+                l.offset = new as u32;
+            }
+        }
+    }
+    end
 }
 
 impl Compiled {

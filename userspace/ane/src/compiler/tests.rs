@@ -424,3 +424,135 @@ fn window_ops_match_the_cpu() {
         }
     }
 }
+
+/// Scratch sharing changes where intermediates live, never what the
+/// program computes: every zoo model (two seeds) gives bit-identical
+/// outputs with and without it on the engine model (scratch starts as
+/// 0xA5 bytes, so a buffer read after another took its memory shows), and
+/// both programs pass the kernel's validator.
+#[test]
+fn scratch_sharing_keeps_results_identical() {
+    for seed in [29, 7] {
+        for ex in zoo::all(seed) {
+            let inputs: Vec<(&str, &[f32])> = ex
+                .inputs
+                .iter()
+                .map(|(n, _, v)| (n.as_str(), v.as_slice()))
+                .collect();
+            let one = compile_with(&ex.onnx, Target::H13, false).unwrap();
+            let shared = compile(&ex.onnx, Target::H13).unwrap();
+            one.program.validate().unwrap();
+            shared.program.validate().unwrap();
+            let a = one.run_on_model(&inputs).unwrap();
+            let b = shared.run_on_model(&inputs).unwrap();
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&a), bits(&b), "{} (seed {seed})", ex.name);
+        }
+    }
+}
+
+/// The windowed models' scratch shrinks (each gathered window's memory is
+/// taken by later layers'), never grows, and the program's scratch slot is
+/// the shared size.
+#[test]
+fn scratch_sharing_shrinks_the_windowed_models() {
+    for ex in zoo::all(29) {
+        let c = compile(&ex.onnx, Target::H13).unwrap();
+        let s = c.scratch;
+        assert!(s.shared <= s.unshared, "{}: {s:?}", ex.name);
+        let slot = c
+            .program
+            .tensors
+            .iter()
+            .find(|t| t.slot == SLOT_SCRATCH)
+            .map(|t| t.buffer_size);
+        assert_eq!(slot, Some(granule(s.shared)), "{}", ex.name);
+        if ["small_cnn", "mobilenet_block", "mlp3_b4"].contains(&ex.name.as_str()) {
+            // At most 3/4 of one-buffer-per-intermediate.
+            assert!(4 * s.shared <= 3 * s.unshared, "{}: {s:?}", ex.name);
+        }
+    }
+}
+
+/// The sharing rule: a buffer takes another's memory only when every step
+/// touching it depends, through reads of what earlier steps wrote, on
+/// every step touching the other, not merely when it comes later in the
+/// chain.
+#[test]
+fn scratch_sharing_follows_the_dependencies() {
+    let g = Geom {
+        c: 1,
+        h: 1,
+        w: 1,
+        row: 64,
+        plane: 64,
+        bytes: 64,
+    };
+    let at = |slot: u32, offset: u32| Loc { slot, offset };
+    let pe = |src: Loc, dst: Loc| {
+        Step::Pe(
+            PeTask {
+                op: PeOp::Add,
+                src0: src,
+                src1: None,
+                dst,
+                pre: builder::F16_ONE,
+                scale: builder::F16_ONE,
+                bias: 0,
+                fin: builder::F32_ONE,
+                abs: false,
+            },
+            g,
+        )
+    };
+    let dst_of = |s: &Step| match s {
+        Step::Pe(t, _) => t.dst,
+        Step::Ne(t, _, _) => t.dst,
+    };
+    let bufs = [(0, 64), (64, 64), (128, 64)];
+    let (a, b, c) = (
+        at(SLOT_SCRATCH, 0),
+        at(SLOT_SCRATCH, 64),
+        at(SLOT_SCRATCH, 128),
+    );
+    let input = at(SLOT_FIRST_INPUT, 0);
+    // input -> A -> B -> C: C depends on both of A's steps and takes A's
+    // memory.
+    let mut chain = [pe(input, a), pe(a, b), pe(b, c)];
+    assert_eq!(share_scratch(&mut chain, &bufs), 128);
+    assert_eq!(dst_of(&chain[2]), a);
+    // C written from the input: later in the chain than A's last read,
+    // but depending on nothing, so it keeps its own memory.
+    let mut independent = [pe(input, a), pe(a, b), pe(input, c)];
+    assert_eq!(share_scratch(&mut independent, &bufs), 192);
+    assert_eq!(dst_of(&independent[2]), c);
+}
+
+/// [`SUPPORTED_OPS`] is what the lowering accepts: a one-node model of
+/// each listed op is never refused as outside the subset (it may be
+/// refused for its missing operands), and ops outside it are.
+#[test]
+fn supported_ops_is_the_lowering() {
+    let refused_as_unknown = |op: &str| {
+        let bytes = model(
+            vec![node("n", op, &["x"], &["y"], vec![])],
+            vec![],
+            vec![ValueInfoProto::float("x", &[2, 3])],
+            ValueInfoProto::float("y", &[2, 3]),
+        );
+        matches!(compile(&bytes, Target::H13),
+            Err(CompileError::Unsupported { reason, .. }) if reason.contains("is not in the supported subset"))
+    };
+    for op in SUPPORTED_OPS {
+        assert!(!refused_as_unknown(op), "{op}");
+    }
+    for op in [
+        "Softmax",
+        "Tanh",
+        "Transpose",
+        "LayerNormalization",
+        "Split",
+    ] {
+        assert!(refused_as_unknown(op) || op == "Tanh", "{op}");
+    }
+}
