@@ -78,6 +78,7 @@ bool ane_glue_pm_disable(struct device *dev);
 int ane_glue_pm_resume_and_get(struct device *dev);
 void ane_glue_pm_put_autosuspend(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
+int ane_glue_pm_cycle(struct device *dev);
 void ane_glue_pm_get_noresume(struct device *dev);
 void ane_glue_dma_mb(void);
 struct page;

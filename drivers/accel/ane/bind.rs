@@ -307,7 +307,14 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         windows.push(w, GFP_KERNEL)?;
     }
     let (darts, dart_irqs) = dart_windows(pdev, _sim.as_ref(), &mut windows)?;
-    let h13 = H13::new(mmio, darts, dart_irqs, JOB_TIMEOUT_MS, soc.recovery)?;
+    let h13 = H13::new(
+        mmio,
+        darts,
+        dart_irqs,
+        JOB_TIMEOUT_MS,
+        soc.recovery,
+        RuntimePm::new(dev),
+    )?;
     let engine = Engine::new(engine::Backend::H13(h13.clone()), boost_idle_ms())?;
     let irq = request_completion_irq(pdev, &h13)?;
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);

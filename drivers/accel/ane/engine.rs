@@ -100,6 +100,15 @@ impl Engine {
         )
     }
 
+    /// Whether a job submitted now may be queued: the engine is ready, or
+    /// being recovered by the holder of the engine.
+    pub(crate) fn accepts(&self) -> bool {
+        match &self.backend {
+            Backend::H13(h) => h.accepts(),
+            Backend::Fw(_) => true,
+        }
+    }
+
     /// Whether the engine takes jobs: an `engine_state` value.
     pub(crate) fn state(&self) -> u64 {
         match &self.backend {
@@ -138,7 +147,7 @@ impl Engine {
         if s.dead {
             return Err(ENODEV);
         }
-        if self.state() != engine_state::READY {
+        if !self.accepts() {
             return Err(EIO);
         }
         if let Backend::H13(h) = &self.backend {

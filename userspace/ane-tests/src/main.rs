@@ -928,31 +928,23 @@ fn wait_suspended(d: &Device) -> TestResult {
     Err(format!("device never autosuspended: {}", state.trim()))
 }
 
-/// After a failed job on T8103: jobs are refused (EIO) while the engine may
-/// still be running it, until the device runtime-suspends (a power cycle),
-/// and then they run again. `awake` has kept the device from suspending
-/// since before the failing job.
-fn refused_until_power_cycle(d: &Device, awake: Awake) -> TestResult {
-    let state = engine_state(d)?;
-    check!(
-        state == uapi::engine_state::WEDGED_POWER_CYCLE,
-        "engine state after the failed job: {state}"
-    );
-    let e = exec_sum_errno(d)?;
-    check!(e == Some(Errno::IO), "EXEC on a contained engine: {e:?}");
-    // Nothing holds the device awake now: it suspends, which cures it.
-    drop(awake);
-    wait_suspended(d)?;
+/// After a failed job on T8103 (kernel-2 N8): the driver power-cycles the
+/// device at once (the record's recovery: domains cycled, state checked,
+/// drain, idle), so the engine is ready again and runs the next job while
+/// `awake` still keeps the device from runtime-suspending: no client's
+/// activity can postpone the recovery any more.
+fn recovered_by_forced_power_cycle(d: &Device, awake: Awake) -> TestResult {
     let state = engine_state(d)?;
     check!(
         state == uapi::engine_state::READY,
-        "engine state after the power cycle: {state}"
+        "engine state after the failed job's recovery: {state}"
     );
     let st = run_sum(d)?;
     check!(
         st == ane::device::JobStatus::Done,
-        "job after the power cycle: {st:?}"
+        "job after the recovery, the device never runtime-suspended: {st:?}"
     );
+    drop(awake);
     Ok(())
 }
 
@@ -968,7 +960,7 @@ fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
         fault >> uapi::fault::KIND_SHIFT == uapi::fault::LATCH && fault as u32 != 0x2222_2222,
         "fault word {fault:#x}: no changed latch"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// A DART fault: FAULT with the DART's error word, no engine register read
@@ -988,7 +980,7 @@ fn dart_fault_is_contained(d: &Device) -> TestResult {
         sim_counter("lockups")? == 0,
         "an engine register was read after the fault"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// Line 1 never carries the finish word, or the idle bit never sets: the
@@ -1003,7 +995,7 @@ fn missing_line_or_idle_times_out(d: &Device) -> TestResult {
             st == ane::device::JobStatus::Timeout,
             "{what}: job ended {st:?}"
         );
-        refused_until_power_cycle(d, awake).map_err(|e| format!("{what}: {e}"))?;
+        recovered_by_forced_power_cycle(d, awake).map_err(|e| format!("{what}: {e}"))?;
     }
     Ok(())
 }
@@ -1671,7 +1663,7 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
         st == ane::device::JobStatus::Timeout,
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 fn extended_bindings_accepted(d: &Device) -> TestResult {
@@ -1706,7 +1698,7 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
         st == Some(ane::device::JobStatus::Timeout),
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// The submitting thread runs a job on an idle engine: one that ends at

@@ -100,6 +100,7 @@ extern "C" {
     pub(crate) fn ane_glue_pm_resume_and_get(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_put_autosuspend(dev: *mut bindings::device);
     pub(crate) fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
+    pub(crate) fn ane_glue_pm_cycle(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
     pub(crate) fn ane_glue_dma_mb();
     pub(crate) fn ane_glue_page_read(
