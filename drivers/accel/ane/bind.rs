@@ -384,7 +384,10 @@ fn h14_resources(
         let pt: Arc<dyn vm::SoftPageTable> = Arc::new(pt, GFP_KERNEL)?;
         let space = AddressSpace::Soft(pt);
         space.attach_device()?;
-        let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
+        let vm = {
+            let (fw, programs) = fw_reserve(soc, FW_ALIGN);
+            Vm::with_reserve(soc.iova, space, FW_ALIGN, fw, programs)?
+        };
         return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
@@ -417,7 +420,10 @@ fn h14_resources(
     // Detached again when the space drops, on every error path below and
     // at unbind.
     space.attach_device()?;
-    let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
+    let vm = {
+        let (fw, programs) = fw_reserve(soc, FW_ALIGN);
+        Vm::with_reserve(soc.iova, space, FW_ALIGN, fw, programs)?
+    };
     Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
@@ -428,13 +434,23 @@ fn h14_chip(soc: &SocInfo) -> Result<&'static hw::fw::patch::Chip> {
 }
 
 /// H14: the device addresses reserved for the firmware's own memory
-/// (`fw_mem_mb`, whole multiples of `align`), at most half the window.
-fn fw_reserve(soc: &SocInfo, align: u64) -> u64 {
-    let want = u64::from(ext::param::get::<u32>(module_parameters::fw_mem_mb.value())) << 20;
+/// (`fw_mem_mb`) and, after them, for loaded programs' section copies
+/// (`fw_program_mb`), whole multiples of `align`, together at most half
+/// the window (the firmware's share first).
+fn fw_reserve(soc: &SocInfo, align: u64) -> (u64, u64) {
+    let mb = |v: u32| u64::from(v) << 20;
     let half = soc.iova.end.saturating_sub(soc.iova.start) / 2;
-    want.min(half)
-        .next_multiple_of(align)
-        .min(half / align * align)
+    let room = half / align * align;
+    let fit = |want: u64, room: u64| want.min(room).next_multiple_of(align).min(room);
+    let fw = fit(
+        mb(ext::param::get(module_parameters::fw_mem_mb.value())),
+        room,
+    );
+    let programs = fit(
+        mb(ext::param::get(module_parameters::fw_program_mb.value())),
+        room.saturating_sub(fw),
+    );
+    (fw, programs)
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.

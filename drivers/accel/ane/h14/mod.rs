@@ -271,6 +271,25 @@ struct State {
     parked: KVec<ARef<Bo>>,
 }
 
+/// The digest key of a program given as `(id, bo, offset, size)` parts:
+/// each section's id and size, then its bytes.
+fn digest_parts<'a>(parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>) -> Result<[u8; 32]> {
+    let mut digest = ProgramDigest::new();
+    let mut chunk = [0u8; 256];
+    for (id, bo, offset, size) in parts {
+        digest.section(u64::from(id), size).map_err(|_| EINVAL)?;
+        let mut done = 0u64;
+        while done < size {
+            let n = core::cmp::min(size - done, chunk.len() as u64) as usize;
+            let c = chunk.get_mut(..n).ok_or(EINVAL)?;
+            gem::read(bo, offset.checked_add(done).ok_or(EINVAL)?, c)?;
+            digest.update(c).map_err(|_| EINVAL)?;
+            done += n as u64;
+        }
+    }
+    digest.finish().map_err(|_| EINVAL)
+}
+
 /// A program the firmware has loaded, with its process.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct FwProgram {
@@ -651,9 +670,7 @@ impl Firmware {
     /// returned without firmware traffic. The copies of a newly loaded
     /// program stay with the firmware, which may read them at any time.
     pub(crate) fn load(&self, sections: KVec<(u32, ARef<Bo>, u64)>) -> Result<FwProgram> {
-        let mut digest = ProgramDigest::new();
         let mut refs = [SectionRef::default(); msg::MAX_SECTIONS];
-        let mut chunk = [0u8; 256];
         for (i, (id, bo, size)) in sections.iter().enumerate() {
             let r = refs.get_mut(i).ok_or(EINVAL)?;
             *r = SectionRef {
@@ -661,17 +678,8 @@ impl Firmware {
                 iova: bo.mapping()?.iova(),
                 size: *size,
             };
-            digest.section(u64::from(*id), *size).map_err(|_| EINVAL)?;
-            let mut done = 0u64;
-            while done < *size {
-                let n = core::cmp::min(*size - done, chunk.len() as u64) as usize;
-                let c = chunk.get_mut(..n).ok_or(EINVAL)?;
-                gem::read(bo, done, c)?;
-                digest.update(c).map_err(|_| EINVAL)?;
-                done += n as u64;
-            }
         }
-        let key = digest.finish().map_err(|_| EINVAL)?;
+        let key = digest_parts(sections.iter().map(|(id, bo, size)| (*id, &**bo, 0, *size)))?;
         let refs = refs.get(..sections.len()).ok_or(EINVAL)?;
         // One lock from the cache lookup to the insert: two identical loads
         // cannot both reach the firmware, nor can the table overflow.
@@ -734,6 +742,20 @@ impl Firmware {
             return Err(ENOMEM);
         }
         Ok(p)
+    }
+
+    /// The program whose sections, given as `(id, bo, offset, size)` parts
+    /// of client memory, have the content of one loaded already, found
+    /// without copying them: a client may create a loaded program again
+    /// once the range for the copies is full. (A client that changes the
+    /// bytes meanwhile gets the program of what was read.)
+    pub(crate) fn loaded<'a>(
+        &self,
+        parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>,
+    ) -> Result<Option<FwProgram>> {
+        let key = digest_parts(parts)?;
+        let st = self.state.lock();
+        Ok(st.programs.iter().find(|(k, _)| *k == key).map(|(_, p)| *p))
     }
 
     /// A command the firmware refused in order (its slot came back with
