@@ -186,7 +186,7 @@ fn pct(v: &mut [Duration], p: usize) -> u128 {
 
 /// The bytes new clients can allocate on `path` (in 256 KiB BOs, over as
 /// many files as it takes), all freed again before returning.
-fn free_bytes(path: &str) -> Result<u64, String> {
+pub(crate) fn free_bytes(path: &str) -> Result<u64, String> {
     let chunk = 256 << 10;
     let mut total = 0;
     let mut files = Vec::new();

@@ -1110,7 +1110,21 @@ fn suspend_while_queued() -> Result<usize, String> {
 /// the injected fault wedges the engine; EXEC is refused with EIO until the
 /// device is bound again, and then jobs run.
 fn wedge_and_rebind(what: &str) -> TestResult {
+    // `-awake`: power/control=on from before the failure to after the
+    // rebind, so the unbind comes before any runtime power cycle
+    // (kernel-2 N7): the driver must prove the engine stopped itself
+    // rather than leak the job's buffers and pin the module.
+    let (what, awake) = match what.strip_suffix("-awake") {
+        Some(w) => (w, true),
+        None => (what, false),
+    };
+    let refcnt = || -> Result<u64, String> {
+        let r = std::fs::read_to_string("/sys/module/ane/refcnt")
+            .map_err(|e| format!("refcnt: {e}"))?;
+        r.trim().parse().map_err(|e| format!("refcnt {r:?}: {e}"))
+    };
     let d = open()?;
+    let refs = refcnt()?;
     require_fault_injection()?;
     check!(
         recovery(&d)? == ane::hw::soc::Recovery::Rebind,
@@ -1120,6 +1134,7 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         engine_state(&d)? == uapi::engine_state::READY,
         "not ready at start"
     );
+    let hold = if awake { Some(Awake::hold(&d)?) } else { None };
     inject(what, 1)?;
     let st = run_sum(&d)?;
     // Neither finishes: a timeout either way (the latches are no verdict).
@@ -1135,11 +1150,13 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     let e = exec_sum_errno(&d)?;
     check!(e == Some(Errno::IO), "EXEC on a wedged engine: {e:?}");
     // A runtime power cycle does not help (retention): still wedged.
-    wait_suspended(&d)?;
-    check!(
-        engine_state(&d)? == uapi::engine_state::WEDGED_REBIND,
-        "a power cycle cleared a retention wedge"
-    );
+    if !awake {
+        wait_suspended(&d)?;
+        check!(
+            engine_state(&d)? == uapi::engine_state::WEDGED_REBIND,
+            "a power cycle cleared a retention wedge"
+        );
+    }
     let link = format!(
         "/sys/class/accel/{}/device",
         d.path()
@@ -1157,6 +1174,7 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     let drv = "/sys/bus/platform/drivers/ane";
     std::fs::write(format!("{drv}/unbind"), &name).map_err(|e| format!("unbind: {e}"))?;
     std::fs::write(format!("{drv}/bind"), &name).map_err(|e| format!("bind: {e}"))?;
+    drop(hold);
     let d = open()?;
     check!(
         engine_state(&d)? == uapi::engine_state::READY,
@@ -1166,6 +1184,12 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     check!(
         st == ane::device::JobStatus::Done,
         "job after rebind: {st:?}"
+    );
+    // The module can still be unloaded: nothing pinned it.
+    let now = refcnt()?;
+    check!(
+        now == refs,
+        "module references with one file open: {refs} before, {now} after the rebind (pinned)"
     );
     Ok(())
 }
@@ -1461,6 +1485,80 @@ fn h14_slow(want: &str) -> Result<String, String> {
 /// from the clients' (kernel-2 N2): with the firmware running, new files
 /// can allocate the whole device cap, and both caps fit the address window
 /// clients share. Returns the bytes allocated.
+/// Loaded programs' section copies stay with the T6021 firmware until
+/// reboot (it has no unload), so they must not be charged to any client
+/// (issue 26 item 2, kernel-2 1.9). `free`: loading distinct programs
+/// leaves the bytes a new client can allocate unchanged (run under small
+/// caps). `full`: under a small `fw_program_mb`, new programs are loaded
+/// until the range is full, which fails that PROGRAM_CREATE alone with
+/// ENOSPC; the firmware keeps running, a program loaded before still
+/// runs, and creating a loaded one again still succeeds.
+fn h14_programs(mode: &str) -> Result<String, String> {
+    let path = "/dev/accel/accel0";
+    let d = open()?;
+    if !is_h14(&d) {
+        return Err(SKIP_FIRMWARE.into());
+    }
+    let sum = sum_program(&d)?;
+    let errno = |r: &ane::device::Result<ane::device::Program<'_>>| match r {
+        Err(ane::device::Error::Ioctl { source, .. }) => Some(*source),
+        _ => None,
+    };
+    if mode == "free" {
+        let before = crate::hostile::free_bytes(path)?;
+        let mut kept = Vec::new();
+        for fill in 0x60u8..0x68 {
+            kept.push(h14_program(&d, fill)?);
+        }
+        let loaded = crate::hostile::free_bytes(path)?;
+        drop(kept);
+        let after = crate::hostile::free_bytes(path)?;
+        check!(
+            loaded == before && after == before,
+            "bytes a new client can allocate: {before} before loading 8 programs, {loaded} with them loaded, {after} after their handles closed"
+        );
+        return Ok(format!(
+            "8 programs loaded, {before} bytes allocatable to a new client before and after"
+        ));
+    }
+    let mut n = 0u32;
+    let mut full = None;
+    for fill in 0x60u8..=0xff {
+        let r = h14_load(&d, fill);
+        if r.is_err() {
+            full = Some((fill, errno(&r), r.err().map(|e| e.to_string())));
+            break;
+        }
+        n += 1;
+    }
+    let Some((fill, e, text)) = full else {
+        return Err(format!("{n} new programs loaded, the range never filled"));
+    };
+    check!(
+        e == Some(Errno::NOSPC),
+        "program {fill:#x} past the full range: {text:?} (want ENOSPC)"
+    );
+    let state = param_value(&d, param::FW_STATE)?;
+    check!(
+        state == uapi::fw_state::RUNNING,
+        "firmware state after the refused load: {state}"
+    );
+    let st = h14_run_sum(&d, &sum)?;
+    check!(
+        st == Ok(ane::device::JobStatus::Done),
+        "call of a program loaded before the range filled: {st:?}"
+    );
+    let again = h14_load(&d, 1);
+    check!(
+        again.is_ok(),
+        "a loaded program created again with the range full: {:?}",
+        again.err().map(|e| e.to_string())
+    );
+    Ok(format!(
+        "{n} new programs filled the range, the next failed alone with ENOSPC; the firmware runs, a loaded program runs and can be created again"
+    ))
+}
+
 fn h14_memory() -> Result<u64, String> {
     let d = open()?;
     if !is_h14(&d) {
@@ -2474,6 +2572,11 @@ fn main() -> ExitCode {
     if mode == Some("--h14-slow") {
         let r = h14_slow(args.get(2).map(String::as_str).unwrap_or("done"));
         return verdict(r, "h14-slow");
+    }
+    if mode == Some("--h14-programs") {
+        let r = h14_programs(args.get(2).map(String::as_str).unwrap_or("free"))
+            .map(|l| format!("h14 programs: {l}"));
+        return verdict(r, "h14-programs");
     }
     if mode == Some("--h14-memory") {
         let r = h14_memory().map(|n| {
