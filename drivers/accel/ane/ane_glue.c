@@ -145,6 +145,19 @@ static int __maybe_unused ane_glue_wake(struct device *dev)
 	return ret;
 }
 
+/*
+ * Reboot, power-off, kexec: no job may go on DMAing through DART tables in
+ * memory the next kernel reuses (kernel-2 N10). Only a bound device has
+ * data.
+ */
+static void ane_glue_shutdown(struct platform_device *pdev)
+{
+	void *data = platform_get_drvdata(pdev);
+
+	if (data)
+		ane_ops->shutdown(data);
+}
+
 static const struct dev_pm_ops ane_glue_pm_ops = {
 	.runtime_suspend = ane_glue_runtime_suspend,
 	.runtime_resume = ane_glue_runtime_resume,
@@ -155,6 +168,7 @@ static const struct dev_pm_ops ane_glue_pm_ops = {
 static struct platform_driver ane_glue_h13_driver = {
 	.probe = ane_glue_probe,
 	.remove = ane_glue_remove,
+	.shutdown = ane_glue_shutdown,
 	.driver = {
 		.name = "ane",
 		.of_match_table = ane_glue_h13_of,
@@ -169,6 +183,7 @@ static struct platform_driver ane_glue_h13_driver = {
 static struct platform_driver ane_glue_fw_driver = {
 	.probe = ane_glue_probe,
 	.remove = ane_glue_remove,
+	.shutdown = ane_glue_shutdown,
 	.driver = {
 		.name = "ane-fw",
 		.of_match_table = ane_glue_fw_of,
@@ -482,6 +497,21 @@ void ane_glue_boost_end(struct ane_glue_boost *b)
 	if (b->on)
 		queue_delayed_work(system_percpu_wq, &b->off,
 				   msecs_to_jiffies(b->idle_ms));
+	mutex_unlock(&b->lock);
+}
+
+/*
+ * The engine shut down (no job begins again): the hold ends now and no
+ * work stays queued, so nothing of the boost runs module code later even
+ * if the boost itself is never freed.
+ */
+void ane_glue_boost_stop(struct ane_glue_boost *b)
+{
+	if (!b)
+		return;
+	cancel_delayed_work_sync(&b->off);
+	mutex_lock(&b->lock);
+	ane_glue_boost_release(b);
 	mutex_unlock(&b->lock);
 }
 

@@ -618,6 +618,28 @@ impl pf::Driver for AneDriver {
         Ok(())
     }
 
+    fn shutdown(data: &AneBound) {
+        // H13: queued jobs end aborted and the running one finishes (or
+        // times out and is contained), then no job starts: the engine's DMA
+        // has stopped before the next kernel or the firmware takes the
+        // memory (kernel-2 N10).
+        if let Some(e) = &data.engine {
+            e.shutdown();
+            pr_info!("{:?}: shutdown: engine stopped\n", data.soc.id);
+        }
+        // H14: the record has no command that stops the coprocessor, which
+        // keeps DMAing through this kernel's DART tables: a kexec from
+        // here is unsafe, a reboot or power-off cuts its power.
+        if let Some(fw) = &data.fw {
+            if fw.state() == uapi::fw_state::RUNNING {
+                pr_warn!(
+                    "{:?}: shutdown: the ANE coprocessor's firmware keeps running (the record has no way to stop it); a kexec from this kernel is unsafe\n",
+                    data.soc.id
+                );
+            }
+        }
+    }
+
     fn sleep_end(data: &AneBound) {
         if let Some(e) = &data.engine {
             e.unpause();

@@ -379,6 +379,10 @@ impl Engine {
         if let Some(wq) = wq {
             wq.destroy();
         }
+        // No job begins again: the boost's hold and work end here, not at
+        // the engine's drop, which a leak could postpone past the module's
+        // unload (kernel-2 N7).
+        self.boost.stop();
         if let Backend::H13(h) = &self.backend {
             h.unbind();
         }

@@ -650,9 +650,10 @@ impl H13 {
         })
     }
 
-    /// At unbind, after the last job: frees what a power cycle proved safe;
-    /// anything else kept is leaked (and the module pinned), never freed
-    /// under an engine that may still be running.
+    /// At unbind, after the last job: frees what a power cycle proved safe,
+    /// forcing one if none happened since the failure; anything else kept
+    /// (the forced cycle failed) is leaked (and the module pinned), never
+    /// freed under an engine that may still be running.
     pub(crate) fn unbind(&self) {
         // A line the handler masked after the last look is unmasked before
         // it is freed.
@@ -664,6 +665,18 @@ impl H13 {
         if h.jobs.is_empty() {
             self.detach_locked(&mut h);
             return;
+        }
+        if !h.cycled {
+            // No power cycle since the failure (it came within the
+            // autosuspend delay, or power/control is "on"): forced now, so
+            // the buffers are freed rather than leaked with the module
+            // pinned, which a later binding could not undo (kernel-2 N7).
+            // Its suspend callback marks the cycle.
+            drop(h);
+            if let Err(e) = self.pm.cycle() {
+                pr_err!("unbind: the power cycle failed: {:?}\n", e);
+            }
+            h = self.held.lock();
         }
         let jobs = core::mem::take(&mut h.jobs);
         if h.cycled {
