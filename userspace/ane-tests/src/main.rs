@@ -1463,8 +1463,22 @@ fn h14_slow(want: &str) -> Result<String, String> {
     let d = open()?;
     let program = sum_program(&d)?;
     let t0 = std::time::Instant::now();
+    // Meanwhile another client asks for the firmware's failed step: it must
+    // not wait for the running call (kernel-2 N5, old 1.10).
+    let asker = std::thread::spawn(|| -> Result<f64, String> {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let d = open()?;
+        let t = std::time::Instant::now();
+        param_value(&d, param::FW_FAIL_STEP)?;
+        Ok(t.elapsed().as_secs_f64())
+    });
     let st = h14_run_sum(&d, &program)?;
     let secs = t0.elapsed().as_secs_f64();
+    let asked = asker.join().map_err(|_| "asker panicked")??;
+    check!(
+        asked < secs / 4.0,
+        "GET_PARAM FW_FAIL_STEP took {asked:.1} s during a call of {secs:.1} s (it waited for the call)"
+    );
     let fw = param_value(&d, param::FW_STATE)?;
     let line = format!("call {st:?} after {secs:.1} s, firmware state {fw}");
     match want {
@@ -1480,11 +1494,6 @@ fn h14_slow(want: &str) -> Result<String, String> {
     Ok(format!("h14-slow: {line}"))
 }
 
-/// `--h14-memory`: the firmware's own memory (its image, boot buffers and
-/// SHAREDMALLOC grants) comes from a range and budget reserved at bind, not
-/// from the clients' (kernel-2 N2): with the firmware running, new files
-/// can allocate the whole device cap, and both caps fit the address window
-/// clients share. Returns the bytes allocated.
 /// Loaded programs' section copies stay with the T6021 firmware until
 /// reboot (it has no unload), so they must not be charged to any client
 /// (issue 26 item 2, kernel-2 1.9). `free`: loading distinct programs
@@ -1559,6 +1568,11 @@ fn h14_programs(mode: &str) -> Result<String, String> {
     ))
 }
 
+/// `--h14-memory`: the firmware's own memory (its image, boot buffers and
+/// SHAREDMALLOC grants) comes from a range and budget reserved at bind, not
+/// from the clients' (kernel-2 N2): with the firmware running, new files
+/// can allocate the whole device cap, and both caps fit the address window
+/// clients share. Returns the bytes allocated.
 fn h14_memory() -> Result<u64, String> {
     let d = open()?;
     if !is_h14(&d) {

@@ -247,10 +247,6 @@ impl SharedBufs for Ctx<'_> {
 /// The firmware's transport and memory, behind one lock: commands are
 /// serialised on it (as the record serialises them on its firmware lock).
 struct State {
-    /// The failed boot step (`Step as u64 + 1`), 0 if none.
-    fail_step: u64,
-    /// Registers captured at the failure.
-    captured: Option<Captured>,
     /// The transport, once started.
     host: Option<Host>,
     /// Everything the firmware may touch.
@@ -319,6 +315,11 @@ const COMMAND_POLLS: u32 = 100_000;
 pub(crate) struct Firmware {
     #[pin]
     state: Mutex<State>,
+    /// The failed boot step (`Step as u64 + 1`, 0 if none) and the
+    /// registers captured at the failure: apart from `state`, so GET_PARAM
+    /// never waits behind a running call (kernel-2 N5, old 1.10).
+    #[pin]
+    diag: Mutex<(u64, Option<Captured>)>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
     /// Commands the firmware refused in order (the first is logged).
@@ -358,8 +359,6 @@ impl Firmware {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
-                    fail_step: 0,
-                    captured: None,
                     host: None,
                     mem: FwMemory {
                         vm: vm.clone(),
@@ -374,6 +373,7 @@ impl Firmware {
                     rtkit: None,
                     parked: KVec::new(),
                 }),
+                diag <- new_mutex!((0, None)),
                 fw_state: AtomicU64::new(fw_state::OFF),
                 refused: AtomicU64::new(0),
                 vm,
@@ -401,14 +401,13 @@ impl Firmware {
 
     /// The failed boot step (1-based), 0 if none.
     pub(crate) fn fail_step(&self) -> u64 {
-        self.state.lock().fail_step
+        self.diag.lock().0
     }
 
     /// Captured register `i`: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR
     /// (low, high), IPI pending; `None` past the end or without a capture.
     pub(crate) fn captured(&self, i: u32) -> Option<u64> {
-        let st = self.state.lock();
-        let c = st.captured.as_ref()?;
+        let c = self.diag.lock().1?;
         let i = i as usize;
         if let Some(v) = c.scratch.get(i) {
             return Some(u64::from(*v));
@@ -945,8 +944,7 @@ impl Firmware {
         if e.released() {
             self.mark_released(st);
         }
-        st.fail_step = e.step as u64 + 1;
-        st.captured = e.captured;
+        *self.diag.lock() = (e.step as u64 + 1, e.captured);
         dev_err!(
             pdev,
             "firmware release failed at {:?}: {:?}; registers {:x?}\n",
