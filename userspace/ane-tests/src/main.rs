@@ -1516,7 +1516,7 @@ fn h14_programs(mode: &str) -> Result<String, String> {
     if mode == "free" {
         let before = crate::hostile::free_bytes(path)?;
         let mut kept = Vec::new();
-        for fill in 0x60u8..0x68 {
+        for fill in 0x60u8..0x78 {
             kept.push(h14_program(&d, fill)?);
         }
         let loaded = crate::hostile::free_bytes(path)?;
@@ -1524,10 +1524,10 @@ fn h14_programs(mode: &str) -> Result<String, String> {
         let after = crate::hostile::free_bytes(path)?;
         check!(
             loaded == before && after == before,
-            "bytes a new client can allocate: {before} before loading 8 programs, {loaded} with them loaded, {after} after their handles closed"
+            "bytes a new client can allocate: {before} before loading 24 programs, {loaded} with them loaded, {after} after their handles closed"
         );
         return Ok(format!(
-            "8 programs loaded, {before} bytes allocatable to a new client before and after"
+            "24 programs loaded, {before} bytes allocatable to a new client before and after"
         ));
     }
     let mut n = 0u32;
