@@ -2657,7 +2657,7 @@ fn main() -> ExitCode {
             job_after_autosuspend,
         ),
         (
-            "injected hang: timeout, refused until the power cycle, next job runs",
+            "injected hang: timeout, recovered at once by a forced power cycle, next job runs",
             injected_hang_recovers,
         ),
         (
