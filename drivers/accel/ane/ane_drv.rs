@@ -270,6 +270,10 @@ macro_rules! ane_module {
                     default: 704,
                     description: "T602x: device addresses reserved at bind for the firmware's own memory (its image and its SHAREDMALLOC grants, at most 512 MiB by the record, plus a guard page each), in MiB; these are its budget, outside the clients' caps (read at bind)",
                 },
+                fw_program_mb: u32 {
+                    default: 256,
+                    description: "T602x: device addresses reserved at bind for the section copies of the programs the firmware loaded, which it keeps until reboot (the record has no unload), in MiB; their budget, outside the clients' caps and the firmware's own memory: once full, PROGRAM_CREATE of a new program fails with ENOSPC (read at bind)",
+                },
                 rtkit: u32 {
                     default: 0,
                     description: "1: T602x: also try an RTKit session over the coprocessor's mailbox after the firmware started (bounded 1 s HELLO wait; read at bind). Experimental: the record never starts this mailbox, and saw its line 884 interrupt at about 0.7 M/s while it was started",

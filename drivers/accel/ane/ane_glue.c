@@ -145,6 +145,19 @@ static int __maybe_unused ane_glue_wake(struct device *dev)
 	return ret;
 }
 
+/*
+ * Reboot, power-off, kexec: no job may go on DMAing through DART tables in
+ * memory the next kernel reuses (kernel-2 N10). Only a bound device has
+ * data.
+ */
+static void ane_glue_shutdown(struct platform_device *pdev)
+{
+	void *data = platform_get_drvdata(pdev);
+
+	if (data)
+		ane_ops->shutdown(data);
+}
+
 static const struct dev_pm_ops ane_glue_pm_ops = {
 	.runtime_suspend = ane_glue_runtime_suspend,
 	.runtime_resume = ane_glue_runtime_resume,
@@ -155,6 +168,7 @@ static const struct dev_pm_ops ane_glue_pm_ops = {
 static struct platform_driver ane_glue_h13_driver = {
 	.probe = ane_glue_probe,
 	.remove = ane_glue_remove,
+	.shutdown = ane_glue_shutdown,
 	.driver = {
 		.name = "ane",
 		.of_match_table = ane_glue_h13_of,
@@ -169,6 +183,7 @@ static struct platform_driver ane_glue_h13_driver = {
 static struct platform_driver ane_glue_fw_driver = {
 	.probe = ane_glue_probe,
 	.remove = ane_glue_remove,
+	.shutdown = ane_glue_shutdown,
 	.driver = {
 		.name = "ane-fw",
 		.of_match_table = ane_glue_fw_of,
@@ -485,6 +500,21 @@ void ane_glue_boost_end(struct ane_glue_boost *b)
 	mutex_unlock(&b->lock);
 }
 
+/*
+ * The engine shut down (no job begins again): the hold ends now and no
+ * work stays queued, so nothing of the boost runs module code later even
+ * if the boost itself is never freed.
+ */
+void ane_glue_boost_stop(struct ane_glue_boost *b)
+{
+	if (!b)
+		return;
+	cancel_delayed_work_sync(&b->off);
+	mutex_lock(&b->lock);
+	ane_glue_boost_release(b);
+	mutex_unlock(&b->lock);
+}
+
 void ane_glue_boost_free(struct ane_glue_boost *b)
 {
 	if (!b)
@@ -656,6 +686,11 @@ void ane_glue_pm_put_autosuspend(struct device *dev)
 	pm_runtime_put_autosuspend(dev);
 }
 
+/* The attached domain list's holder releases nothing (devres owns it). */
+static void ane_glue_pd_list_release(struct device *dev, void *res)
+{
+}
+
 /*
  * Attach every power domain of the device's node, in the order of its
  * "power-domains" list, with a runtime-PM device link to each (powered on
@@ -669,11 +704,82 @@ int ane_glue_pm_domains_attach(struct device *dev)
 		.pd_flags = PD_FLAG_DEV_LINK_ON,
 	};
 	struct dev_pm_domain_list *list;
+	struct dev_pm_domain_list **kept;
 	int ret;
 
 	ret = devm_pm_domain_attach_list(dev, &data, &list);
 	if (ret == -EEXIST)
 		return 1;	/* one domain, attached by the bus */
+	if (ret <= 0)
+		return ret;
+	/*
+	 * Kept for ane_glue_pm_cycle() in a devres of its own, released
+	 * (without doing anything) before the list's, which was added first.
+	 */
+	kept = devres_alloc(ane_glue_pd_list_release, sizeof(*kept), GFP_KERNEL);
+	if (!kept)
+		return -ENOMEM;
+	*kept = list;
+	devres_add(dev, kept);
+	return ret;
+}
+
+/*
+ * The recovery's power cycle (the record's: every power domain of the
+ * device cycled, then their state checked), at once rather than at the
+ * next autosuspend, which any client's activity can postpone. The caller
+ * holds a usage reference and nothing else may touch the hardware
+ * meanwhile (it holds the engine).
+ *
+ * The device's own runtime-suspend callback runs first (through its
+ * single domain's genpd, which then powers that domain off if the device
+ * is alone in it), then each attached domain's virtual device is
+ * suspended (genpd powers the domain off once nothing else in it is
+ * active), then all are resumed in reverse order and the device's
+ * runtime-resume callback runs. A usage reference is held on each
+ * device around its cycle, so pm_runtime_force_resume() resumes it
+ * (runtime PM never sees them suspended, and the device-link counts stay
+ * as they were). Returns 0, or the first error; -EIO when a domain's
+ * device is not active afterwards.
+ */
+int ane_glue_pm_cycle(struct device *dev)
+{
+	struct dev_pm_domain_list **kept;
+	struct dev_pm_domain_list *list = NULL;
+	unsigned int i, n = 0;
+	int ret, err;
+
+	kept = devres_find(dev, ane_glue_pd_list_release, NULL, NULL);
+	if (kept && *kept) {
+		list = *kept;
+		n = list->num_pds;
+	}
+	pm_runtime_get_noresume(dev);
+	ret = pm_runtime_force_suspend(dev);
+	if (ret) {
+		pm_runtime_put_noidle(dev);
+		return ret;
+	}
+	for (i = 0; i < n; i++) {
+		pm_runtime_get_noresume(list->pd_devs[i]);
+		err = pm_runtime_force_suspend(list->pd_devs[i]);
+		if (err && !ret)
+			ret = err;
+	}
+	while (n--) {
+		err = pm_runtime_force_resume(list->pd_devs[n]);
+		if (!err && !pm_runtime_active(list->pd_devs[n]))
+			err = -EIO;
+		if (err && !ret)
+			ret = err;
+		pm_runtime_put_noidle(list->pd_devs[n]);
+	}
+	err = pm_runtime_force_resume(dev);
+	if (!err && !pm_runtime_active(dev))
+		err = -EIO;
+	if (err && !ret)
+		ret = err;
+	pm_runtime_put_noidle(dev);
 	return ret;
 }
 

@@ -23,7 +23,8 @@ struct platform_device;
  * device was left powered, @runtime_suspend). System sleep calls
  * @sleep_begin (stop starting jobs, let the running one end; an errno
  * refuses the sleep) before forcing runtime suspend, and @sleep_end after
- * forcing runtime resume.
+ * forcing runtime resume. @shutdown runs at reboot, power-off and kexec
+ * (the device stays bound): no device DMA may go on after it.
  */
 struct ane_glue_ops {
 	int (*probe)(struct platform_device *pdev, struct device *dev,
@@ -36,6 +37,7 @@ struct ane_glue_ops {
 	int (*autosuspend_delay_ms)(void);
 	int (*sleep_begin)(void *data);
 	void (*sleep_end)(void *data);
+	void (*shutdown)(void *data);
 };
 
 int ane_glue_register(const struct ane_glue_ops *ops);
@@ -78,6 +80,7 @@ bool ane_glue_pm_disable(struct device *dev);
 int ane_glue_pm_resume_and_get(struct device *dev);
 void ane_glue_pm_put_autosuspend(struct device *dev);
 int ane_glue_pm_domains_attach(struct device *dev);
+int ane_glue_pm_cycle(struct device *dev);
 void ane_glue_pm_get_noresume(struct device *dev);
 void ane_glue_dma_mb(void);
 struct page;
@@ -87,6 +90,7 @@ struct ane_glue_boost;
 struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms);
 void ane_glue_boost_begin(struct ane_glue_boost *b);
 void ane_glue_boost_end(struct ane_glue_boost *b);
+void ane_glue_boost_stop(struct ane_glue_boost *b);
 void ane_glue_boost_free(struct ane_glue_boost *b);
 struct workqueue_struct *ane_glue_wq_alloc(void);
 void ane_glue_wq_destroy(struct workqueue_struct *wq);

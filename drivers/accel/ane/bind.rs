@@ -307,7 +307,14 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         windows.push(w, GFP_KERNEL)?;
     }
     let (darts, dart_irqs) = dart_windows(pdev, _sim.as_ref(), &mut windows)?;
-    let h13 = H13::new(mmio, darts, dart_irqs, JOB_TIMEOUT_MS, soc.recovery)?;
+    let h13 = H13::new(
+        mmio,
+        darts,
+        dart_irqs,
+        JOB_TIMEOUT_MS,
+        soc.recovery,
+        RuntimePm::new(dev),
+    )?;
     let engine = Engine::new(engine::Backend::H13(h13.clone()), boost_idle_ms())?;
     let irq = request_completion_irq(pdev, &h13)?;
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
@@ -377,7 +384,10 @@ fn h14_resources(
         let pt: Arc<dyn vm::SoftPageTable> = Arc::new(pt, GFP_KERNEL)?;
         let space = AddressSpace::Soft(pt);
         space.attach_device()?;
-        let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
+        let vm = {
+            let (fw, programs) = fw_reserve(soc, FW_ALIGN);
+            Vm::with_reserve(soc.iova, space, FW_ALIGN, fw, programs)?
+        };
         return Ok((h14::FwRegs::Sim(sim), vm, KVec::new()));
     }
     let _ = simulated;
@@ -410,7 +420,10 @@ fn h14_resources(
     // Detached again when the space drops, on every error path below and
     // at unbind.
     space.attach_device()?;
-    let vm = Vm::with_reserve(soc.iova, space, FW_ALIGN, fw_reserve(soc, FW_ALIGN))?;
+    let vm = {
+        let (fw, programs) = fw_reserve(soc, FW_ALIGN);
+        Vm::with_reserve(soc.iova, space, FW_ALIGN, fw, programs)?
+    };
     Ok((h14::FwRegs::Hw { engine, pmgr }, vm, windows))
 }
 
@@ -421,13 +434,23 @@ fn h14_chip(soc: &SocInfo) -> Result<&'static hw::fw::patch::Chip> {
 }
 
 /// H14: the device addresses reserved for the firmware's own memory
-/// (`fw_mem_mb`, whole multiples of `align`), at most half the window.
-fn fw_reserve(soc: &SocInfo, align: u64) -> u64 {
-    let want = u64::from(ext::param::get::<u32>(module_parameters::fw_mem_mb.value())) << 20;
+/// (`fw_mem_mb`) and, after them, for loaded programs' section copies
+/// (`fw_program_mb`), whole multiples of `align`, together at most half
+/// the window (the firmware's share first).
+fn fw_reserve(soc: &SocInfo, align: u64) -> (u64, u64) {
+    let mb = |v: u32| u64::from(v) << 20;
     let half = soc.iova.end.saturating_sub(soc.iova.start) / 2;
-    want.min(half)
-        .next_multiple_of(align)
-        .min(half / align * align)
+    let room = half / align * align;
+    let fit = |want: u64, room: u64| want.min(room).next_multiple_of(align).min(room);
+    let fw = fit(
+        mb(ext::param::get(module_parameters::fw_mem_mb.value())),
+        room,
+    );
+    let programs = fit(
+        mb(ext::param::get(module_parameters::fw_program_mb.value())),
+        room.saturating_sub(fw),
+    );
+    (fw, programs)
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
@@ -593,6 +616,28 @@ impl pf::Driver for AneDriver {
             );
         }
         Ok(())
+    }
+
+    fn shutdown(data: &AneBound) {
+        // H13: queued jobs end aborted and the running one finishes (or
+        // times out and is contained), then no job starts: the engine's DMA
+        // has stopped before the next kernel or the firmware takes the
+        // memory (kernel-2 N10).
+        if let Some(e) = &data.engine {
+            e.shutdown();
+            pr_info!("{:?}: shutdown: engine stopped\n", data.soc.id);
+        }
+        // H14: the record has no command that stops the coprocessor, which
+        // keeps DMAing through this kernel's DART tables: a kexec from
+        // here is unsafe, a reboot or power-off cuts its power.
+        if let Some(fw) = &data.fw {
+            if fw.state() == uapi::fw_state::RUNNING {
+                pr_warn!(
+                    "{:?}: shutdown: the ANE coprocessor's firmware keeps running (the record has no way to stop it); a kexec from this kernel is unsafe\n",
+                    data.soc.id
+                );
+            }
+        }
     }
 
     fn sleep_end(data: &AneBound) {

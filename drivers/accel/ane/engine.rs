@@ -100,6 +100,15 @@ impl Engine {
         )
     }
 
+    /// Whether a job submitted now may be queued: the engine is ready, or
+    /// being recovered by the holder of the engine.
+    pub(crate) fn accepts(&self) -> bool {
+        match &self.backend {
+            Backend::H13(h) => h.accepts(),
+            Backend::Fw(_) => true,
+        }
+    }
+
     /// Whether the engine takes jobs: an `engine_state` value.
     pub(crate) fn state(&self) -> u64 {
         match &self.backend {
@@ -138,7 +147,7 @@ impl Engine {
         if s.dead {
             return Err(ENODEV);
         }
-        if self.state() != engine_state::READY {
+        if !self.accepts() {
             return Err(EIO);
         }
         if let Backend::H13(h) = &self.backend {
@@ -370,6 +379,10 @@ impl Engine {
         if let Some(wq) = wq {
             wq.destroy();
         }
+        // No job begins again: the boost's hold and work end here, not at
+        // the engine's drop, which a leak could postpone past the module's
+        // unload (kernel-2 N7).
+        self.boost.stop();
         if let Backend::H13(h) = &self.backend {
             h.unbind();
         }

@@ -89,7 +89,7 @@ fn create(dev: &Device<AneDriver>, file: &File<AneDriver>, size: u64) -> Result<
 
 /// Creates a BO of `size` bytes for `file`, mapped into `vm`, counted
 /// against the device's and the file's caps, without a handle.
-pub(crate) fn create_in(
+fn create_in(
     dev: &Device<AneDriver>,
     file: &File<AneDriver>,
     vm: &Arc<Vm>,
@@ -105,6 +105,20 @@ pub(crate) fn create_in(
 /// make a firmware grant fail (kernel-2 N2).
 pub(crate) fn create_kernel(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
     create_mapped_as(dev, None, false, size, |bo| vm.map_reserved(bo))
+}
+
+/// Creates a copy of a loaded program's section (H14), `size` bytes,
+/// without a handle. It comes out of the range `vm` reserved for loaded
+/// programs at probe (`fw_program_mb`), which is also its budget, and is
+/// not counted against the clients' caps: the firmware keeps it until
+/// reboot, and no client's loads may shrink what the others can allocate.
+/// `ENOSPC` once that range is full.
+pub(crate) fn create_program_copy(
+    dev: &Device<AneDriver>,
+    vm: &Arc<Vm>,
+    size: u64,
+) -> Result<ARef<Bo>> {
+    create_mapped_as(dev, None, false, size, |bo| vm.map_program(bo))
 }
 
 /// Creates a kernel BO of `size` bytes mapped at the fixed address `iova`

@@ -317,6 +317,11 @@ pub(crate) fn exec(
     if list.len() >= MAX_JOBS_PER_FILE {
         return Err(EBUSY);
     }
+    // A wedged engine refuses the job before it takes a power reference:
+    // a refused client must not keep the device powered.
+    if !engine.accepts() {
+        return Err(EIO);
+    }
     let pm = dev.pm.get()?;
     let id = f.jobs.next_id.fetch_add(1, Ordering::Relaxed);
     let priority = args.priority;

@@ -327,10 +327,20 @@ fn program_create_fw(
     if fw_program::check_ids(sections.iter().map(|s| s.id)).is_err() {
         return Err(ENOEXEC);
     }
+    // A program loaded already needs no copies: found first, it is created
+    // even when the range for copies is full.
+    let base = args.offset;
+    if let Some(loaded) = fw.loaded(
+        sections
+            .iter()
+            .map(|s| (s.id, &*src, base + s.offset, s.size)),
+    )? {
+        return add_fw(file, loaded, args);
+    }
     let vm = fw.vm();
     let mut copies = KVec::with_capacity(sections.len(), GFP_KERNEL)?;
     for s in sections.iter() {
-        let copy = gem::create_in(dev, file, &vm, s.size)?;
+        let copy = gem::create_program_copy(dev, &vm, s.size)?;
         copy_bo(&src, args.offset + s.offset, &copy, 0, s.size)?;
         if s.id == fw_program::DESCRIPTOR {
             // Judged on the private copy: what is checked is what the
@@ -346,6 +356,15 @@ fn program_create_fw(
         copies.push((s.id, copy, s.size), GFP_KERNEL)?;
     }
     let loaded = fw.load(copies)?;
+    add_fw(file, loaded, args)
+}
+
+/// Adds a handle for the loaded program `loaded` to `file`.
+fn add_fw(
+    file: &File<AneDriver>,
+    loaded: FwProgram,
+    args: &mut uapi::ProgramCreate,
+) -> Result<u32> {
     let program = Arc::new(
         Program {
             summary: None,

@@ -192,6 +192,10 @@ impl IommuSpace {
 struct Pools {
     client: IovaAllocator<KVecStore>,
     firmware: Option<IovaAllocator<KVecStore>>,
+    /// H14: the loaded programs' section copies, which the firmware keeps
+    /// until reboot: their own range, so they can take neither the
+    /// clients' window nor the room of the firmware's grants.
+    programs: Option<IovaAllocator<KVecStore>>,
 }
 
 /// Which allocator placed a [`Mapping`].
@@ -199,6 +203,7 @@ struct Pools {
 enum Pool {
     Client,
     Firmware,
+    Programs,
     /// At an address the caller reserved ([`Vm::map_fixed`]).
     Fixed,
 }
@@ -235,26 +240,29 @@ impl Vm {
         space: AddressSpace,
         align: u64,
     ) -> Result<Arc<Self>> {
-        Self::with_reserve(window, space, align, 0)
+        Self::with_reserve(window, space, align, 0, 0)
     }
 
     /// [`Self::with_align`], with the first `reserve` bytes of `window` (a
-    /// multiple of `align`) kept for [`Self::map_reserved`]: the clients'
-    /// window starts where the reserved range ends, so no client mapping
-    /// can take the addresses the firmware needs. (At the bottom: the
-    /// firmware's boot buffers, allocated first, keep the addresses they
-    /// had when the whole window was one allocator's.)
+    /// multiple of `align`) kept for [`Self::map_reserved`] and the next
+    /// `programs` bytes (a multiple of `align`) for [`Self::map_program`]:
+    /// the clients' window starts where the reserved ranges end, so no
+    /// client mapping can take the addresses the firmware needs. (At the
+    /// bottom: the firmware's boot buffers, allocated first, keep the
+    /// addresses they had when the whole window was one allocator's.)
     pub(crate) fn with_reserve(
         window: IovaWindow,
         space: AddressSpace,
         align: u64,
         reserve: u64,
+        programs: u64,
     ) -> Result<Arc<Self>> {
         let align = align.max(PAGE_SIZE);
         // The guard gap keeps the alignment: a whole number of `align`s.
         let guard = (GUARD_PAGES * PAGE_SIZE).next_multiple_of(align);
-        let split = window.start.checked_add(reserve).ok_or(EINVAL)?;
-        if reserve % align != 0 || split >= window.end {
+        let fw_end = window.start.checked_add(reserve).ok_or(EINVAL)?;
+        let split = fw_end.checked_add(programs).ok_or(EINVAL)?;
+        if reserve % align != 0 || programs % align != 0 || split >= window.end {
             return Err(EINVAL);
         }
         let clients = IovaWindow {
@@ -268,13 +276,26 @@ impl Vm {
         } else {
             let w = IovaWindow {
                 start: window.start,
+                end: fw_end,
+            };
+            Some(IovaAllocator::new(w, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?)
+        };
+        let programs = if programs == 0 {
+            None
+        } else {
+            let w = IovaWindow {
+                start: fw_end,
                 end: split,
             };
             Some(IovaAllocator::new(w, align, guard, KVecStore(KVec::new())).ok_or(EINVAL)?)
         };
         Arc::pin_init(
             pin_init!(Self {
-                iova <- new_mutex!(Pools { client, firmware }),
+                iova <- new_mutex!(Pools {
+                    client,
+                    firmware,
+                    programs,
+                }),
                 space,
                 window: clients,
                 align,
@@ -307,6 +328,16 @@ impl Vm {
         self.map_with(bo, true, Pool::Firmware)
     }
 
+    /// Maps all of `bo`, readable and writable, in the range reserved at
+    /// creation for loaded programs ([`Self::with_reserve`]); `ENOSPC`
+    /// when it is full or there is none.
+    pub(crate) fn map_program<T: Driver, D: Send + Sync>(
+        self: &Arc<Self>,
+        bo: &Object<T, D>,
+    ) -> Result<Mapping> {
+        self.map_with(bo, true, Pool::Programs)
+    }
+
     /// Maps all of `bo` at a newly allocated address, readable by the
     /// device only (program copies: the engine must not change what was
     /// validated).
@@ -331,6 +362,7 @@ impl Vm {
             let mut pools = self.iova.lock();
             let alloc = match pool {
                 Pool::Firmware => pools.firmware.as_mut().ok_or(ENOSPC)?,
+                Pool::Programs => pools.programs.as_mut().ok_or(ENOSPC)?,
                 _ => &mut pools.client,
             };
             alloc.alloc(span).map_err(|e| match e {
@@ -360,6 +392,11 @@ impl Vm {
             }
             Pool::Firmware => {
                 if let Some(f) = pools.firmware.as_mut() {
+                    f.free(iova);
+                }
+            }
+            Pool::Programs => {
+                if let Some(f) = pools.programs.as_mut() {
                     f.free(iova);
                 }
             }

@@ -106,17 +106,21 @@ enum drm_ane_fw_state {
 
 /*
  * Whether the engine takes jobs. After a timeout or fault the engine may
- * still be running the job, so the driver keeps the job's buffers mapped and
- * refuses jobs (EXEC fails with EIO) until the engine is proven stopped: on
- * T8103 by a power cycle (the next runtime suspend), on T6001 by draining the
- * task manager in place (then it is ready at once) or, when that cannot be
- * done safely (a DART fault), by binding the device again.
+ * still be running the job, so the driver keeps the job's buffers mapped
+ * until the engine is proven stopped: on T8103 by a power cycle the driver
+ * forces at once, followed by a drain and an idle check (jobs submitted
+ * meanwhile wait for it; jobs queued when the fault happened run after it);
+ * on T6001 by draining the task manager in place (then it is ready at once)
+ * or, when that cannot be done safely (a DART fault), by binding the device
+ * again. While it is not ready EXEC fails with EIO, and jobs still queued
+ * end ABORTED.
  */
 enum drm_ane_engine_state {
 	DRM_ANE_ENGINE_READY = 0,
-	DRM_ANE_ENGINE_WEDGED_POWER_CYCLE = 1, /* clears when the device next
-						* runtime-suspends (all jobs and
-						* waits done, autosuspend delay) */
+	DRM_ANE_ENGINE_WEDGED_POWER_CYCLE = 1, /* T8103: the recovery's power
+						* cycle is running (clears when
+						* it ends; a failed one leaves
+						* WEDGED_REBIND) */
 	DRM_ANE_ENGINE_WEDGED_REBIND = 2,	/* the engine keeps its state across
 						 * power cycles: unbind and bind the
 						 * device (or reload the module) */
@@ -161,7 +165,11 @@ struct drm_ane_bo_info {
  * firmware sees it. The kernel copies the sections for the firmware,
  * which validates the program itself;
  * a program whose ids, sizes and bytes equal an earlier one's is not loaded
- * again. PROGRAM_CREATE and EXEC fail with EIO unless DRM_ANE_PARAM_FW_STATE
+ * again. The firmware keeps the copies of a program it loaded until reboot
+ * (it has no unload): they come out of a range reserved for them at bind
+ * (module option fw_program_mb), not from any client's memory caps; once
+ * that range, or the firmware's table of programs, is full, PROGRAM_CREATE
+ * of a program not loaded yet fails with ENOSPC. PROGRAM_CREATE and EXEC fail with EIO unless DRM_ANE_PARAM_FW_STATE
  * is DRM_ANE_FW_RUNNING. On H14 a binding's slot is the program's buffer id,
  * passed to the firmware with the buffer's address and size.
  */

@@ -127,6 +127,15 @@ modprobe -r ane
 modprobe ane sim_soc=0x6021 bo_total_mb=64 bo_client_mb=32
 ane-ioctl-tests --h14-memory || bad="$bad; h14 memory (64 MiB cap)"
 modprobe -r ane
+# Loaded programs' section copies stay with the firmware until reboot:
+# they come out of their own reserved range (fw_program_mb), never a
+# client's cap, and a full range refuses a new program alone (ENOSPC).
+modprobe ane sim_soc=0x6021 bo_total_mb=64 bo_client_mb=32
+ane-ioctl-tests --h14-programs free || bad="$bad; loaded programs' copies charged to the clients"
+modprobe -r ane
+modprobe ane sim_soc=0x6021 fw_program_mb=1
+ane-ioctl-tests --h14-programs full || bad="$bad; a full program range"
+modprobe -r ane
 # A call that runs past the default 5 s limit (the simulated firmware
 # posts its finish 120000 polls, 6 s at 50 us, after the dispatch): with
 # the limit raised (fw_call_ms) it completes and the firmware keeps

@@ -928,31 +928,23 @@ fn wait_suspended(d: &Device) -> TestResult {
     Err(format!("device never autosuspended: {}", state.trim()))
 }
 
-/// After a failed job on T8103: jobs are refused (EIO) while the engine may
-/// still be running it, until the device runtime-suspends (a power cycle),
-/// and then they run again. `awake` has kept the device from suspending
-/// since before the failing job.
-fn refused_until_power_cycle(d: &Device, awake: Awake) -> TestResult {
-    let state = engine_state(d)?;
-    check!(
-        state == uapi::engine_state::WEDGED_POWER_CYCLE,
-        "engine state after the failed job: {state}"
-    );
-    let e = exec_sum_errno(d)?;
-    check!(e == Some(Errno::IO), "EXEC on a contained engine: {e:?}");
-    // Nothing holds the device awake now: it suspends, which cures it.
-    drop(awake);
-    wait_suspended(d)?;
+/// After a failed job on T8103 (kernel-2 N8): the driver power-cycles the
+/// device at once (the record's recovery: domains cycled, state checked,
+/// drain, idle), so the engine is ready again and runs the next job while
+/// `awake` still keeps the device from runtime-suspending: no client's
+/// activity can postpone the recovery any more.
+fn recovered_by_forced_power_cycle(d: &Device, awake: Awake) -> TestResult {
     let state = engine_state(d)?;
     check!(
         state == uapi::engine_state::READY,
-        "engine state after the power cycle: {state}"
+        "engine state after the failed job's recovery: {state}"
     );
     let st = run_sum(d)?;
     check!(
         st == ane::device::JobStatus::Done,
-        "job after the power cycle: {st:?}"
+        "job after the recovery, the device never runtime-suspended: {st:?}"
     );
+    drop(awake);
     Ok(())
 }
 
@@ -968,7 +960,7 @@ fn engine_error_times_out_with_latch(d: &Device) -> TestResult {
         fault >> uapi::fault::KIND_SHIFT == uapi::fault::LATCH && fault as u32 != 0x2222_2222,
         "fault word {fault:#x}: no changed latch"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// A DART fault: FAULT with the DART's error word, no engine register read
@@ -988,7 +980,7 @@ fn dart_fault_is_contained(d: &Device) -> TestResult {
         sim_counter("lockups")? == 0,
         "an engine register was read after the fault"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// Line 1 never carries the finish word, or the idle bit never sets: the
@@ -1003,7 +995,7 @@ fn missing_line_or_idle_times_out(d: &Device) -> TestResult {
             st == ane::device::JobStatus::Timeout,
             "{what}: job ended {st:?}"
         );
-        refused_until_power_cycle(d, awake).map_err(|e| format!("{what}: {e}"))?;
+        recovered_by_forced_power_cycle(d, awake).map_err(|e| format!("{what}: {e}"))?;
     }
     Ok(())
 }
@@ -1118,7 +1110,21 @@ fn suspend_while_queued() -> Result<usize, String> {
 /// the injected fault wedges the engine; EXEC is refused with EIO until the
 /// device is bound again, and then jobs run.
 fn wedge_and_rebind(what: &str) -> TestResult {
+    // `-awake`: power/control=on from before the failure to after the
+    // rebind, so the unbind comes before any runtime power cycle
+    // (kernel-2 N7): the driver must prove the engine stopped itself
+    // rather than leak the job's buffers and pin the module.
+    let (what, awake) = match what.strip_suffix("-awake") {
+        Some(w) => (w, true),
+        None => (what, false),
+    };
+    let refcnt = || -> Result<u64, String> {
+        let r = std::fs::read_to_string("/sys/module/ane/refcnt")
+            .map_err(|e| format!("refcnt: {e}"))?;
+        r.trim().parse().map_err(|e| format!("refcnt {r:?}: {e}"))
+    };
     let d = open()?;
+    let refs = refcnt()?;
     require_fault_injection()?;
     check!(
         recovery(&d)? == ane::hw::soc::Recovery::Rebind,
@@ -1128,6 +1134,7 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         engine_state(&d)? == uapi::engine_state::READY,
         "not ready at start"
     );
+    let hold = if awake { Some(Awake::hold(&d)?) } else { None };
     inject(what, 1)?;
     let st = run_sum(&d)?;
     // Neither finishes: a timeout either way (the latches are no verdict).
@@ -1143,11 +1150,13 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     let e = exec_sum_errno(&d)?;
     check!(e == Some(Errno::IO), "EXEC on a wedged engine: {e:?}");
     // A runtime power cycle does not help (retention): still wedged.
-    wait_suspended(&d)?;
-    check!(
-        engine_state(&d)? == uapi::engine_state::WEDGED_REBIND,
-        "a power cycle cleared a retention wedge"
-    );
+    if !awake {
+        wait_suspended(&d)?;
+        check!(
+            engine_state(&d)? == uapi::engine_state::WEDGED_REBIND,
+            "a power cycle cleared a retention wedge"
+        );
+    }
     let link = format!(
         "/sys/class/accel/{}/device",
         d.path()
@@ -1165,6 +1174,7 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     let drv = "/sys/bus/platform/drivers/ane";
     std::fs::write(format!("{drv}/unbind"), &name).map_err(|e| format!("unbind: {e}"))?;
     std::fs::write(format!("{drv}/bind"), &name).map_err(|e| format!("bind: {e}"))?;
+    drop(hold);
     let d = open()?;
     check!(
         engine_state(&d)? == uapi::engine_state::READY,
@@ -1174,6 +1184,12 @@ fn wedge_and_rebind(what: &str) -> TestResult {
     check!(
         st == ane::device::JobStatus::Done,
         "job after rebind: {st:?}"
+    );
+    // The module can still be unloaded: nothing pinned it.
+    let now = refcnt()?;
+    check!(
+        now == refs,
+        "module references with one file open: {refs} before, {now} after the rebind (pinned)"
     );
     Ok(())
 }
@@ -1451,8 +1467,33 @@ fn h14_slow(want: &str) -> Result<String, String> {
     let d = open()?;
     let program = sum_program(&d)?;
     let t0 = std::time::Instant::now();
-    let st = h14_run_sum(&d, &program)?;
+    // Meanwhile another client asks for the firmware's failed step over
+    // and over: no answer may wait for the running call (kernel-2 N5, old
+    // 1.10). The longest answer is compared with the call's length.
+    let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let asker = {
+        let over = over.clone();
+        let d2 = open()?;
+        std::thread::spawn(move || -> Result<(f64, u32), String> {
+            let (mut longest, mut n) = (0f64, 0u32);
+            while !over.load(std::sync::atomic::Ordering::Acquire) {
+                let t = std::time::Instant::now();
+                param_value(&d2, param::FW_FAIL_STEP)?;
+                longest = longest.max(t.elapsed().as_secs_f64());
+                n += 1;
+            }
+            Ok((longest, n))
+        })
+    };
+    let st = h14_run_sum(&d, &program);
     let secs = t0.elapsed().as_secs_f64();
+    over.store(true, std::sync::atomic::Ordering::Release);
+    let (asked, n) = asker.join().map_err(|_| "asker panicked")??;
+    let st = st?;
+    check!(
+        asked < secs / 4.0,
+        "the longest of {n} GET_PARAM FW_FAIL_STEP took {asked:.2} s during a call of {secs:.2} s (it waited for the call)"
+    );
     let fw = param_value(&d, param::FW_STATE)?;
     let line = format!("call {st:?} after {secs:.1} s, firmware state {fw}");
     match want {
@@ -1466,6 +1507,80 @@ fn h14_slow(want: &str) -> Result<String, String> {
         ),
     }
     Ok(format!("h14-slow: {line}"))
+}
+
+/// Loaded programs' section copies stay with the T6021 firmware until
+/// reboot (it has no unload), so they must not be charged to any client
+/// (issue 26 item 2, kernel-2 1.9). `free`: loading distinct programs
+/// leaves the bytes a new client can allocate unchanged (run under small
+/// caps). `full`: under a small `fw_program_mb`, new programs are loaded
+/// until the range is full, which fails that PROGRAM_CREATE alone with
+/// ENOSPC; the firmware keeps running, a program loaded before still
+/// runs, and creating a loaded one again still succeeds.
+fn h14_programs(mode: &str) -> Result<String, String> {
+    let path = "/dev/accel/accel0";
+    let d = open()?;
+    if !is_h14(&d) {
+        return Err(SKIP_FIRMWARE.into());
+    }
+    let sum = sum_program(&d)?;
+    let errno = |r: &ane::device::Result<ane::device::Program<'_>>| match r {
+        Err(ane::device::Error::Ioctl { source, .. }) => Some(*source),
+        _ => None,
+    };
+    if mode == "free" {
+        let before = crate::hostile::free_bytes(path)?;
+        let mut kept = Vec::new();
+        for fill in 0x60u8..0x78 {
+            kept.push(h14_program(&d, fill)?);
+        }
+        let loaded = crate::hostile::free_bytes(path)?;
+        drop(kept);
+        let after = crate::hostile::free_bytes(path)?;
+        check!(
+            loaded == before && after == before,
+            "bytes a new client can allocate: {before} before loading 24 programs, {loaded} with them loaded, {after} after their handles closed"
+        );
+        return Ok(format!(
+            "24 programs loaded, {before} bytes allocatable to a new client before and after"
+        ));
+    }
+    let mut n = 0u32;
+    let mut full = None;
+    for fill in 0x60u8..=0xff {
+        let r = h14_load(&d, fill);
+        if r.is_err() {
+            full = Some((fill, errno(&r), r.err().map(|e| e.to_string())));
+            break;
+        }
+        n += 1;
+    }
+    let Some((fill, e, text)) = full else {
+        return Err(format!("{n} new programs loaded, the range never filled"));
+    };
+    check!(
+        e == Some(Errno::NOSPC),
+        "program {fill:#x} past the full range: {text:?} (want ENOSPC)"
+    );
+    let state = param_value(&d, param::FW_STATE)?;
+    check!(
+        state == uapi::fw_state::RUNNING,
+        "firmware state after the refused load: {state}"
+    );
+    let st = h14_run_sum(&d, &sum)?;
+    check!(
+        st == Ok(ane::device::JobStatus::Done),
+        "call of a program loaded before the range filled: {st:?}"
+    );
+    let again = h14_load(&d, 1);
+    check!(
+        again.is_ok(),
+        "a loaded program created again with the range full: {:?}",
+        again.err().map(|e| e.to_string())
+    );
+    Ok(format!(
+        "{n} new programs filled the range, the next failed alone with ENOSPC; the firmware runs, a loaded program runs and can be created again"
+    ))
 }
 
 /// `--h14-memory`: the firmware's own memory (its image, boot buffers and
@@ -1675,7 +1790,7 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
         st == ane::device::JobStatus::Timeout,
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 fn extended_bindings_accepted(d: &Device) -> TestResult {
@@ -1710,7 +1825,7 @@ fn wait_deadline_passes_first(d: &Device) -> TestResult {
         st == Some(ane::device::JobStatus::Timeout),
         "hung job ended {st:?}"
     );
-    refused_until_power_cycle(d, awake)
+    recovered_by_forced_power_cycle(d, awake)
 }
 
 /// The submitting thread runs a job on an idle engine: one that ends at
@@ -2503,6 +2618,11 @@ fn main() -> ExitCode {
         let r = h14_slow(args.get(2).map(String::as_str).unwrap_or("done"));
         return verdict(r, "h14-slow");
     }
+    if mode == Some("--h14-programs") {
+        let r = h14_programs(args.get(2).map(String::as_str).unwrap_or("free"))
+            .map(|l| format!("h14 programs: {l}"));
+        return verdict(r, "h14-programs");
+    }
     if mode == Some("--h14-memory") {
         let r = h14_memory().map(|n| {
             format!("h14: the clients' caps fit their window; {n} bytes allocatable with the firmware running, its memory outside them")
@@ -2568,7 +2688,7 @@ fn main() -> ExitCode {
             job_after_autosuspend,
         ),
         (
-            "injected hang: timeout, refused until the power cycle, next job runs",
+            "injected hang: timeout, recovered at once by a forced power cycle, next job runs",
             injected_hang_recovers,
         ),
         (

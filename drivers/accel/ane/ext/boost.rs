@@ -49,6 +49,17 @@ impl CpuBoost {
     }
 }
 
+impl CpuBoost {
+    /// No job begins any more (the engine shut down): the hold ends now
+    /// and its delayed work is cancelled, so none stays queued after the
+    /// driver is gone, even should the boost never be dropped.
+    pub fn stop(&self) {
+        // SAFETY: NULL or the live boost from `new`; its mutex serialises
+        // this with `begin`, `end` and the work.
+        unsafe { glue::ane_glue_boost_stop(self.0) }
+    }
+}
+
 impl Drop for CpuBoost {
     fn drop(&mut self) {
         // SAFETY: NULL or the live boost from `new`, freed once; it waits

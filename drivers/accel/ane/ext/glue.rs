@@ -36,6 +36,7 @@ pub(crate) struct GlueOps {
     pub(crate) autosuspend_delay_ms: extern "C" fn() -> c_int,
     pub(crate) sleep_begin: unsafe extern "C" fn(data: *mut c_void) -> c_int,
     pub(crate) sleep_end: unsafe extern "C" fn(data: *mut c_void),
+    pub(crate) shutdown: unsafe extern "C" fn(data: *mut c_void),
 }
 
 // `struct device` contains a zero-sized array Rust calls FFI-unsafe; only
@@ -100,6 +101,7 @@ extern "C" {
     pub(crate) fn ane_glue_pm_resume_and_get(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_put_autosuspend(dev: *mut bindings::device);
     pub(crate) fn ane_glue_pm_domains_attach(dev: *mut bindings::device) -> c_int;
+    pub(crate) fn ane_glue_pm_cycle(dev: *mut bindings::device) -> c_int;
     pub(crate) fn ane_glue_pm_get_noresume(dev: *mut bindings::device);
     pub(crate) fn ane_glue_dma_mb();
     pub(crate) fn ane_glue_page_read(
@@ -117,6 +119,7 @@ extern "C" {
     pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
     pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
     pub(crate) fn ane_glue_boost_end(b: *mut c_void);
+    pub(crate) fn ane_glue_boost_stop(b: *mut c_void);
     pub(crate) fn ane_glue_boost_free(b: *mut c_void);
     pub(crate) fn ane_glue_wq_alloc() -> *mut bindings::workqueue_struct;
     pub(crate) fn ane_glue_wq_destroy(wq: *mut bindings::workqueue_struct);

@@ -95,6 +95,10 @@ pub trait Driver: 'static {
 
     /// System sleep ended (the device is resumed): start work again.
     fn sleep_end(data: &Self::Data);
+
+    /// Reboot, power-off or kexec (the device stays bound): stop the
+    /// device's DMA.
+    fn shutdown(data: &Self::Data);
 }
 
 /// The registered platform drivers; unregistered on drop. The C drivers
@@ -117,6 +121,7 @@ impl<T: Driver> Registration<T> {
         autosuspend_delay_ms: Self::autosuspend_callback,
         sleep_begin: Self::sleep_begin_callback,
         sleep_end: Self::sleep_end_callback,
+        shutdown: Self::shutdown_callback,
     };
 
     /// Registers the drivers; from now on matching devices are probed.
@@ -263,6 +268,16 @@ impl<T: Driver> Registration<T> {
     unsafe extern "C" fn sleep_end_callback(data: *mut c_void) {
         // SAFETY: As in `sleep_begin_callback`.
         T::sleep_end(unsafe { Self::data(data) })
+    }
+
+    /// Reboot, power-off or kexec.
+    ///
+    /// # Safety
+    ///
+    /// `data` must be what probe returned, not yet released.
+    unsafe extern "C" fn shutdown_callback(data: *mut c_void) {
+        // SAFETY: As in `sleep_begin_callback`.
+        T::shutdown(unsafe { Self::data(data) })
     }
 }
 

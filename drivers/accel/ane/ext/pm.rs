@@ -37,6 +37,19 @@ impl RuntimePm {
         })
     }
 
+    /// Power-cycles the device now, whatever its usage count: its
+    /// runtime-suspend callback, every attached power domain cycled (genpd
+    /// powers each off once nothing else in it is active), then the
+    /// runtime-resume callback; `EIO` when a domain is not active
+    /// afterwards. The caller holds a usage reference ([`RuntimePm::get`])
+    /// and keeps everything else off the hardware meanwhile; runtime PM
+    /// sees the device active throughout.
+    pub fn cycle(&self) -> Result {
+        // SAFETY: `dev` is a live device; the caller's usage reference
+        // keeps its driver bound (unbind waits for the engine's holder).
+        kernel::error::to_result(unsafe { glue::ane_glue_pm_cycle(raw_dev(&self.dev)) })
+    }
+
     /// Keeps a device that is active (being probed) from suspending until
     /// the returned reference is dropped.
     pub fn hold(&self) -> PmRef {

@@ -46,6 +46,7 @@ use kernel::{
 };
 
 use crate::ext::io::IoWindow;
+use crate::ext::pm::RuntimePm;
 use crate::hw::dart;
 use crate::hw::soc::Recovery;
 use crate::hw::tm::{
@@ -183,6 +184,11 @@ pub(crate) struct H13 {
     recovery: Recovery,
     /// An `engine_state` value.
     state: AtomicU64,
+    /// T8103: the device's runtime PM, for the recovery's power cycle.
+    pm: RuntimePm,
+    /// A recovery is under way (the holder of the engine runs it): jobs
+    /// submitted meanwhile queue behind it instead of being refused.
+    recovering: AtomicBool,
     powered: AtomicBool,
     enabled: AtomicBool,
     /// The completion interrupt's line, when requested (0: polling).
@@ -198,13 +204,15 @@ pub(crate) struct H13 {
 impl H13 {
     /// A backend over the engine window `mmio` and the DART windows
     /// `darts`, giving up on a job after `timeout_ms`, recovering as
-    /// `recovery` says. The device is powered (probe).
+    /// `recovery` says (a power cycle through `pm`). The device is powered
+    /// (probe).
     pub(crate) fn new(
         mmio: Mmio,
         darts: KVec<Mmio>,
         dart_irqs: KVec<u32>,
         timeout_ms: u32,
         recovery: Recovery,
+        pm: RuntimePm,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
@@ -214,6 +222,8 @@ impl H13 {
                 timeout: Delta::from_millis(i64::from(timeout_ms)),
                 recovery,
                 state: AtomicU64::new(engine_state::READY),
+                pm,
+                recovering: AtomicBool::new(false),
                 powered: AtomicBool::new(true),
                 enabled: AtomicBool::new(false),
                 irq: AtomicU32::new(0),
@@ -235,6 +245,13 @@ impl H13 {
     /// Whether the engine takes jobs: an `engine_state` value.
     pub(crate) fn state(&self) -> u64 {
         self.state.load(Ordering::Acquire)
+    }
+
+    /// Whether a job submitted now may be queued: the engine is ready, or
+    /// the holder of the engine is recovering it (the job then runs after
+    /// the recovery, or ends ABORTED if the recovery fails).
+    pub(crate) fn accepts(&self) -> bool {
+        self.state() == engine_state::READY || self.recovering.load(Ordering::Acquire)
     }
 
     /// Whether completion comes by interrupt.
@@ -265,21 +282,15 @@ impl H13 {
         // Without power the engine runs nothing, on either SoC: buffers
         // kept from a failed job may go once the device is back (the power
         // is really off only after this returns).
+        // That this callback ran does not prove the engine stopped (genpd
+        // powers a domain off only once nothing else in it is active, and
+        // the DARTs share one): a wedge is cleared only by the recovery,
+        // which checks the engine after its power cycle.
         let mut h = self.held.lock();
         h.cycled = true;
         if h.jobs.is_empty() {
             // The last job ended DONE: the engine is idle.
             self.detach_locked(&mut h);
-        }
-        drop(h);
-        if self.recovery == Recovery::PowerCycle {
-            // T8103 loses the task manager's state too, and with it a wedge.
-            let _ = self.state.compare_exchange(
-                engine_state::WEDGED_POWER_CYCLE,
-                engine_state::READY,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
         }
     }
 
@@ -363,6 +374,10 @@ impl H13 {
         if !self.powered.load(Ordering::Acquire) {
             // Resume failed: nothing can run.
             return Started::Ended(Outcome::new(job_status::FAULT, 0));
+        }
+        if self.state() != engine_state::READY {
+            // Queued while a recovery ran that did not bring it back.
+            return Started::Ended(Outcome::new(job_status::ABORTED, 0));
         }
         self.release_cycled();
         let darts = Darts(&self.darts);
@@ -552,12 +567,28 @@ impl H13 {
     fn recover(&self, why: Progress) {
         // No job is taken from here on, until the engine is proven usable.
         let state = match self.recovery {
-            Recovery::PowerCycle => engine_state::WEDGED_POWER_CYCLE,
+            Recovery::PowerCycle => {
+                self.recovering.store(true, Ordering::Release);
+                engine_state::WEDGED_POWER_CYCLE
+            }
             _ => engine_state::WEDGED_REBIND,
         };
         self.state.store(state, Ordering::Release);
         let how = match (self.recovery, why) {
-            (Recovery::PowerCycle, _) => "jobs are refused until the device next runtime-suspends",
+            (Recovery::PowerCycle, _) => {
+                if self.recover_cycled() {
+                    pr_info!("engine power-cycled, task manager drained and idle; the engine is ready\n");
+                    let freed = core::mem::take(&mut self.held.lock().jobs);
+                    self.free_held(freed);
+                    self.state.store(engine_state::READY, Ordering::Release);
+                    self.recovering.store(false, Ordering::Release);
+                    return;
+                }
+                self.state
+                    .store(engine_state::WEDGED_REBIND, Ordering::Release);
+                self.recovering.store(false, Ordering::Release);
+                "the power cycle did not bring the task manager back idle: unbind and bind the device"
+            }
             (_, Progress::DartFault(_)) => {
                 "no engine register may be read after a DART fault and the task manager keeps its state: unbind and bind the device"
             }
@@ -575,6 +606,38 @@ impl H13 {
         pr_err!("engine stopped taking jobs; {}\n", how);
     }
 
+    /// T8103: the record's recovery, at once (never left to an autosuspend
+    /// any client's activity could postpone): the device and each of its
+    /// power domains cycled and their state checked, then up to 100 ms
+    /// (1 ms steps) for the DARTs' owner to clear a fault latch, then the
+    /// drain and the idle poll. Whether the task manager came back idle.
+    fn recover_cycled(&self) -> bool {
+        if let Err(e) = self.pm.cycle() {
+            pr_err!("recovery: the power cycle failed: {:?}\n", e);
+            return false;
+        }
+        if !self.powered.load(Ordering::Acquire) {
+            pr_err!("recovery: the device did not power up again\n");
+            return false;
+        }
+        let darts = Darts(&self.darts);
+        let mut left = 100u32;
+        while seq::Dart::fault(&darts).is_some() {
+            left = left.saturating_sub(1);
+            if left == 0 {
+                pr_err!("recovery: a DART fault stays latched after the power cycle\n");
+                return false;
+            }
+            fsleep(Delta::from_millis(1));
+        }
+        if !self.drain_retained() {
+            return false;
+        }
+        // The drain enabled the task manager.
+        self.enabled.store(true, Ordering::Release);
+        true
+    }
+
     /// T6001: the record's drain, then up to 1 s (100 µs steps) for the idle
     /// bit, looking at the DARTs before every engine read. Whether the task
     /// manager came back idle.
@@ -587,9 +650,10 @@ impl H13 {
         })
     }
 
-    /// At unbind, after the last job: frees what a power cycle proved safe;
-    /// anything else kept is leaked (and the module pinned), never freed
-    /// under an engine that may still be running.
+    /// At unbind, after the last job: frees what a power cycle proved safe,
+    /// forcing one if none happened since the failure; anything else kept
+    /// (the forced cycle failed) is leaked (and the module pinned), never
+    /// freed under an engine that may still be running.
     pub(crate) fn unbind(&self) {
         // A line the handler masked after the last look is unmasked before
         // it is freed.
@@ -601,6 +665,18 @@ impl H13 {
         if h.jobs.is_empty() {
             self.detach_locked(&mut h);
             return;
+        }
+        if !h.cycled {
+            // No power cycle since the failure (it came within the
+            // autosuspend delay, or power/control is "on"): forced now, so
+            // the buffers are freed rather than leaked with the module
+            // pinned, which a later binding could not undo (kernel-2 N7).
+            // Its suspend callback marks the cycle.
+            drop(h);
+            if let Err(e) = self.pm.cycle() {
+                pr_err!("unbind: the power cycle failed: {:?}\n", e);
+            }
+            h = self.held.lock();
         }
         let jobs = core::mem::take(&mut h.jobs);
         if h.cycled {

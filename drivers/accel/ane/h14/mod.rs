@@ -247,10 +247,6 @@ impl SharedBufs for Ctx<'_> {
 /// The firmware's transport and memory, behind one lock: commands are
 /// serialised on it (as the record serialises them on its firmware lock).
 struct State {
-    /// The failed boot step (`Step as u64 + 1`), 0 if none.
-    fail_step: u64,
-    /// Registers captured at the failure.
-    captured: Option<Captured>,
     /// The transport, once started.
     host: Option<Host>,
     /// Everything the firmware may touch.
@@ -269,6 +265,25 @@ struct State {
     /// (the record parks such buffers too). Each buffer once, at most
     /// [`MAX_PARKED`].
     parked: KVec<ARef<Bo>>,
+}
+
+/// The digest key of a program given as `(id, bo, offset, size)` parts:
+/// each section's id and size, then its bytes.
+fn digest_parts<'a>(parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>) -> Result<[u8; 32]> {
+    let mut digest = ProgramDigest::new();
+    let mut chunk = [0u8; 256];
+    for (id, bo, offset, size) in parts {
+        digest.section(u64::from(id), size).map_err(|_| EINVAL)?;
+        let mut done = 0u64;
+        while done < size {
+            let n = core::cmp::min(size - done, chunk.len() as u64) as usize;
+            let c = chunk.get_mut(..n).ok_or(EINVAL)?;
+            gem::read(bo, offset.checked_add(done).ok_or(EINVAL)?, c)?;
+            digest.update(c).map_err(|_| EINVAL)?;
+            done += n as u64;
+        }
+    }
+    digest.finish().map_err(|_| EINVAL)
 }
 
 /// A program the firmware has loaded, with its process.
@@ -300,6 +315,11 @@ const COMMAND_POLLS: u32 = 100_000;
 pub(crate) struct Firmware {
     #[pin]
     state: Mutex<State>,
+    /// The failed boot step (`Step as u64 + 1`, 0 if none) and the
+    /// registers captured at the failure: apart from `state`, so GET_PARAM
+    /// never waits behind a running call (kernel-2 N5, old 1.10).
+    #[pin]
+    diag: Mutex<(u64, Option<Captured>)>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
     /// Commands the firmware refused in order (the first is logged).
@@ -339,8 +359,6 @@ impl Firmware {
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
-                    fail_step: 0,
-                    captured: None,
                     host: None,
                     mem: FwMemory {
                         vm: vm.clone(),
@@ -355,6 +373,7 @@ impl Firmware {
                     rtkit: None,
                     parked: KVec::new(),
                 }),
+                diag <- new_mutex!((0, None)),
                 fw_state: AtomicU64::new(fw_state::OFF),
                 refused: AtomicU64::new(0),
                 vm,
@@ -382,14 +401,13 @@ impl Firmware {
 
     /// The failed boot step (1-based), 0 if none.
     pub(crate) fn fail_step(&self) -> u64 {
-        self.state.lock().fail_step
+        self.diag.lock().0
     }
 
     /// Captured register `i`: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR
     /// (low, high), IPI pending; `None` past the end or without a capture.
     pub(crate) fn captured(&self, i: u32) -> Option<u64> {
-        let st = self.state.lock();
-        let c = st.captured.as_ref()?;
+        let c = self.diag.lock().1?;
         let i = i as usize;
         if let Some(v) = c.scratch.get(i) {
             return Some(u64::from(*v));
@@ -651,9 +669,7 @@ impl Firmware {
     /// returned without firmware traffic. The copies of a newly loaded
     /// program stay with the firmware, which may read them at any time.
     pub(crate) fn load(&self, sections: KVec<(u32, ARef<Bo>, u64)>) -> Result<FwProgram> {
-        let mut digest = ProgramDigest::new();
         let mut refs = [SectionRef::default(); msg::MAX_SECTIONS];
-        let mut chunk = [0u8; 256];
         for (i, (id, bo, size)) in sections.iter().enumerate() {
             let r = refs.get_mut(i).ok_or(EINVAL)?;
             *r = SectionRef {
@@ -661,17 +677,8 @@ impl Firmware {
                 iova: bo.mapping()?.iova(),
                 size: *size,
             };
-            digest.section(u64::from(*id), *size).map_err(|_| EINVAL)?;
-            let mut done = 0u64;
-            while done < *size {
-                let n = core::cmp::min(*size - done, chunk.len() as u64) as usize;
-                let c = chunk.get_mut(..n).ok_or(EINVAL)?;
-                gem::read(bo, done, c)?;
-                digest.update(c).map_err(|_| EINVAL)?;
-                done += n as u64;
-            }
         }
-        let key = digest.finish().map_err(|_| EINVAL)?;
+        let key = digest_parts(sections.iter().map(|(id, bo, size)| (*id, &**bo, 0, *size)))?;
         let refs = refs.get(..sections.len()).ok_or(EINVAL)?;
         // One lock from the cache lookup to the insert: two identical loads
         // cannot both reach the firmware, nor can the table overflow.
@@ -734,6 +741,20 @@ impl Firmware {
             return Err(ENOMEM);
         }
         Ok(p)
+    }
+
+    /// The program whose sections, given as `(id, bo, offset, size)` parts
+    /// of client memory, have the content of one loaded already, found
+    /// without copying them: a client may create a loaded program again
+    /// once the range for the copies is full. (A client that changes the
+    /// bytes meanwhile gets the program of what was read.)
+    pub(crate) fn loaded<'a>(
+        &self,
+        parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>,
+    ) -> Result<Option<FwProgram>> {
+        let key = digest_parts(parts)?;
+        let st = self.state.lock();
+        Ok(st.programs.iter().find(|(k, _)| *k == key).map(|(_, p)| *p))
     }
 
     /// A command the firmware refused in order (its slot came back with
@@ -923,8 +944,7 @@ impl Firmware {
         if e.released() {
             self.mark_released(st);
         }
-        st.fail_step = e.step as u64 + 1;
-        st.captured = e.captured;
+        *self.diag.lock() = (e.step as u64 + 1, e.captured);
         dev_err!(
             pdev,
             "firmware release failed at {:?}: {:?}; registers {:x?}\n",

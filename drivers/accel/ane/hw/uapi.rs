@@ -162,7 +162,8 @@ pub mod fw_state {
 pub mod engine_state {
     /// It does.
     pub const READY: u64 = 0;
-    /// Wedged; clears at the device's next runtime suspend.
+    /// T8103: the recovery's forced power cycle is running; it clears when
+    /// that ends (or becomes `WEDGED_REBIND` if it failed).
     pub const WEDGED_POWER_CYCLE: u64 = 1;
     /// Wedged; clears when the device is bound again.
     pub const WEDGED_REBIND: u64 = 2;
