@@ -16,15 +16,23 @@ set -euo pipefail
 arch=$1 kdir=$2 initrd=$3 tests=$4 log=$5 dtb=${6:-}
 timeout_s=${ANE_QEMU_TIMEOUT:-600}
 
-common=(-m 1024 -nographic -no-reboot -initrd "$initrd")
+# ANE_QEMU_MEM: guest RAM in MiB (`make bench` needs room for a
+# Parakeet-size program twice: the caller's BO and the kernel's copy).
+common=(-m "${ANE_QEMU_MEM:-1024}" -nographic -no-reboot -initrd "$initrd")
 append="panic=-1 anetest=$tests"
 # ANE_QEMU_ICOUNT=1 (`make bench`): the guest's clock counts instructions
 # (shift=0: one nanosecond per instruction; sleep=off: idle time skips to
 # the next timer instead of following the host's clock) on one vCPU, so a
 # guest timing is an instruction count, the same on every run and machine.
 # The guest sees `anebench=icount` on its command line.
+# Nothing of the host may reach the guest either: -seed makes the guest's
+# random numbers (RDRAND, so KASLR, ASLR and every kernel random) the same
+# on every run, and the RTC starts at a fixed date and runs on the virtual
+# clock (with the host's clock, how long the boot waits for the RTC's
+# update cycle followed the host, which moved every later timer tick).
 if [ "${ANE_QEMU_ICOUNT:-0}" = 1 ]; then
-	common+=(-smp 1 -icount shift=0,sleep=off)
+	common+=(-smp 1 -icount shift=0,sleep=off,align=off -seed 1
+		-rtc base=2026-01-01T00:00:00,clock=vm)
 	append="$append anebench=icount"
 else
 	common+=(-smp 2)

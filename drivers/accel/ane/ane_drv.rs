@@ -81,8 +81,11 @@ pub(crate) struct Limits {
     pub(crate) iova: hw::soc::IovaWindow,
 }
 
-/// Largest program (task descriptors and weights) PROGRAM_CREATE accepts.
-const PROGRAM_MAX: u64 = 256 << 20;
+/// Largest program (task descriptors and weights) PROGRAM_CREATE accepts:
+/// 1 GiB, room for the largest model users run (Parakeet's encoder, one
+/// 458,018,816-byte program of 13,701 TDs, ran on an M1 under omarchy-ane).
+/// The task stream alone stays at most [`crate::program::STREAM_MAX`].
+const PROGRAM_MAX: u64 = 1 << 30;
 
 /// Data of an accel device. It lives as long as the DRM device, which can
 /// outlive the platform binding while files are still open.

@@ -799,6 +799,19 @@ void ane_glue_page_write(struct page *page, size_t offset, const void *src, size
 	memcpy_to_page(page, offset, src, len);
 }
 
+/* Copies between parts of two pages directly (one pass, no bounce buffer). */
+void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size_t src_off,
+			size_t len)
+{
+	memcpy_page(dst, dst_off, src, src_off, len);
+}
+
+/* cond_resched() is a macro: a long copy yields the CPU between pieces. */
+void ane_glue_cond_resched(void)
+{
+	cond_resched();
+}
+
 /* A full barrier for memory shared with a device (dma_mb() is a macro). */
 void ane_glue_dma_mb(void)
 {

@@ -86,6 +86,9 @@ void ane_glue_dma_mb(void);
 struct page;
 void ane_glue_page_read(struct page *page, size_t offset, void *dst, size_t len);
 void ane_glue_page_write(struct page *page, size_t offset, const void *src, size_t len);
+void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size_t src_off,
+			size_t len);
+void ane_glue_cond_resched(void);
 struct ane_glue_boost;
 struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms);
 void ane_glue_boost_begin(struct ane_glue_boost *b);

@@ -263,6 +263,43 @@ pub(crate) fn write(bo: &Bo, offset: u64, buf: &[u8]) -> Result {
     })
 }
 
+/// Bytes [`copy`] moves between two yields of the CPU.
+const RESCHED_BYTES: u64 = 1 << 20;
+
+/// Copies `len` bytes at `src_off` of `src` into `dst` at `dst_off`, page
+/// to page: one pass over the bytes, without a bounce buffer, one
+/// `memcpy` per page-sized piece, yielding the CPU every
+/// [`RESCHED_BYTES`] (a program's weights are hundreds of MiB). `EINVAL`
+/// if a range is outside its BO or `src` and `dst` are the same BO.
+pub(crate) fn copy(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
+    if core::ptr::eq(src, dst) {
+        return Err(EINVAL);
+    }
+    let fits = |off: u64, bo: &Bo| off.checked_add(len).is_some_and(|e| e <= bo.size() as u64);
+    if !fits(src_off, src) || !fits(dst_off, dst) {
+        return Err(EINVAL);
+    }
+    let (from, to) = (src.pages(), dst.pages());
+    let (mut done, mut since) = (0u64, 0u64);
+    while done < len {
+        let (s, d) = (src_off + done, dst_off + done);
+        let (s_in, d_in) = (s % PAGE_SIZE, d % PAGE_SIZE);
+        let n = (len - done).min(PAGE_SIZE - s_in.max(d_in));
+        let sp = from.get((s / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+        let dp = to.get((d / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+        // SAFETY: The caller holds both BOs, so their pages are pinned; they
+        // are different objects (checked above), so their pages differ.
+        unsafe { dp.copy_from(d_in as usize, sp, s_in as usize, n as usize) }?;
+        done += n;
+        since += n;
+        if since >= RESCHED_BYTES {
+            crate::ext::gem::cond_resched();
+            since = 0;
+        }
+    }
+    Ok(())
+}
+
 /// Looks up a BO of `file`: `ENOENT` for an unknown handle, `EACCES` for a
 /// BO mapped in another file's address space.
 pub(crate) fn lookup(file: &File<AneDriver>, handle: u32) -> Result<ARef<Bo>> {

@@ -40,6 +40,13 @@ use crate::AneDriver;
 /// Programs a file may hold at once.
 pub(crate) const MAX_PROGRAMS_PER_FILE: usize = 256;
 
+/// Largest task stream (`tsk_size`) PROGRAM_CREATE stages in kernel
+/// memory, whatever the program's size: 256 MiB, what the whole program
+/// was limited to before the limit grew for the weights of real models,
+/// so the staging bound of kernel-2 N9 does not move. (A stream needs at
+/// most `MAX_TD_COUNT · MAX_TD_SIZE`, 128 MiB, of TDs; the rest is gaps.)
+pub(crate) const STREAM_MAX: u64 = 256 << 20;
+
 /// Alignment of the weights after the task stream ("packed at 16-byte
 /// granularity" in the hardware's command layout).
 const WEIGHTS_ALIGN: u64 = 16;
@@ -110,20 +117,6 @@ impl Programs {
     }
 }
 
-/// Copies `len` bytes at `src_off` of `src` into `dst` at `dst_off`.
-fn copy_bo(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
-    let mut buf = [0u8; 256];
-    let mut done = 0u64;
-    while done < len {
-        let n = core::cmp::min(len - done, buf.len() as u64) as usize;
-        let chunk = buf.get_mut(..n).ok_or(EINVAL)?;
-        gem::read(src, src_off + done, chunk)?;
-        gem::write(dst, dst_off + done, chunk)?;
-        done += n as u64;
-    }
-    Ok(())
-}
-
 /// `DRM_IOCTL_ANE_PROGRAM_CREATE`.
 pub(crate) fn program_create(
     dev: &Device<AneDriver>,
@@ -149,6 +142,9 @@ pub(crate) fn program_create(
     if args.size > dev.limits.program_max {
         return Err(E2BIG);
     }
+    if args.tsk_size > STREAM_MAX {
+        return Err(E2BIG);
+    }
     if args.tsk_size > args.size {
         return Err(EINVAL);
     }
@@ -168,7 +164,7 @@ pub(crate) fn program_create(
 
     // Stage the task stream in kernel memory and validate exactly those
     // bytes: they are what goes into the private copy. The staging is
-    // charged to the caller's memory cgroup (up to 256 MiB per ioctl,
+    // charged to the caller's memory cgroup (up to `STREAM_MAX` per ioctl,
     // kernel-2 N9).
     let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL_ACCOUNT)?;
     stream.resize(tsk, 0, GFP_KERNEL_ACCOUNT)?;
@@ -206,7 +202,7 @@ pub(crate) fn program_create(
     // (`Program::stamp_nid`) before it is pushed.
     gem::write(&bo, 0, &first)?;
     gem::write(&bo, stream_off, &stream)?;
-    copy_bo(
+    gem::copy(
         &src,
         args.offset + weights_at,
         &bo,
@@ -341,7 +337,7 @@ fn program_create_fw(
     let mut copies = KVec::with_capacity(sections.len(), GFP_KERNEL)?;
     for s in sections.iter() {
         let copy = gem::create_program_copy(dev, &vm, s.size)?;
-        copy_bo(&src, args.offset + s.offset, &copy, 0, s.size)?;
+        gem::copy(&src, args.offset + s.offset, &copy, 0, s.size)?;
         if s.id == fw_program::DESCRIPTOR {
             // Judged on the private copy: what is checked is what the
             // firmware would read.

@@ -22,8 +22,9 @@
 //! inside them, counted only while
 //! `timing` is 1: reading the clock twice per access costs about a tenth of
 //! a simulated round trip, so the benchmark measures without it first),
-//! `attaches` (address spaces attached to the engine) and `attached` (1
-//! while one is).
+//! `attaches` (address spaces attached to the engine), `attached` (1
+//! while one is), `maps` and `unmaps` (calls into the software page tables,
+//! where hardware makes one IOMMU call each).
 //!
 //! What would hang or corrupt real hardware is logged with a line the QEMU
 //! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
@@ -53,7 +54,7 @@ use kernel::{
     time::{Delta, Instant, Monotonic},
 };
 
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
@@ -158,6 +159,11 @@ pub(crate) struct SimEngine {
     /// 1 while an address space is attached.
     #[pin]
     attached: File<Atomic<u32>>,
+    /// [`MAP_CALLS`] and [`UNMAP_CALLS`], read-only.
+    #[pin]
+    maps: File<()>,
+    #[pin]
+    unmaps: File<()>,
     /// The event interrupt goes to the engine's own line.
     engine_line: AtomicBool,
 }
@@ -227,6 +233,12 @@ impl SimEngine {
                 timing <- dir.read_write_file(c"timing", Atomic::<u32>::new(0)),
                 attaches <- dir.read_only_file(c"attaches", Atomic::<u32>::new(0)),
                 attached <- dir.read_only_file(c"attached", Atomic::<u32>::new(0)),
+                maps <- dir.read_callback_file(c"maps", (), &|(), f| {
+                    writeln!(f, "{}", MAP_CALLS.load(Ordering::Relaxed))
+                }),
+                unmaps <- dir.read_callback_file(c"unmaps", (), &|(), f| {
+                    writeln!(f, "{}", UNMAP_CALLS.load(Ordering::Relaxed))
+                }),
                 engine_line: AtomicBool::new(false),
                 _dir: dir,
             }? Error),
@@ -622,6 +634,13 @@ struct SimMap {
 /// device addresses through. Unmapped addresses fault.
 pub(crate) struct SimPageTable(Arc<SimPt>);
 
+/// Calls of [`SimPageTable::map`] and [`SimPageTable::unmap`] of every
+/// table (debugfs `maps`, `unmaps`): where hardware makes one IOMMU call
+/// each, so the benchmark can show a buffer costs one map and one unmap
+/// call, not one per page.
+static MAP_CALLS: AtomicU64 = AtomicU64::new(0);
+static UNMAP_CALLS: AtomicU64 = AtomicU64::new(0);
+
 /// Device addresses a running job reaches: its first TD and its slots.
 type Live = [u64; crate::hw::td::BAR_SLOTS + 1];
 
@@ -693,6 +712,7 @@ impl SimPageTable {
     /// Maps `pages` at `iova` (the caller allocated the range), writable by
     /// the engine when `writable`.
     pub(crate) fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
+        MAP_CALLS.fetch_add(1, Ordering::Relaxed);
         let mut copy = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
         for p in pages {
             copy.push(*p, GFP_KERNEL)?;
@@ -716,6 +736,7 @@ impl SimPageTable {
 
     /// Removes the mapping at `iova`.
     pub(crate) fn unmap(&self, iova: u64, size: u64) {
+        UNMAP_CALLS.fetch_add(1, Ordering::Relaxed);
         let reached = self.0.live.lock().is_some_and(|live| {
             live.iter()
                 .any(|a| *a != 0 && *a >= iova && *a - iova < size)

@@ -11,11 +11,11 @@
 # which kernel ran and how time was counted.
 echo "bench: kernel $(uname -r), lockdep $([ -e /proc/lockdep ] && echo on || echo off), kmemleak $([ -e /sys/kernel/debug/kmemleak ] && echo on || echo off), clock ${anebench:-real time}"
 export ANE_BENCH_CLOCK="${anebench:-}"
-modprobe ane sim_soc=0x8103 bo_total_mb=512
+modprobe ane sim_soc=0x8103 bo_total_mb=1536
 echo 0 > /sys/kernel/debug/ane-sim/exec
 ANE_BENCH_MODE=polled ane-bench
 modprobe -r ane
-modprobe ane sim_soc=0x8103 bo_total_mb=512 completion_irq=1 sim_irq=1
+modprobe ane sim_soc=0x8103 bo_total_mb=1536 completion_irq=1 sim_irq=1
 echo 0 > /sys/kernel/debug/ane-sim/exec
 ANE_BENCH_MODE=interrupt ane-bench
 modprobe -r ane

@@ -8,6 +8,8 @@
 //!   ratio, and where the round trip's time went (the kernel's stamps in
 //!   WAIT) and, on the simulator, how many register accesses each took;
 //!   `ANE_BENCH_MODE` names the completion mode the module was loaded with;
+//! - real workload shapes (`workloads`): a Parakeet-size program and a
+//!   77-program MLP chain;
 //! - creating, mapping (touching every page) and freeing a 256 MiB BO.
 
 use std::time::Instant;
@@ -17,6 +19,7 @@ use ane::hw::uapi;
 
 mod sim;
 use sim::{sim_counter, SIM_DEBUGFS};
+mod workloads;
 
 /// The simulator's register counters (absent on hardware): accesses,
 /// reads, writes, and the time spent inside them.
@@ -356,6 +359,10 @@ fn main() {
                     milli(wake),
                     milli(ctxt)
                 );
+            }
+            workloads::mlp_chain(&d, u, &mode);
+            if mode == "polled" {
+                workloads::parakeet(&d, u);
             }
         }
     }

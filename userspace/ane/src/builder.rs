@@ -1727,6 +1727,81 @@ pub fn linear_with(
     )
 }
 
+/// A program of a real model's size from valid descriptors: `count` 1×1
+/// convolutions, each of input `x` `(1, cin, h, w)` (slot 5) into `out`
+/// `(1, cout, h, w)` (slot 4), in one chain, over `weights_bytes` bytes
+/// of coefficients. TD `k` of `n` reads its own coefficients at
+/// `k · (weights_bytes − one TD's) / (n − 1)` of slot 1, rounded down to
+/// 64 bytes, so the TDs' reads cover the coefficients from the first byte
+/// to within 64 bytes of the end (overlapping when they need more than
+/// there is).
+/// E.g. Parakeet's encoder: 13,701 TDs and 458,018,816 bytes in all.
+///
+/// [`Program::weights`] is `weights_bytes` zero bytes (allocated lazily
+/// by the system): a benchmark writes its own values into the buffer it
+/// hands PROGRAM_CREATE.
+pub fn conv1x1_stream(
+    cin: usize,
+    cout: usize,
+    h: usize,
+    w: usize,
+    count: u32,
+    weights_bytes: u64,
+) -> Result<Program, BuildError> {
+    let k = KernelLayout::new(cin, cout)?;
+    limit("h", h, MAX_SPATIAL)?;
+    limit("w", w, MAX_SPATIAL)?;
+    limit(
+        "count",
+        count as usize,
+        crate::hw::td::MAX_TD_COUNT as usize,
+    )?;
+    let one = k.total_bytes() as u64;
+    if weights_bytes < one || weights_bytes >= MAX_EXTENT {
+        return Err(BuildError::Mismatch {
+            field: "weights_bytes",
+            reason: "must hold one TD's coefficients and stay below 4 GiB",
+        });
+    }
+    let span = weights_bytes - one;
+    let base = |i: u32| match count {
+        1 => 0,
+        // i < n ≤ 2^16 and span < 2^32: no overflow; the result is at
+        // most span < 2^32.
+        n => (u64::from(i) * span / u64::from(n - 1)) & !63,
+    };
+    let xs = new_shape("input", cin, h, w)?;
+    let os = new_shape("output", cout, h, w)?;
+    let gi = Geom::new(&xs, "cin")?;
+    let go = Geom::new(&os, "cout")?;
+    let steps: Vec<Step> = (0..count)
+        .map(|i| {
+            Step::Ne(
+                NeTask {
+                    src: input(0),
+                    dst: OUT,
+                    kernel: Some((k, base(i) as u32)),
+                    act: Activation::None,
+                    lut: 0,
+                    dst_whole: None,
+                },
+                gi,
+                go,
+            )
+        })
+        .collect();
+    let tensors = sorted(vec![
+        slot_of(&xs, "x", SLOT_FIRST_INPUT, Direction::In),
+        slot_of(&os, "out", SLOT_OUTPUT, Direction::Out),
+    ]);
+    let len = usize::try_from(weights_bytes).map_err(|_| BuildError::TooLarge {
+        field: "weights_bytes",
+        value: weights_bytes,
+        max: usize::MAX as u64,
+    })?;
+    Ok(chain_program(&steps, tensors, vec![0u8; len]))
+}
+
 /// Transposes `[rows][cols]` into `[cols][rows]`.
 fn transpose<T: Copy>(x: &[T], rows: usize, cols: usize) -> Option<Vec<T>> {
     if rows.checked_mul(cols)? != x.len() {

@@ -432,9 +432,17 @@ fn tile_row_pass<T: Copy>(row: usize, row_stride: usize, dense: &[T], tiled: &mu
         .chunks_exact(row)
         .zip(tiled.chunks_exact_mut(row_stride));
     if is_short_row::<T>(row) {
-        for (s, d) in pairs {
-            zero_row_tail(d, zero);
-            copy_blocks(&mut d[..row], s);
+        if (row_stride - row) * std::mem::size_of::<T>() <= ROW_ALIGN / 2 {
+            // Padding of at most 32 bytes: one 32-byte store clears it.
+            for (s, d) in pairs {
+                zero_row_tail_n::<T, { ROW_ALIGN / 2 }>(d, zero);
+                copy_blocks(&mut d[..row], s);
+            }
+        } else {
+            for (s, d) in pairs {
+                zero_row_tail(d, zero);
+                copy_blocks(&mut d[..row], s);
+            }
         }
     } else {
         for (s, d) in pairs {
@@ -468,7 +476,14 @@ fn untile_row_pass<T: Copy>(row: usize, row_stride: usize, tiled: &[T], dense: &
 /// call per row.
 #[inline(always)]
 fn zero_row_tail<T: Copy>(d: &mut [T], zero: T) {
-    let block = ROW_ALIGN / std::mem::size_of::<T>();
+    zero_row_tail_n::<T, ROW_ALIGN>(d, zero)
+}
+
+/// Zeroes the last `BYTES` bytes of `d` (all of `d` if it is shorter)
+/// with one store of that fixed size.
+#[inline(always)]
+fn zero_row_tail_n<T: Copy, const BYTES: usize>(d: &mut [T], zero: T) {
+    let block = BYTES / std::mem::size_of::<T>();
     let start = d.len().saturating_sub(block);
     match d.get_mut(start..start + block) {
         Some(tail) => tail.fill(zero),

@@ -103,6 +103,49 @@ impl PagePtr {
     }
 }
 
+impl PagePtr {
+    /// Copies `len` bytes at `src_off` of `src` into this page at `offset`,
+    /// page to page, without a bounce buffer.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PagePtr::read`], for both pages; and the two ranges must
+    /// not overlap (the pages of two different objects never do).
+    pub unsafe fn copy_from(
+        &self,
+        offset: usize,
+        src: &PagePtr,
+        src_off: usize,
+        len: usize,
+    ) -> Result {
+        in_page(offset, len)?;
+        in_page(src_off, len)?;
+        // SAFETY: Both pages are alive and the ranges do not overlap, by
+        // the safety requirements; both ranges lie within their pages
+        // (checked above). Concurrent writers: see the comment above the
+        // first impl.
+        unsafe {
+            glue::ane_glue_page_copy(
+                self.0.as_ptr().cast(),
+                offset,
+                src.0.as_ptr().cast(),
+                src_off,
+                len,
+            )
+        };
+        Ok(())
+    }
+}
+
+/// Gives the CPU to another task if one is due (`cond_resched`): long
+/// copies call it between pieces, so a kernel without preemption does not
+/// stall for the whole copy.
+pub fn cond_resched() {
+    // SAFETY: Called from process context (an ioctl), where sleeping is
+    // allowed; the function takes no arguments.
+    unsafe { glue::ane_glue_cond_resched() }
+}
+
 /// A scatter list built by [`Object::sg_table`]; freed on drop.
 pub struct SgTable(NonNull<bindings::sg_table>);
 

@@ -116,6 +116,14 @@ extern "C" {
         src: *const c_void,
         len: usize,
     );
+    pub(crate) fn ane_glue_page_copy(
+        dst: *mut c_void,
+        dst_off: usize,
+        src: *mut c_void,
+        src_off: usize,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_cond_resched();
     pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
     pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
     pub(crate) fn ane_glue_boost_end(b: *mut c_void);

@@ -806,3 +806,39 @@ fn square_and_abs_on_the_model() {
         assert!(st.passed(), "abs {s}: {st:?}");
     }
 }
+
+/// The Parakeet-size stream: 13,701 TDs over 458,018,816 bytes in all,
+/// accepted by the kernel's validator, its coefficient reads spread from
+/// the first byte of slot 1 to within 64 bytes of its end and never past
+/// it (the private copy's check refuses one byte less).
+#[test]
+fn conv1x1_stream_of_a_real_model() {
+    let (count, total) = (13_701u32, 458_018_816u64);
+    let probe = conv1x1_stream(128, 128, 1, 32, count, 1 << 20).unwrap();
+    let weights = total - probe.weights_offset();
+    let p = conv1x1_stream(128, 128, 1, 32, count, weights).unwrap();
+    assert_eq!(p.td_count, count);
+    assert_eq!(p.weights_offset() + p.weights.len() as u64, total);
+    let summary = p.validate().unwrap();
+    summary.check_private(p.tsk_size(), weights).unwrap();
+    let used = summary.slot(SLOT_KERNEL).unwrap().min_size;
+    assert!(
+        used <= weights && used + 64 > weights,
+        "{used} of {weights}"
+    );
+    assert!(summary.check_private(p.tsk_size(), used - 1).is_err());
+    // One TD: the whole of its coefficients, at 0.
+    let one = conv1x1_stream(16, 16, 1, 32, 1, 16 * 64).unwrap();
+    one.validate().unwrap();
+    assert!(matches!(
+        conv1x1_stream(16, 16, 1, 32, 2, 16 * 64 - 1),
+        Err(BuildError::Mismatch {
+            field: "weights_bytes",
+            ..
+        })
+    ));
+    assert!(matches!(
+        conv1x1_stream(16, 16, 1, 32, 0, 1 << 20),
+        Err(BuildError::Zero { field: "count" })
+    ));
+}

@@ -1,0 +1,282 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Real workload shapes for `ane-bench` (issue 28 item 3), on the
+//! simulated T8103 with program execution off, so every figure is the
+//! driver's (and the kernel's) own cost:
+//!
+//! - a program of the Parakeet encoder's size (omarchy-ane runs it on an
+//!   M1: one 458,018,816-byte program of 13,701 TDs), synthesized at run
+//!   time from valid descriptors ([`ane::builder::conv1x1_stream`]): BO
+//!   create, filling it, PROGRAM_CREATE (staging and validation), the
+//!   first EXEC+WAIT and a second, and closing, each beside a `memcpy` of
+//!   the same bytes in the same run, with the simulator's page-table calls
+//!   (one map and one unmap call per buffer is the goal: hardware makes
+//!   one IOMMU call for each) and the memory the kernel holds for it;
+//! - a chain of 77 one-layer programs sharing resident buffers, as an MLP
+//!   runs: each layer's output BO is the next one's input, one EXEC+WAIT
+//!   per layer.
+//!
+//! Under QEMU's instruction-counting clock a guest nanosecond is one
+//! instruction; `u` names the unit.
+
+use ane::builder::{self, Activation};
+use ane::device::{raw, tensor_binding, Device, Program};
+use ane::hw::uapi;
+use half::f16;
+
+use crate::sim::sim_counter;
+
+/// The Parakeet encoder program omarchy-ane runs (anchors.md §4).
+const PARAKEET_BYTES: u64 = 458_018_816;
+const PARAKEET_TDS: u32 = 13_701;
+
+/// Layers of the MLP omarchy-ane times at 32.17 ms.
+const MLP_LAYERS: usize = 77;
+
+/// One EXEC and the WAIT for it; `Done` or a panic (a benchmark, not a
+/// test: a failed job makes its figures meaningless).
+pub fn exec_wait(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding]) {
+    let id = d
+        .exec(prog, bindings, uapi::priority::NORMAL)
+        .expect("exec");
+    let mut w = uapi::Wait {
+        job_id: id,
+        timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
+        ..Default::default()
+    };
+    raw::wait(d.fd(), &mut w).expect("wait");
+    assert_eq!(w.status, uapi::job_status::DONE);
+}
+
+/// The guest clock in nanoseconds (instructions under icount).
+fn now() -> u64 {
+    ane::device::monotonic_ns() as u64
+}
+
+/// The simulator's page-table calls so far: (maps, unmaps); zeros on
+/// hardware.
+fn pt_calls() -> (u64, u64) {
+    (
+        sim_counter("maps").unwrap_or(0),
+        sim_counter("unmaps").unwrap_or(0),
+    )
+}
+
+/// A `/proc/meminfo` field in KiB.
+fn meminfo(key: &str) -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `a / b` with two decimals.
+fn ratio(a: u64, b: u64) -> String {
+    format!("{:.2}", a as f64 / b.max(1) as f64)
+}
+
+/// Runs `f`; its result and how long it took on the guest clock.
+fn timed<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let t = now();
+    let r = f();
+    (r, now() - t)
+}
+
+/// The Parakeet-size program, measured. `u` is the unit of the guest
+/// clock ("insn" or "ns").
+pub fn parakeet(d: &Device, u: &str) {
+    // The same TD over and over, each reading its own stretch of the
+    // coefficients; 128 → 128 channels over a 1×32 tensor.
+    let probe = builder::conv1x1_stream(128, 128, 1, 32, PARAKEET_TDS, 1 << 20).expect("probe");
+    let weights = PARAKEET_BYTES - probe.weights_offset();
+    let mut p = builder::conv1x1_stream(128, 128, 1, 32, PARAKEET_TDS, weights).expect("program");
+    // Never touched: the benchmark writes the coefficients into the BO.
+    drop(std::mem::take(&mut p.weights));
+    let total = PARAKEET_BYTES;
+    let len = total as usize;
+    let woff = p.weights_offset() as usize;
+    println!(
+        "parakeet-size program: {total} bytes ({} of {} TDs, {} of weights), built at run time",
+        p.tsk.len(),
+        p.td_count,
+        total - p.weights_offset()
+    );
+
+    let calls0 = pt_calls();
+    let (bo, create) = timed(|| d.bo_create(total).expect("BO"));
+    let mut bo = bo;
+    let calls1 = pt_calls();
+    let pages = total.div_ceil(rustix::param::page_size() as u64);
+    let (_, fill) = timed(|| {
+        let m = bo.map().expect("map");
+        m[..p.tsk.len()].copy_from_slice(&p.tsk);
+        m[p.tsk.len()..woff].fill(0);
+        for (i, c) in m[woff..len].chunks_mut(8).enumerate() {
+            let v = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes();
+            c.copy_from_slice(&v[..c.len()]);
+        }
+    });
+    println!(
+        "parakeet BO_CREATE: {create} {u} ({} per page of {pages}), page-table map calls {} (goal 1 per buffer); mmap and fill by the caller {fill} {u}",
+        create / pages,
+        calls1.0 - calls0.0
+    );
+
+    // memcpy of the same bytes, out of the same BO, into memory touched
+    // beforehand (so no page fault is timed).
+    let memcpy = {
+        let mut dst = vec![1u8; len];
+        let m = bo.map().expect("map");
+        let (_, t) = timed(|| dst.copy_from_slice(std::hint::black_box(&m[..len])));
+        std::hint::black_box(&dst);
+        t
+    };
+    println!("parakeet memcpy of the program's {total} bytes (user space, same run): {memcpy} {u}");
+
+    let shmem0 = meminfo("Shmem:");
+    let free0 = meminfo("MemFree:");
+    let calls0 = pt_calls();
+    let tsk = p.tsk_size();
+    let (prog, create_prog) = timed(|| {
+        d.program_create(&bo, 0, total, p.td_size, p.td_count, tsk)
+            .expect("program")
+    });
+    let calls1 = pt_calls();
+    let shmem1 = meminfo("Shmem:");
+    let free1 = meminfo("MemFree:");
+    println!(
+        "parakeet PROGRAM_CREATE (stage, validate, private copy): {create_prog} {u} = {}x the memcpy (goal <= 1.00x); page-table map calls {} (goal 1)",
+        ratio(create_prog, memcpy),
+        calls1.0 - calls0.0
+    );
+    println!(
+        "parakeet memory: kernel's private copy {} KiB of shmem for the {} KiB program (+{} KiB); MemFree -{} KiB; the caller's BO ({} KiB) may be closed once the program exists",
+        shmem1.saturating_sub(shmem0),
+        total / 1024,
+        (shmem1.saturating_sub(shmem0)).saturating_sub(total / 1024),
+        free0.saturating_sub(free1),
+        total / 1024
+    );
+
+    let (bos, bindings) = d.bind_program(&p).expect("bindings");
+    let (_, first) = timed(|| exec_wait(d, &prog, &bindings));
+    let (_, second) = timed(|| exec_wait(d, &prog, &bindings));
+    println!("parakeet EXEC+WAIT (program execution off): first {first} {u}, second {second} {u}");
+
+    let calls0 = pt_calls();
+    let (_, destroy) = timed(|| drop(prog));
+    let calls1 = pt_calls();
+    let (_, close) = timed(|| drop(bo));
+    let calls2 = pt_calls();
+    drop(bos);
+    println!(
+        "parakeet close: PROGRAM_DESTROY {destroy} {u} ({} unmap calls), the caller's BO (munmap, GEM_CLOSE) {close} {u} ({} unmap calls) (goal 1 unmap call per buffer, none per page); together {}x the memcpy",
+        calls1.1 - calls0.1,
+        calls2.1 - calls1.1,
+        ratio(destroy + close, memcpy)
+    );
+
+    // The breakdown (after the close, so the guest holds one large buffer
+    // at a time): the same TDs over one TD's coefficients (every TD reads
+    // the same 32 KiB), so PROGRAM_CREATE stages and validates the same
+    // stream but copies almost no weights; and a BO of the private copy's
+    // size, created and closed, for what its allocation costs.
+    {
+        let one = builder::KernelLayout::new(128, 128)
+            .expect("layout")
+            .total_bytes() as u64;
+        let small = builder::conv1x1_stream(128, 128, 1, 32, PARAKEET_TDS, one).expect("small");
+        let size = small.weights_offset() + one;
+        let mut sbo = d.bo_create(size).expect("BO");
+        sbo.map().expect("map")[..small.tsk.len()].copy_from_slice(&small.tsk);
+        let (sp, stream_only) = timed(|| {
+            d.program_create(
+                &sbo,
+                0,
+                size,
+                small.td_size,
+                small.td_count,
+                small.tsk_size(),
+            )
+        });
+        drop(sp.expect("small program"));
+        drop(sbo);
+        let (alloc, alloc_t) = timed(|| d.bo_create(total + 0x4000).expect("BO"));
+        drop(alloc);
+        let copy = create_prog
+            .saturating_sub(stream_only)
+            .saturating_sub(alloc_t);
+        println!(
+            "parakeet PROGRAM_CREATE breakdown: the same {} TDs over 32 KiB of weights (stage, validate, a private copy of 10 MiB) {stream_only} {u}; allocate the private copy (BO_CREATE of its size) {alloc_t} {u}; the rest, copying {} bytes of weights, {copy} {u} = {}x the memcpy",
+            p.td_count,
+            total - p.weights_offset(),
+            ratio(copy, memcpy)
+        );
+    }
+}
+
+/// 77 one-layer programs (256 → 256, ReLU, batch 32) in a chain over
+/// two resident buffers: layer k reads the buffer layer k−1 wrote. Prints
+/// per-layer figures: PROGRAM_CREATE, and EXEC+WAIT of the chain.
+pub fn mlp_chain(d: &Device, u: &str, mode: &str) {
+    let (features, batch) = (256usize, 32usize);
+    let w: Vec<f16> = (0..features * features)
+        .map(|i| f16::from_f32(((i * 37 % 101) as f32 - 50.0) / 4096.0))
+        .collect();
+    let layers: Vec<builder::Program> = (0..MLP_LAYERS)
+        .map(|_| {
+            builder::linear_with(batch, features, features, &w, Activation::Relu).expect("layer")
+        })
+        .collect();
+    let t = now();
+    let progs: Vec<Program<'_>> = layers
+        .iter()
+        .map(|l| d.load_program(l).expect("program"))
+        .collect();
+    let create = (now() - t) / MLP_LAYERS as u64;
+    // Two resident activation buffers, ping-pong: each layer's input is the
+    // previous layer's output BO, bound again without a copy.
+    let x = layers[0].tensor("x").expect("x");
+    let out = layers[0].tensor("out").expect("out");
+    let bufs = [
+        d.bo_create(x.buffer_size).expect("a"),
+        d.bo_create(out.buffer_size).expect("b"),
+    ];
+    let bindings: Vec<[uapi::Binding; 2]> = (0..MLP_LAYERS)
+        .map(|k| {
+            let (i, o) = (&bufs[k % 2], &bufs[(k + 1) % 2]);
+            [tensor_binding(x, i), tensor_binding(out, o)]
+        })
+        .collect();
+    let run = || {
+        for (p, b) in progs.iter().zip(&bindings) {
+            exec_wait(d, p, b);
+        }
+    };
+    // The first pass, then the mean of 10.
+    let (_, first) = timed(run);
+    let reads0 = sim_counter("reads").ok();
+    let writes0 = sim_counter("writes").ok();
+    let (_, ten) = timed(|| {
+        for _ in 0..10 {
+            run();
+        }
+    });
+    let n = 10 * MLP_LAYERS as u64;
+    let regs = match (reads0, writes0, sim_counter("reads"), sim_counter("writes")) {
+        (Some(r0), Some(w0), Ok(r1), Ok(w1)) => format!(
+            ", {} reads, {} writes",
+            r1.wrapping_sub(r0) / n,
+            w1.wrapping_sub(w0) / n
+        ),
+        _ => String::new(),
+    };
+    println!(
+        "mlp chain ({mode}, {MLP_LAYERS} programs of {features}->{features}, batch {batch}, 2 resident buffers): PROGRAM_CREATE {create} {u} per program; EXEC+WAIT per program: first pass {} {u}, then {} {u}{regs}; whole chain {} {u}",
+        first / MLP_LAYERS as u64,
+        ten / n,
+        ten / 10
+    );
+}
