@@ -41,7 +41,7 @@ pub const AFTER_HELP: &str =
   Max, Min, Mean      two activations of the same shape (Mean of two inputs)
 Activations are [batch, features] (stored as (1, features, 1, batch)) or [1, C, H, W]
 (stored as itself, or as (1, C, H*W, 1), one pixel per 64-byte row, in a graph with a
-window; a 4-D output then comes back as [1, C, H*W, 1], same element order).
+window; arrays go in and come back in the model's own shape all the same).
 The whole graph becomes one program: intermediates stay in the scratch buffer (slot 3),
 the output is slot 4, inputs from slot 5. The .anec keeps the model's input and output
 names and shapes: `ane-probe run --program MODEL.anec --in NAME=x.npy --out NAME=y.npy`.

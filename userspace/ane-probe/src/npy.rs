@@ -93,10 +93,11 @@ fn value_of<'h>(header: &'h str, key: &str) -> Option<&'h str> {
 }
 
 /// A version 1.0 `.npy` file of the `<f2` array `data` of shape `dims`.
-pub fn encode(dims: &[usize; 4], data: &[u8]) -> Vec<u8> {
+pub fn encode(dims: &[usize], data: &[u8]) -> Vec<u8> {
+    let shape: String = dims.iter().map(|d| format!("{d}, ")).collect();
     let mut header = format!(
-        "{{'descr': '<f2', 'fortran_order': False, 'shape': ({}, {}, {}, {}), }}",
-        dims[0], dims[1], dims[2], dims[3]
+        "{{'descr': '<f2', 'fortran_order': False, 'shape': ({}), }}",
+        shape.trim_end()
     );
     // Magic, version, length, header and its newline fill a multiple of 64.
     let unpadded = MAGIC.len() + 4 + header.len() + 1;

@@ -483,6 +483,7 @@ mod tests {
             dims: [1, 1, 1, 4],
             strides: [64, 64, 64, 2],
             buffer_size: 0x4000,
+            model_dims: None,
         };
         let samples = vec![1000, 1200, 1100];
         Receipt {

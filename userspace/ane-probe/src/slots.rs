@@ -277,7 +277,7 @@ pub fn read_tensor(flag: &'static str, spec: &TensorSpec, path: &Path) -> Result
 /// the name ends in `.npy`, raw otherwise).
 pub fn write_tensor(spec: &TensorSpec, path: &Path, dense: &[u8]) -> Result<(), Error> {
     let bytes = if path.extension().is_some_and(|e| e == "npy") {
-        npy::encode(&spec.dims, dense)
+        npy::encode(&spec.array_dims(), dense)
     } else {
         dense.to_vec()
     };
@@ -305,6 +305,7 @@ mod tests {
             dims: [1, 2, 1, 3],
             strides: [128, 64, 64, 2],
             buffer_size: 0x4000,
+            model_dims: None,
         }
     }
 

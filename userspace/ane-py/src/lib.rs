@@ -340,6 +340,10 @@ struct TensorInfo {
     strides: (u64, u64, u64, u64),
     /// Bytes of its buffer.
     buffer_size: u64,
+    /// The model's own shape, which `predict` takes and returns, when the
+    /// program was compiled from a model with another shape than `shape`
+    /// (else None).
+    model_shape: Option<Vec<usize>>,
 }
 
 #[pymethods]
@@ -363,6 +367,7 @@ impl TensorInfo {
             shape: (n, c, h, w),
             strides: (a, b, r, e),
             buffer_size: t.buffer_size,
+            model_shape: t.model_dims.clone(),
         }
     }
 }
@@ -560,7 +565,8 @@ impl Model {
             .chunks_exact(2)
             .map(|c| f16::from_le_bytes([c[0], c[1]]))
             .collect();
-        let arr = ArrayD::from_shape_vec(IxDyn(&t.dims), vals).map_err(err)?;
+        // In the model's own shape when the program records one.
+        let arr = ArrayD::from_shape_vec(IxDyn(&t.array_dims()), vals).map_err(err)?;
         Ok(arr.into_pyarray(py))
     }
 
@@ -742,9 +748,11 @@ impl Model {
             .collect()
     }
 
-    /// One inference: `inputs` is a list of fp16 NCHW arrays in
-    /// `self.inputs` order, or a dict by tensor name. Returns the outputs
-    /// as fp16 NCHW arrays in `self.outputs` order.
+    /// One inference: `inputs` is a list of fp16 NCHW arrays (or arrays in
+    /// the model's own shape, `model_shape`) in `self.inputs` order, or a
+    /// dict by tensor name. Returns the outputs as fp16 arrays in
+    /// `self.outputs` order, each in its `model_shape` when it has one,
+    /// else NCHW.
     #[pyo3(signature = (inputs, timeout_ms=DEFAULT_TIMEOUT_MS))]
     fn predict<'py>(
         &self,

@@ -129,6 +129,13 @@ pub struct TensorSpec {
     pub strides: [u64; 4],
     /// Bytes of its buffer.
     pub buffer_size: u64,
+    /// The model's own shape, when the program was compiled from a model
+    /// whose array shape differs from `dims` (the `.anec` names block: a
+    /// `[batch, features]` array, or `[1, C, H, W]` kept in pixel rows as
+    /// `(1, C, H·W, 1)`). The dense element order is the same; arrays are
+    /// taken and returned in this shape.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_dims: Option<Vec<usize>>,
 }
 
 fn ser_direction<S: serde::Serializer>(d: &Direction, s: S) -> Result<S::Ok, S::Error> {
@@ -152,6 +159,14 @@ impl TensorSpec {
     /// Bytes of the dense little-endian fp16 NCHW array.
     pub fn dense_bytes(&self) -> u64 {
         self.elements() * ELEMENT
+    }
+
+    /// The shape callers see: the model's own (`model_dims`) when the
+    /// program records one, else `[N, C, H, W]`.
+    pub fn array_dims(&self) -> Vec<usize> {
+        self.model_dims
+            .clone()
+            .unwrap_or_else(|| self.dims.to_vec())
     }
 
     /// `slot 5 'image'`, for messages.
@@ -455,6 +470,7 @@ impl ProgramFile {
                 dims: t.dims.map(|d| d as usize),
                 strides: t.strides,
                 buffer_size: t.buffer_size,
+                model_dims: None,
             });
         }
         let mut scratch = [0u64; 32];
@@ -508,6 +524,7 @@ impl ProgramFile {
                         ELEMENT,
                     ],
                     buffer_size: b.bytes,
+                    model_dims: None,
                 };
                 // The compiler's names block: the model's name, and for a
                 // [batch, features] array stored as (1, F, 1, B) the
@@ -515,6 +532,12 @@ impl ProgramFile {
                 // plane).
                 if let Some(n) = a.names().iter().find(|n| usize::from(n.slot) == b.slot) {
                     t.name = n.name.clone();
+                    let model: Vec<usize> = n.dims.iter().map(|&d| d as usize).collect();
+                    if model.iter().product::<usize>() == t.dims.iter().product::<usize>()
+                        && model[..] != t.dims[..]
+                    {
+                        t.model_dims = Some(model);
+                    }
                     if n.layout == crate::anec::IoLayout::BatchFeatures {
                         t.dims = [n.dims[0] as usize, n.dims[1] as usize, 1, 1];
                         t.strides = [
@@ -765,6 +788,7 @@ pub(crate) mod tests {
                 2,
             ],
             buffer_size: l.buffer_size() as u64,
+            model_dims: None,
         }
     }
 

@@ -38,12 +38,20 @@ fn run(bytes: &[u8], inputs: &[(&str, &[f32])]) -> (Compiled, Vec<f32>) {
     let a = Anec::parse(&file).unwrap();
     assert_eq!(a.names().len(), c.io.len());
     let p = ProgramFile::parse(std::path::Path::new("model.anec"), &file).unwrap();
-    // The loaded program names its tensors as the model does.
+    // The loaded program names its tensors as the model does, and gives
+    // callers arrays in the model's own shape.
     for t in &c.io {
-        assert!(p
+        let s = p
             .tensors
             .iter()
-            .any(|s| s.name == t.name && s.slot == t.slot as usize));
+            .find(|s| s.name == t.name && s.slot == t.slot as usize)
+            .unwrap_or_else(|| panic!("no tensor '{}' in the loaded program", t.name));
+        assert_eq!(
+            s.array_dims(),
+            t.dims,
+            "'{}': the shape callers see",
+            t.name
+        );
     }
     let out = c.run_on_model(inputs).unwrap();
     (c, out)
