@@ -18,14 +18,14 @@
 for alt in ${H13_ALTERNATIVES:-8192 16384 32768 65536}; do
 	modprobe ane sim_soc=0x8103 sim_fw_faults="$alt" bo_total_mb=64 bo_client_mb=32 autosuspend_ms=200
 	[ -c /dev/accel/accel0 ] || fail "alternative $alt: no accel node"
-	ane-ioctl-tests || fail "alternative $alt: T8103 ioctl suite"
+	ANE_EXPECT_IRQ=0 ane-ioctl-tests || fail "alternative $alt: T8103 ioctl suite"
 	modprobe -r ane
 	echo "h13 alternative $alt: T8103 ioctl suite passes"
 done
 alt=${H13_T6001_ALTERNATIVES:-253952}
 modprobe ane sim_soc=0x6001 sim_fw_faults="$alt" bo_total_mb=64 bo_client_mb=32 autosuspend_ms=200
 [ -c /dev/accel/accel0 ] || fail "alternative $alt: no accel node"
-ane-ioctl-tests || fail "alternative $alt: T6001 ioctl suite"
+ANE_EXPECT_IRQ=0 ane-ioctl-tests || fail "alternative $alt: T6001 ioctl suite"
 for what in hang error; do
 	ane-ioctl-tests --wedge "$what" || fail "alternative $alt: T6001 wedge $what"
 done

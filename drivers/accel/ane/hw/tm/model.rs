@@ -573,7 +573,9 @@ impl TmModel {
         }
         if self.tm[mgr::IRQ_EN1 / 4] != 0 || self.tm[mgr::IRQ_EN2 / 4] != 0 {
             // The record: this interrupt arrives on the DART's line.
-            if !self.irq_pending {
+            // Counted per raise; a level the acknowledge does not lower is
+            // counted each time an event signals it again.
+            if !self.irq_pending || self.behaviour.ack_keeps_irq {
                 self.dart_line += 1;
             }
             if !self.dart_masked {
