@@ -94,7 +94,10 @@ fn engine_mmio(pdev: &PlatformDev<'_>, soc: &SocInfo, simulated: bool) -> Result
         soc.check_engine(reg, base)
             .map_err(|r| refuse(pdev.device(), soc, r))?;
         let retention = soc.recovery == hw::soc::Recovery::Rebind;
-        let sim = sim::SimEngine::new(retention)?;
+        let sim = sim::SimEngine::new(
+            retention,
+            ext::param::get(module_parameters::sim_fw_faults.value()),
+        )?;
         return Ok(EngineMmio {
             mmio: Mmio::SimEngine(sim.clone()),
             window: None,

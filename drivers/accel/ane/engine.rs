@@ -348,8 +348,9 @@ impl Engine {
                 fault: 0,
             };
         };
-        // UAPI priorities 0..=2 onto the firmware's 2..=7.
-        let priority = 2 + 2 * job.priority.min(2);
+        // Priority 2, the only one that ran (OA-T6021-RT; hw-2 §3 item 3):
+        // UAPI priorities only order the scheduler's queue, as on H13.
+        let priority = crate::hw::fw::msg::MIN_PRIORITY;
         job.mark_started();
         let (status, park) = fw.call(&p, priority, &job.io);
         if park {

@@ -30,7 +30,11 @@
 //! judge fails a run on: `ane-sim: LOCKUP` (an engine register read after a
 //! DART fault, or any engine access while powered down) and
 //! `ane-sim: UNMAPPED-BUSY` (memory a running job reaches unmapped, or its
-//! address space switched, under it).
+//! address space switched, under it), and `ane-sim: DART-STORM` (the
+//! engine's event interrupt reaching a DART line the driver had unmasked:
+//! apple-dart cannot acknowledge it). The task manager plays the
+//! alternatives `sim_fw_faults` bits 13..17 choose
+//! (`Behaviour::from_sim_bits`).
 //!
 //! Completion interrupt: with `sim_irq` set (and the driver's opt-in
 //! `completion_irq`), the event interrupt is raised on the engine's own
@@ -183,6 +187,8 @@ struct SimState {
     /// The model's interrupts on the DART line and lockups, as last
     /// copied to debugfs.
     published: (u32, u32),
+    /// The model's DART-line storms last reported.
+    storms: u32,
 }
 
 /// DMA of the engine model through a software page table.
@@ -201,8 +207,19 @@ impl engine::Dma for PtDma<'_> {
 impl SimEngine {
     /// A powered engine; `retention` keeps the task manager's state across
     /// power cycles (T6001).
-    pub(crate) fn new(retention: bool) -> Result<Arc<Self>> {
-        let model = KBox::new(TmModel::new(retention, Behaviour::DEFAULT), GFP_KERNEL)?;
+    /// `alternatives` are `sim_fw_faults` bits choosing how the task
+    /// manager behaves where the record is silent
+    /// ([`Behaviour::from_sim_bits`]).
+    pub(crate) fn new(retention: bool, alternatives: u32) -> Result<Arc<Self>> {
+        let behaviour = Behaviour::from_sim_bits(alternatives);
+        if alternatives & Behaviour::SIM_BITS != 0 {
+            pr_info!(
+                "ane-sim: task manager alternatives {:#x}: {:?}\n",
+                alternatives & Behaviour::SIM_BITS,
+                behaviour
+            );
+        }
+        let model = KBox::new(TmModel::new(retention, behaviour), GFP_KERNEL)?;
         let dir = Dir::new(c"ane-sim");
         Arc::pin_init(
             try_pin_init!(Self {
@@ -214,6 +231,7 @@ impl SimEngine {
                     due: None,
                     live: false,
                     published: (0, 0),
+                    storms: 0,
                 }),
                 hang <- dir.read_write_file(c"hang", Atomic::<u32>::new(0)),
                 error <- dir.read_write_file(c"error", Atomic::<u32>::new(0)),
@@ -334,6 +352,13 @@ impl SimEngine {
         self.irqs.fetch_add(1, Relaxed);
     }
 
+    /// The driver masked (`true`) or unmasked the DARTs' interrupt lines.
+    pub(crate) fn dart_masked(&self, masked: bool) {
+        let mut s = self.state.lock();
+        s.model.set_dart_masked(masked);
+        self.publish(&mut s);
+    }
+
     /// Power loss and power-up (runtime suspend): the model loses its state
     /// unless the task manager is kept in retention.
     pub(crate) fn power_down(&self) {
@@ -376,6 +401,14 @@ impl SimEngine {
             self.lockups.store(lockups, Relaxed);
             // The judge fails a run on this line (tools/qemu/judge.sh).
             pr_err!("ane-sim: LOCKUP: an engine register was read after a DART fault (the SoC would hang)\n");
+        }
+        let storms = m.dart_storms();
+        if storms != s.storms {
+            s.storms = storms;
+            if !self.engine_line.load(Ordering::Acquire) {
+                // The judge fails a run on this line (tools/qemu/judge.sh).
+                pr_err!("ane-sim: DART-STORM: the engine's event interrupt reached an unmasked DART line (apple-dart cannot acknowledge it)\n");
+            }
         }
     }
 

@@ -6,6 +6,8 @@
 #   1024  SM_PER_LOAD: the firmware asks for a SHAREDMALLOC buffer after
 #         every PROGRAM_LOAD
 #   1536  both
+#   262144 ONLY_PRIORITY_2: a PROCEDURE_CALL of any priority but 2 (the
+#         only one that ran) is refused; run together with 1536
 # Under each, the ioctl suite, the H14 suite (an H13 stream refused by the
 # library and the kernel, calls of an H14 program complete and write
 # nothing) and the call faults pass. The driver's own choices must hold
@@ -13,7 +15,7 @@
 # differs (fails alone, or times out into quarantine).
 mkdir -p /lib/firmware/apple/ane
 ane-ioctl-tests --write-fw-image /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho
-for alt in ${FW_ALTERNATIVES:-0 512 1024 1536}; do
+for alt in ${FW_ALTERNATIVES:-0 512 1024 263680}; do
 	modprobe ane sim_soc=0x6021 sim_fw_faults="$alt" bo_total_mb=64 bo_client_mb=32
 	[ -c /dev/accel/accel0 ] || fail "alternative $alt: no accel node"
 	ane-ioctl-tests --fw-expect running 0 no || fail "alternative $alt: the firmware does not run"

@@ -32,8 +32,11 @@
 //! next runtime suspend cuts the engine's power domains). The engine takes
 //! jobs again when the task manager is usable: on T8103 after that power
 //! cycle (it loses its state); on T6001, which keeps the task manager in
-//! retention, after the record's drain sequence if it brings the idle bit
-//! back (the record saw it fail), otherwise only after a new binding. At
+//! retention, only after a new binding: the record's drain runs, but even
+//! when it brings the idle bit back the record saw later jobs compute
+//! garbage. The DARTs' interrupt lines are masked from the first push
+//! after a power-up and unmasked only after the next power cycle (T8103),
+//! never while the engine may still raise its event interrupt. At
 //! unbind, buffers of a job that was never proven stopped are leaked and
 //! the module pinned, rather than freed under a possibly running engine.
 
@@ -176,10 +179,13 @@ impl Outcome {
 pub(crate) struct H13 {
     mmio: Mmio,
     darts: KVec<Mmio>,
-    /// The DARTs' interrupt lines, masked while a job runs (the engine's
-    /// event interrupt arrives on them, and apple-dart would clear a fault
-    /// latch the poll must see).
+    /// The DARTs' interrupt lines, masked from the first push after a
+    /// power-up until the engine lost power again (the engine's event
+    /// interrupt arrives on them, and apple-dart would clear a fault latch
+    /// the poll must see; hw-2 risk 8).
     dart_irqs: KVec<u32>,
+    /// The DART lines are masked ([`H13::mask_darts`]).
+    darts_masked: AtomicBool,
     timeout: Delta,
     recovery: Recovery,
     /// An `engine_state` value.
@@ -219,6 +225,7 @@ impl H13 {
                 mmio,
                 darts,
                 dart_irqs,
+                darts_masked: AtomicBool::new(false),
                 timeout: Delta::from_millis(i64::from(timeout_ms)),
                 recovery,
                 state: AtomicU64::new(engine_state::READY),
@@ -271,6 +278,45 @@ impl H13 {
     pub(crate) fn resume(&self) {
         self.enabled.store(false, Ordering::Release);
         self.powered.store(true, Ordering::Release);
+        if self.recovery == Recovery::PowerCycle {
+            // T8103: the power cycle reset the task manager, its interrupt
+            // enables with it; nothing can be raised on the DART lines
+            // before the next enable, and the next push masks them again.
+            // T6001 keeps the task manager (enables, events) in retention:
+            // its lines stay masked while the device is bound.
+            self.unmask_darts();
+        }
+    }
+
+    /// Masks the DARTs' interrupt lines unless they are masked already
+    /// (just before a push).
+    fn mask_darts(&self) {
+        if self.darts_masked.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        for irq in self.dart_irqs.iter() {
+            crate::ext::irq::mask(*irq);
+        }
+        #[cfg(ane_test)]
+        if let Mmio::SimEngine(sim) = &self.mmio {
+            sim.dart_masked(true);
+        }
+    }
+
+    /// Unmasks the DARTs' interrupt lines, if masked: only once the engine
+    /// can no longer raise its event interrupt (it lost power, and with it
+    /// the interrupt enables).
+    fn unmask_darts(&self) {
+        if !self.darts_masked.swap(false, Ordering::AcqRel) {
+            return;
+        }
+        for irq in self.dart_irqs.iter() {
+            crate::ext::irq::unmask(*irq);
+        }
+        #[cfg(ane_test)]
+        if let Mmio::SimEngine(sim) = &self.mmio {
+            sim.dart_masked(false);
+        }
     }
 
     /// Called before the device powers down. The caller then waits for a
@@ -463,22 +509,16 @@ impl H13 {
     }
 
     /// Ends a pushed job on what the last look saw: `Running` means its
-    /// time is up. The queue is retired, the DART lines unmasked, and the
-    /// address space detached, or the job's buffers kept and the engine
-    /// contained if it failed.
+    /// time is up. The queue is retired and the address space kept
+    /// attached, or the job's buffers kept and the engine contained if it
+    /// failed. The DART lines stay masked ([`H13::mask_darts`]).
     pub(crate) fn finish(&self, job: &Job, a: Active, progress: Progress) -> Outcome {
         let Active {
             seq: started,
             res,
-            pushed,
+            pushed: _,
         } = a;
-        let mut host = Host {
-            h13: self,
-            job,
-            res: &res,
-            pushed,
-        };
-        let end = seq::end_job(&self.mmio, &mut host, started, progress);
+        let end = seq::end_job(&self.mmio, started, progress);
         #[cfg(ane_test)]
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
@@ -593,14 +633,18 @@ impl H13 {
                 "no engine register may be read after a DART fault and the task manager keeps its state: unbind and bind the device"
             }
             _ => {
+                // The record's drain, for what it shows (the idle bit, the
+                // latches). Even when the idle bit comes back the engine
+                // takes no more jobs: on T6001 omarchy-ane saw tasks
+                // dispatched after its recovery "complete but compute
+                // nondeterministic garbage" (OA-TM `ane_tm_recover`), and
+                // only a module reload cured it. A wrong answer is worse
+                // than EIO.
                 if self.drain_retained() {
-                    pr_info!("task manager drained and idle; the engine is ready\n");
-                    let freed = core::mem::take(&mut self.held.lock().jobs);
-                    self.free_held(freed);
-                    self.state.store(engine_state::READY, Ordering::Release);
-                    return;
+                    "the task manager drained and reads idle, but the record saw jobs after such a recovery compute garbage: unbind and bind the device"
+                } else {
+                    "the task manager stays busy after the drain (its state is kept in retention, or a DART faulted): unbind and bind the device"
                 }
-                "the task manager stays busy after the drain (its state is kept in retention, or a DART faulted): unbind and bind the device"
             }
         };
         pr_err!("engine stopped taking jobs; {}\n", how);
@@ -660,6 +704,16 @@ impl H13 {
         let line = self.irq.load(Ordering::Acquire);
         if core::mem::take(&mut self.waiting.lock().masked) && line != 0 && line != u32::MAX {
             crate::ext::irq::unmask(line);
+        }
+        // The DART lines go back to apple-dart only when the engine cannot
+        // raise its event interrupt: on T8103 when it was not enabled since
+        // its last power cycle. Otherwise (a job ran since, or T6001's
+        // retained task manager) they stay masked until reboot: a raised
+        // interrupt on them would be one apple-dart cannot acknowledge.
+        if self.recovery == Recovery::PowerCycle && !self.enabled.load(Ordering::Acquire) {
+            self.unmask_darts();
+        } else if self.darts_masked.load(Ordering::Acquire) && !self.dart_irqs.is_empty() {
+            pr_info!("the ANE DARTs' interrupt lines stay masked until reboot (the engine may still raise its event interrupt on them)\n");
         }
         let mut h = self.held.lock();
         if h.jobs.is_empty() {
@@ -753,7 +807,7 @@ struct Host<'a> {
     h13: &'a H13,
     job: &'a Job,
     res: &'a JobRes,
-    /// When the job was pushed (`mask_darts(true)` comes just before).
+    /// When the job was pushed (`mask_darts` comes just before).
     pushed: Instant<Monotonic>,
 }
 
@@ -762,19 +816,11 @@ impl JobHost for Host<'_> {
         self.res.program.stamp_nid(nid).is_ok()
     }
 
-    fn mask_darts(&mut self, masked: bool) {
-        for irq in self.h13.dart_irqs.iter() {
-            if masked {
-                crate::ext::irq::mask(*irq);
-            } else {
-                crate::ext::irq::unmask(*irq);
-            }
-        }
-        if masked {
-            // The push follows.
-            self.pushed = Instant::<Monotonic>::now();
-            self.job.mark_started();
-        }
+    fn mask_darts(&mut self) {
+        self.h13.mask_darts();
+        // The push follows.
+        self.pushed = Instant::<Monotonic>::now();
+        self.job.mark_started();
     }
 
     fn pause(&mut self) -> bool {

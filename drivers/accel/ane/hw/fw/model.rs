@@ -115,8 +115,13 @@ impl Faults {
     /// Refuse every PROC_CREATE with [`ModelConfig::injected_status`],
     /// serving the rest.
     pub const REFUSE_PROC_CREATE: Faults = Faults(1 << 12);
+    /// Alternative (hw-2 §3 item 3; only priority 2 ran, OA-T6021-H's
+    /// comments disagree on the range): refuse a PROCEDURE_CALL of any
+    /// other priority with [`status::BAD_PRIORITY`]. Bits 13..=17 are the
+    /// H13 task manager's ([`crate::hw::tm::model::Behaviour::SIM_BITS`]).
+    pub const ONLY_PRIORITY_2: Faults = Faults(1 << 18);
     /// Every fault.
-    pub const ALL: Faults = Faults(0x1fff);
+    pub const ALL: Faults = Faults(0x1fff | (1 << 18));
 
     /// The raw bits.
     pub const fn bits(self) -> u32 {
@@ -165,6 +170,9 @@ pub mod status {
     /// real firmware does with one is not recorded; the model refuses it
     /// in order (the host quarantines on any refused exchange).
     pub const NOT_H14: u16 = 0xa;
+    /// A CALL priority other than 2 under
+    /// [`super::Faults::ONLY_PRIORITY_2`].
+    pub const BAD_PRIORITY: u16 = 0xb;
 }
 
 /// SCRATCH7 under [`Faults::BAD_DONE`].
@@ -1346,6 +1354,9 @@ impl FwModel {
         if !self.cfg.any_cookie && cmd.args.cookie != msg::CALL_COOKIE {
             self.stats.bad_cookies = self.stats.bad_cookies.wrapping_add(1);
             return status::BAD_COOKIE;
+        }
+        if self.fault(Faults::ONLY_PRIORITY_2) && cmd.args.priority != msg::MIN_PRIORITY {
+            return status::BAD_PRIORITY;
         }
         let mut sections = [SectionRef::default(); MAX_SECTIONS];
         let Some((n_sections, process)) = self.read_program(mem, cmd.args.program, &mut sections)

@@ -871,6 +871,39 @@ fn a_silently_refused_call_times_out_and_quarantines() {
     assert_eq!(bus.model.stats().exec_failures, 1);
 }
 
+/// hw-2 §3 item 3, the strict alternative: a firmware that runs only
+/// priority 2 (the one that ran) refuses a call of priority 4 in order,
+/// and runs the same call at priority 2. The driver sends 2 only.
+#[test]
+fn only_priority_2_runs_under_the_strict_alternative() {
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
+        faults: Faults::ONLY_PRIORITY_2,
+        ..ModelConfig::DEFAULT
+    });
+    let mut args = CallArgs {
+        program,
+        process,
+        priority: 4,
+        cookie: CALL_COOKIE,
+    };
+    assert_eq!(
+        call(&mut bus, &mut host, &args, &io),
+        Err(ExchangeError::Msg(MsgError::Status {
+            opcode: OP_PROCEDURE_CALL,
+            status: status::BAD_PRIORITY
+        }))
+    );
+    args.priority = msg::MIN_PRIORITY;
+    let (mut bus, mut host, program, process, io) = ready_for_call(ModelConfig {
+        faults: Faults::ONLY_PRIORITY_2,
+        ..ModelConfig::DEFAULT
+    });
+    args.program = program;
+    args.process = process;
+    call(&mut bus, &mut host, &args, &io).unwrap();
+    host.wait_finish(&mut bus, CALL_COOKIE, POLLS, 50).unwrap();
+}
+
 /// hw-2 §3 item 5, the other alternative: the firmware asks for a
 /// SHAREDMALLOC buffer after every LOAD. The host serves each request
 /// inside the next exchange; loads, calls and finishes work as before.

@@ -23,7 +23,10 @@
 //!   is latched is counted as a lockup (the record: such reads hung the
 //!   SoC);
 //! - the event interrupt is raised on the DART's interrupt line
-//!   ([`TmModel::dart_line_raised`]); the acknowledge is a write of bit 1;
+//!   ([`TmModel::dart_line_raised`]); the acknowledge is a write of bit 1
+//!   (which lowers it unless [`Behaviour::ack_keeps_irq`]); the driver
+//!   tells the model when it masks that line, and the model counts every
+//!   time the interrupt reaches it unmasked ([`TmModel::dart_storms`]);
 //! - on T8103 a power cycle loses every register and event, which is how
 //!   a hung task is recovered; on T6001 ([`TmModel::new`] `retention`) the
 //!   task manager keeps its state in retention, a hung task stays hung
@@ -52,13 +55,66 @@ pub struct Behaviour {
     pub intermediate_events: bool,
     /// Status reads after the events before the idle bit shows.
     pub idle_lag: u32,
+    /// The acknowledge (`IRQ_ACK |= 2`) does not lower the event
+    /// interrupt: it stays raised until the task manager loses power (EILN
+    /// README: "I don't know how to … ack it"; hw-2 §3 item 8).
+    pub ack_keeps_irq: bool,
+    /// An event leaves its line when its INFO word is read; the other
+    /// three words read that event's values (hw-2 §3 item 9: the record
+    /// only shows that four reads suffice).
+    pub pop_on_info: bool,
+    /// Only network id 0x40, the one every reference pushed, runs; a push
+    /// of any other id is taken and never runs (hw-2 §3 item 10).
+    pub only_nid_40: bool,
+    /// T6001: the drain's queue stop does end a hung task and the idle bit
+    /// comes back, but every job after it completes without computing
+    /// (OA-TM, `ane_tm_recover`: after a cycle "tasks dispatched afterwards
+    /// complete but compute nondeterministic garbage"; hw-2 §3 item 14).
+    pub revive_garbage: bool,
 }
 
 impl Behaviour {
+    /// `sim_fw_faults` bit: [`Behaviour::ack_keeps_irq`].
+    pub const SIM_ACK_KEEPS_IRQ: u32 = 1 << 13;
+    /// `sim_fw_faults` bit: [`Behaviour::pop_on_info`].
+    pub const SIM_POP_ON_INFO: u32 = 1 << 14;
+    /// `sim_fw_faults` bit: [`Behaviour::intermediate_events`], and the
+    /// idle bit three status reads late ([`Behaviour::idle_lag`]).
+    pub const SIM_EVERY_TASK: u32 = 1 << 15;
+    /// `sim_fw_faults` bit: [`Behaviour::only_nid_40`].
+    pub const SIM_ONLY_NID_40: u32 = 1 << 16;
+    /// `sim_fw_faults` bit: [`Behaviour::revive_garbage`].
+    pub const SIM_REVIVE_GARBAGE: u32 = 1 << 17;
+    /// Every task-manager bit of `sim_fw_faults` (the firmware model's
+    /// [`crate::hw::fw::model::Faults`] take the others).
+    pub const SIM_BITS: u32 = Self::SIM_ACK_KEEPS_IRQ
+        | Self::SIM_POP_ON_INFO
+        | Self::SIM_EVERY_TASK
+        | Self::SIM_ONLY_NID_40
+        | Self::SIM_REVIVE_GARBAGE;
+
+    /// The behaviour the simulator's `sim_fw_faults` bits choose (the
+    /// record's plain reading for bits not in [`Behaviour::SIM_BITS`]).
+    pub const fn from_sim_bits(bits: u32) -> Self {
+        let every = bits & Self::SIM_EVERY_TASK != 0;
+        Self {
+            intermediate_events: every,
+            idle_lag: if every { 3 } else { 0 },
+            ack_keeps_irq: bits & Self::SIM_ACK_KEEPS_IRQ != 0,
+            pop_on_info: bits & Self::SIM_POP_ON_INFO != 0,
+            only_nid_40: bits & Self::SIM_ONLY_NID_40 != 0,
+            revive_garbage: bits & Self::SIM_REVIVE_GARBAGE != 0,
+        }
+    }
+
     /// The record's plain reading.
     pub const DEFAULT: Self = Self {
         intermediate_events: false,
         idle_lag: 0,
+        ack_keeps_irq: false,
+        pop_on_info: false,
+        only_nid_40: false,
+        revive_garbage: false,
     };
 }
 
@@ -112,6 +168,9 @@ struct Fifo {
     len: usize,
     /// Words of the head event read so far, in order.
     read: u8,
+    /// [`Behaviour::pop_on_info`]: the words of the event the last INFO
+    /// read popped.
+    popped: [u32; 4],
 }
 
 impl Fifo {
@@ -120,6 +179,7 @@ impl Fifo {
         head: 0,
         len: 0,
         read: 0,
+        popped: [0; 4],
     };
 
     fn push(&mut self, ev: [u32; 4]) -> bool {
@@ -146,8 +206,23 @@ impl Fifo {
         self.read = 0;
     }
 
-    /// A read of word `w` (0 = info .. 3 = unk2) of the head event.
-    fn read(&mut self, w: u8) -> u32 {
+    /// A read of word `w` (0 = info .. 3 = unk2) of the head event; with
+    /// `pop_on_info` the INFO read pops it and the other words read the
+    /// popped event.
+    fn read(&mut self, w: u8, pop_on_info: bool) -> u32 {
+        if pop_on_info {
+            if w != 0 {
+                return self.popped.get(usize::from(w)).copied().unwrap_or(0);
+            }
+            if self.len == 0 {
+                return 0;
+            }
+            self.popped = self.ev.get(self.head).copied().unwrap_or([0; 4]);
+            self.head = (self.head + 1) % FIFO;
+            self.len -= 1;
+            self.read = 0;
+            return self.popped[0];
+        }
         if self.len == 0 {
             return 0;
         }
@@ -194,6 +269,16 @@ pub struct TmModel {
     dart_line: u32,
     /// The interrupt is pending (raised, not acknowledged).
     irq_pending: bool,
+    /// The DART's interrupt line is masked (the interrupt controller's
+    /// state, which a power cycle of the engine does not change).
+    dart_masked: bool,
+    /// Times the event interrupt reached an unmasked DART line: raised
+    /// while the line was unmasked, or the line unmasked while it was
+    /// raised. apple-dart's handler cannot acknowledge it (IRQ_NONE), so
+    /// on hardware a level that stays raised storms the line (hw-2 risk 8).
+    dart_storms: u32,
+    /// [`Behaviour::revive_garbage`]: jobs complete without running.
+    garbage: bool,
     pushes: u32,
     /// The job the engine may still be running.
     current: Option<Job>,
@@ -230,6 +315,9 @@ impl TmModel {
             lockups: 0,
             dart_line: 0,
             irq_pending: false,
+            dart_masked: false,
+            dart_storms: 0,
+            garbage: false,
             pushes: 0,
             current: None,
             defer: false,
@@ -283,7 +371,10 @@ impl TmModel {
             self.pushes,
             self.defer,
         );
+        let (dart_masked, dart_storms) = (self.dart_masked, self.dart_storms);
         *self = Self::new(false, b);
+        self.dart_masked = dart_masked;
+        self.dart_storms = dart_storms;
         self.defer = defer;
         self.lockups = lockups;
         self.dart_line = dart_line;
@@ -302,6 +393,19 @@ impl TmModel {
     /// Times the event interrupt was raised on the DART's interrupt line.
     pub fn dart_line_raised(&self) -> u32 {
         self.dart_line
+    }
+
+    /// The driver masked (`true`) or unmasked the DART's interrupt line.
+    pub fn set_dart_masked(&mut self, masked: bool) {
+        self.dart_masked = masked;
+        if !masked && self.irq_pending {
+            self.dart_storms += 1;
+        }
+    }
+
+    /// Times the event interrupt reached the DART's line unmasked.
+    pub fn dart_storms(&self) -> u32 {
+        self.dart_storms
     }
 
     /// Pushes seen.
@@ -367,9 +471,10 @@ impl TmModel {
             let Some(f) = self.lines.get_mut(line) else {
                 return 0;
             };
+            let pop_on_info = self.behaviour.pop_on_info;
             return match w {
                 0 => f.len as u32,
-                w => f.read(w - 1),
+                w => f.read(w - 1, pop_on_info),
             };
         }
         if off == tm_reg(mgr::STATUS) {
@@ -400,7 +505,7 @@ impl TmModel {
         run: impl FnOnce(&Job) -> Ran,
     ) {
         if off == tm_reg(mgr::IRQ_ACK) {
-            if val & mgr::IRQ_ACK_EVENTS != 0 {
+            if val & mgr::IRQ_ACK_EVENTS != 0 && !self.behaviour.ack_keeps_irq {
                 self.irq_pending = false;
             }
             return;
@@ -423,6 +528,14 @@ impl TmModel {
         if off == tm_reg(mgr::TQ_EN) {
             if let Some(w) = self.tm_word(off) {
                 *w = val;
+            }
+            if val & mgr::TQ_EN_STOP == 0 && self.retention && self.behaviour.revive_garbage {
+                // The alternative: the stop ends a hung task, and what
+                // runs after it is not to be trusted.
+                self.garbage |= self.busy || self.stuck;
+                self.busy = false;
+                self.stuck = false;
+                self.deferred = None;
             }
             if val & mgr::TQ_EN_STOP == 0 && !self.retention {
                 // Stopping the queues drops the running task (on T6001 the
@@ -460,8 +573,13 @@ impl TmModel {
         }
         if self.tm[mgr::IRQ_EN1 / 4] != 0 || self.tm[mgr::IRQ_EN2 / 4] != 0 {
             // The record: this interrupt arrives on the DART's line.
-            if !self.irq_pending {
+            // Counted per raise; a level the acknowledge does not lower is
+            // counted each time an event signals it again.
+            if !self.irq_pending || self.behaviour.ack_keeps_irq {
                 self.dart_line += 1;
+            }
+            if !self.dart_masked {
+                self.dart_storms += 1;
             }
             self.irq_pending = true;
         }
@@ -496,6 +614,11 @@ impl TmModel {
         }
         self.busy = true;
         self.current = Some(job);
+        if self.behaviour.only_nid_40 && job.nid != 0x40 {
+            // Taken, never run: the job hangs.
+            self.stuck = true;
+            return;
+        }
         if inject == Some(Inject::Stale) {
             let stale = super::task_word(job.nid.wrapping_add(0x80), 0);
             for f in self.lines.iter_mut() {
@@ -519,6 +642,8 @@ impl TmModel {
             }
             Some(Inject::Error) => Ran::Failed,
             Some(Inject::DartFault) => Ran::DmaFault(job.first_td),
+            // Completes without computing: outputs are left as they were.
+            _ if self.garbage => Ran::Finished,
             _ => run(&job),
         };
         match ran {

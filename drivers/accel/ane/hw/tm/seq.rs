@@ -341,10 +341,15 @@ pub trait JobHost {
     /// Stamps the job's network id on its first TD (in memory); `false`
     /// abandons the job before anything is pushed.
     fn stamp(&mut self, nid: u8) -> bool;
-    /// Masks (`true`) or unmasks the DARTs' interrupt lines: while a job
-    /// runs, the engine's event interrupt arrives on them and apple-dart
-    /// would clear a fault latch the poll must see.
-    fn mask_darts(&mut self, masked: bool);
+    /// Masks the DARTs' interrupt lines, if they are not masked already:
+    /// the engine's event interrupt arrives on them (EILN-README) and
+    /// apple-dart would clear a fault latch the poll must see. The job
+    /// sequence never unmasks them: from the first push on, the engine may
+    /// post events (a failed job may still finish; whether the acknowledge
+    /// lowers the interrupt is not recorded, hw-2 §3 item 8), so the host
+    /// unmasks only once the engine lost power and with it its interrupt
+    /// enables (hw-2 risk 8).
+    fn mask_darts(&mut self);
     /// Waits before the next look at the engine; `false` once the job's
     /// time is up.
     fn pause(&mut self) -> bool;
@@ -400,7 +405,7 @@ pub fn start_job(
     if !host.stamp(p.nid) {
         return Err(NotStarted::Unstamped);
     }
-    host.mask_darts(true);
+    host.mask_darts();
     push(r, p);
     Ok(Started {
         completion: Completion::new(p.nid, p.td_count),
@@ -410,14 +415,16 @@ pub fn start_job(
 }
 
 /// The second half of [`run_job`], once polling ended with `progress`:
-/// retire the queue if the job is done; unmask; note the latches if it
+/// retire the queue if the job is done; note the latches if it
 /// failed, unless a DART faulted.
-pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Progress) -> JobEnd {
+pub fn end_job(r: &impl Regs, s: Started, progress: Progress) -> JobEnd {
     let mut progress = progress;
     if progress == Progress::Done && !retire(r, s.queue, s.nid) {
         progress = Progress::Running;
     }
-    host.mask_darts(false);
+    // The DART lines stay masked (`JobHost::mask_darts`): the engine may
+    // still post events, and a raised event interrupt on an unmasked DART
+    // line is one apple-dart cannot acknowledge.
     let after = match progress {
         Progress::DartFault(_) | Progress::Done => None,
         _ => Some(latches(r)),
@@ -431,9 +438,10 @@ pub fn end_job(r: &impl Regs, host: &mut impl JobHost, s: Started, progress: Pro
 
 /// One job on an enabled task manager, as the driver runs it (record: "A
 /// job, start to end"): look at the DARTs; drain stale events; stamp the
-/// network id; mask the DART lines; push; poll (DARTs first, then both
-/// lines, then idle) until done, failed or out of time; retire the queue;
-/// unmask; note the latches if the job failed, unless a DART faulted.
+/// network id; mask the DART lines (they stay masked); push; poll (DARTs
+/// first, then both lines, then idle) until done, failed or out of time;
+/// retire the queue; note the latches if the job failed, unless a DART
+/// faulted.
 /// The driver runs the same steps as [`start_job`], [`poll_until_end`]
 /// and [`end_job`], so that the submitting thread can push and take a
 /// first look itself.
@@ -445,7 +453,7 @@ pub fn run_job(
 ) -> Result<JobEnd, NotStarted> {
     let mut s = start_job(r, d, host, p)?;
     let progress = poll_until_end(r, d, host, &mut s);
-    Ok(end_job(r, host, s, progress))
+    Ok(end_job(r, s, progress))
 }
 
 /// The shortest pause between two looks at a running job, in µs.

@@ -92,7 +92,7 @@ fn one_job_completes_on_both_lines_and_idle() {
 fn intermediate_events_do_not_complete() {
     let b = Behaviour {
         intermediate_events: true,
-        idle_lag: 0,
+        ..Behaviour::DEFAULT
     };
     let r = regs(false, b);
     seq::enable(&r);
@@ -167,7 +167,7 @@ impl seq::JobHost for QuietHost {
         true
     }
 
-    fn mask_darts(&mut self, _masked: bool) {}
+    fn mask_darts(&mut self) {}
 
     fn pause(&mut self) -> bool {
         self.polls = self.polls.saturating_sub(1);
@@ -196,8 +196,8 @@ fn a_missing_line_or_idle_bit_keeps_the_job_running() {
 #[test]
 fn idle_lag_is_waited_out() {
     let b = Behaviour {
-        intermediate_events: false,
         idle_lag: 3,
+        ..Behaviour::DEFAULT
     };
     let r = regs(false, b);
     seq::enable(&r);
@@ -342,6 +342,144 @@ fn the_event_interrupt_lands_on_the_dart_line() {
     assert_eq!(r.model.borrow().dart_line_raised(), 2, "acked in between");
 }
 
+/// hw-2 risk 8: a job that timed out may still finish and post its events;
+/// the job sequence must not hand the DART line back to apple-dart while
+/// that can happen. The failed job's late events, and every later event
+/// until a power cycle, reach only a masked line, under both readings of
+/// the acknowledge (it lowers the interrupt, or it does not).
+#[test]
+fn the_dart_line_stays_masked_while_the_engine_may_post_events() {
+    for ack_keeps_irq in [false, true] {
+        let b = Behaviour {
+            ack_keeps_irq,
+            ..Behaviour::DEFAULT
+        };
+        let r = regs(false, b);
+        let t = Trace {
+            r: &r,
+            log: RefCell::new(Vec::new()),
+        };
+        seq::enable(&t);
+        assert_eq!(driver_job(&t, &job(JOB_NID, 2), 10), Progress::Done);
+        // The next job takes longer than its time: it ends Running.
+        r.model.borrow_mut().set_defer(true);
+        assert_eq!(driver_job(&t, &job(JOB_NID, 1), 2), Progress::Running);
+        // ... and finishes afterwards, posting its events.
+        r.model.borrow_mut().run_deferred(|_| Ran::Finished);
+        let log = t.log.into_inner();
+        assert!(
+            !log.iter().any(|l| l.contains("unmask")),
+            "unmasked while the engine may post events:\n{}",
+            log.join("\n")
+        );
+        assert_eq!(
+            r.model.borrow().dart_storms(),
+            0,
+            "ack_keeps_irq {ack_keeps_irq}"
+        );
+        // A power cycle ends it: then the line may go back.
+        r.model.borrow_mut().power_cycle();
+        r.model.borrow_mut().set_dart_masked(false);
+        assert_eq!(r.model.borrow().dart_storms(), 0);
+    }
+}
+
+/// The model's storm count catches a line unmasked while the interrupt is
+/// raised, or raised while unmasked (what the test above relies on).
+#[test]
+fn an_unmasked_dart_line_under_a_raised_event_interrupt_is_counted() {
+    let b = Behaviour {
+        ack_keeps_irq: true,
+        ..Behaviour::DEFAULT
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    r.model.borrow_mut().set_dart_masked(true);
+    seq::push(&r, &job(JOB_NID, 1));
+    let mut c = Completion::new(JOB_NID, 1);
+    assert_eq!(c.poll(&r, &seq::NoDart), Progress::Done);
+    assert_eq!(r.model.borrow().dart_storms(), 0);
+    // Acknowledged, still raised: unmasking now storms.
+    r.model.borrow_mut().set_dart_masked(false);
+    assert_eq!(r.model.borrow().dart_storms(), 1);
+    // The record's reading: the acknowledge lowers it, but an event
+    // raised on an unmasked line is one apple-dart cannot handle.
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    seq::push(&r, &job(JOB_NID, 1));
+    assert_eq!(r.model.borrow().dart_storms(), 1);
+}
+
+/// hw-2 §3 item 9: if the INFO read alone pops an event, the driver's
+/// four reads still see each event once and complete the job.
+#[test]
+fn four_reads_complete_when_info_alone_pops() {
+    let b = Behaviour {
+        pop_on_info: true,
+        ..Behaviour::DEFAULT
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 3)).expect("started");
+    assert_eq!(end.progress, Progress::Done);
+    assert_eq!((end.strays.intermediate, end.strays.foreign), (0, 0));
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(end.progress, Progress::Done);
+}
+
+/// hw-2 §3 item 10: only 0x40 ran; under the reading that nothing else
+/// runs, the driver's id still completes and another id hangs.
+#[test]
+fn only_the_id_that_ran_runs_under_the_strict_reading() {
+    let b = Behaviour {
+        only_nid_40: true,
+        ..Behaviour::DEFAULT
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 2)).expect("started");
+    assert_eq!(end.progress, Progress::Done);
+    let mut host = QuietHost { polls: 5 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(0x41, 2)).expect("started");
+    assert_eq!(end.progress, Progress::Running);
+}
+
+/// hw-2 §3 item 14: under the reading where the T6001 drain does bring
+/// the idle bit back, later jobs complete without computing (OA's
+/// "nondeterministic garbage"); the driver therefore never takes jobs
+/// again after a failure on T6001 (`H13::recover`).
+#[test]
+fn a_revived_t6001_completes_jobs_without_computing() {
+    let b = Behaviour {
+        revive_garbage: true,
+        ..Behaviour::DEFAULT
+    };
+    let computed = core::cell::Cell::new(0u32);
+    let r = ModelRegs::new(TmModel::new(true, b), |_: &model::Job| {
+        computed.set(computed.get() + 1);
+        Ran::Finished
+    });
+    seq::enable(&r);
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!((end.progress, computed.get()), (Progress::Done, 1));
+    r.inject.set(Some(Inject::Hang));
+    let mut host = QuietHost { polls: 3 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(end.progress, Progress::Running);
+    assert!(
+        seq::recover_retained(&r, &ModelDart(&r), || false),
+        "the alternative's drain brings idle back"
+    );
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(end.progress, Progress::Done, "it looks done");
+    assert_eq!(computed.get(), 1, "but computed nothing");
+}
+
 // The MMIO trace of a canonical job, compared with the sequence written in
 // docs/hardware-record.md.
 
@@ -441,12 +579,9 @@ impl<F: FnMut(&model::Job) -> Ran> seq::JobHost for TraceHost<'_, '_, F> {
         true
     }
 
-    fn mask_darts(&mut self, masked: bool) {
-        self.t.note(if masked {
-            "mask the DART lines"
-        } else {
-            "unmask the DART lines"
-        });
+    fn mask_darts(&mut self) {
+        self.t.note("mask the DART lines");
+        self.t.r.model.borrow_mut().set_dart_masked(true);
     }
 
     fn pause(&mut self) -> bool {
@@ -496,6 +631,10 @@ fn canonical(retention: bool) -> Vec<String> {
     } else {
         t.note("power cycle (runtime PM), then enable before the next job");
         r.model.borrow_mut().power_cycle();
+        // What `H13::resume` does on T8103 (not `seq`): the task manager
+        // lost its interrupt enables with the power.
+        t.note("unmask the DART lines");
+        r.model.borrow_mut().set_dart_masked(false);
         seq::enable(&t);
     }
     t.log.into_inner()
