@@ -674,6 +674,10 @@ impl H13 {
             }
             fsleep(Delta::from_millis(1));
         }
+        // The power-up unmasked the DART lines (`resume`); the drain enables
+        // the task manager, which may then raise its interrupt, so they are
+        // masked again first (hw-2 risk 8).
+        self.mask_darts();
         if !self.drain_retained() {
             return false;
         }
