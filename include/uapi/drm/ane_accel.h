@@ -25,23 +25,21 @@ extern "C" {
 #endif
 
 /*
- * The ABI version, also reported as the DRM driver version major
- * (DRM_IOCTL_VERSION). Other ANE drivers register the same DRM name "ane"
- * with a different ioctl set: eiln/ane, omarchy-ane's ane.ko and the
- * in-tree port in Aurora kernels report major 1 (their ABI 1, M1),
- * omarchy-ane's ane_t6021.ko major 2 (ABI 2, M2), and their libane takes
- * any "ane" node with major 1 or 2 for one of its own. This driver's
- * versions therefore start at 100, far above the one-per-SoC-generation
- * numbers that family assigns, so none of its clients mistakes this node
- * for theirs. ABI 100 is the ABI once reported as 1, plus
- * DRM_ANE_PARAM_IDENT.
+ * Identification. Other ANE drivers (eiln/ane, omarchy-ane's ane.ko and
+ * ane_t6021.ko, the in-tree port in Aurora kernels) register the DRM name
+ * "ane" with another ioctl set. This driver registers the distinct DRM name
+ * DRM_ANE_DRIVER_NAME, so no client of theirs takes this node for one of its
+ * own. Userspace identifies this driver by DRM_IOCTL_VERSION first (name
+ * DRM_ANE_DRIVER_NAME; no driver-private ioctl is sent to a node of another
+ * name), then by DRM_ANE_PARAM_IDENT returning DRM_ANE_IDENT_MAGIC.
  *
- * Userspace identifies this driver by DRM_IOCTL_VERSION first (name "ane",
- * major DRM_ANE_ABI_VERSION; no driver-private ioctl is sent to a node that
- * fails this, since another "ane" driver gives these numbers other
- * meanings), then by DRM_ANE_PARAM_IDENT returning DRM_ANE_IDENT_MAGIC.
+ * The DRM driver version follows the DRM convention: the major changes only
+ * when the UAPI changes incompatibly (a client refuses a major it does not
+ * know), the minor grows with every compatible addition (a client needing
+ * an addition checks the minor).
  */
-#define DRM_ANE_ABI_VERSION 100
+#define DRM_ANE_DRIVER_NAME "ane_accel"
+#define DRM_ANE_ABI_VERSION 1
 
 /* The value of DRM_ANE_PARAM_IDENT: ASCII "aneaccel", fixed forever. */
 #define DRM_ANE_IDENT_MAGIC 0x616e65616363656cULL
@@ -56,7 +54,7 @@ extern "C" {
 
 /* Parameters readable with DRM_ANE_GET_PARAM. */
 enum drm_ane_param {
-	DRM_ANE_PARAM_ABI_VERSION = 0,	/* DRM_ANE_ABI_VERSION */
+	DRM_ANE_PARAM_ABI_VERSION = 0,	/* DRM_ANE_ABI_VERSION, the DRM major */
 	DRM_ANE_PARAM_SOC_ID = 1,	/* chip number: 0x8103, 0x6000, 0x6020, 0x6021 */
 	DRM_ANE_PARAM_GENERATION = 2,	/* 13 (H13) or 14 (H14) */
 	DRM_ANE_PARAM_BACKEND = 3,	/* enum drm_ane_backend */
@@ -70,25 +68,14 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
 	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
 	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
-	/*
-	 * H14: release step that failed, 0 if none: 1 preflight, 2 grant
-	 * writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
-	 * 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack.
-	 */
-	DRM_ANE_PARAM_FW_FAIL_STEP = 14,
-	/*
-	 * H14: registers captured when the firmware failed to start, at
-	 * DRM_ANE_PARAM_FW_CAPTURE0 + i for i < DRM_ANE_PARAM_FW_CAPTURE_COUNT:
-	 * SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR low, RVBAR high, IPI
-	 * pending. EINVAL when nothing was captured (e.g. a preflight failure,
-	 * which reads no engine register).
-	 */
-	DRM_ANE_PARAM_FW_CAPTURE0 = 15,
-	/* 15 + DRM_ANE_PARAM_FW_CAPTURE_COUNT = 28: */
-	DRM_ANE_PARAM_BO_CLIENT_MAX = 28, /* cap on the BOs of one open file, bytes */
-	DRM_ANE_PARAM_IDENT = 29,	/* DRM_ANE_IDENT_MAGIC */
+	DRM_ANE_PARAM_BO_CLIENT_MAX = 14, /* cap on the BOs of one open file, bytes */
+	DRM_ANE_PARAM_IDENT = 15,	/* DRM_ANE_IDENT_MAGIC */
 };
-#define DRM_ANE_PARAM_FW_CAPTURE_COUNT 13
+/*
+ * Any other param is -EINVAL. Diagnostics that are no interface (why an H14
+ * firmware failed to start, the registers captured then) are in debugfs:
+ * ane/<platform device>/firmware.
+ */
 
 enum drm_ane_backend {
 	DRM_ANE_BACKEND_HOST_DRIVEN = 1, /* H13: the kernel drives the task manager */
@@ -122,11 +109,9 @@ enum drm_ane_engine_state {
 						 * device (or reload the module) */
 };
 
-/* The device is the simulated ANE of the driver's test flavour. */
-#define DRM_ANE_FEATURE_SIMULATED (1ULL << 0)
 /* Job completion is signalled by the engine's interrupt (polling remains the
- * fallback). */
-#define DRM_ANE_FEATURE_COMPLETION_IRQ (1ULL << 1)
+ * fallback). Other bits are zero. */
+#define DRM_ANE_FEATURE_COMPLETION_IRQ (1ULL << 0)
 
 struct drm_ane_get_param {
 	__u32 param;		/* in: enum drm_ane_param */
@@ -244,9 +229,8 @@ struct drm_ane_wait {
 	 * out: where the job's time went, CLOCK_MONOTONIC ns (0 where it never
 	 * got): when EXEC queued it, when the engine was handed it, when its
 	 * end was seen. (The caller's clock after WAIT returns gives the
-	 * wake-up.) Appended in the ABI once reported as 1: older callers
-	 * pass the 32-byte struct,
-	 * which the DRM core zero-extends.
+	 * wake-up.) A caller built against an older, shorter struct passes
+	 * fewer bytes, which the DRM core zero-extends.
 	 */
 	__u64 queued_ns;
 	__u64 started_ns;

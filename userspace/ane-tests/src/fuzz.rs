@@ -1403,14 +1403,9 @@ impl Fuzzer {
             1 => (self.rng.next() as u32 | 0x100, 0, Want::Fail),
             2 => (self.rng.below(param::COUNT as u64) as u32, 1, Want::Fail),
             _ => {
+                // Every parameter below COUNT reads on every SoC.
                 let p = self.rng.below(param::COUNT as u64) as u32;
-                // The captures (and FW fail step on H13) may be absent.
-                let want = if (param::FW_FAIL_STEP..param::BO_CLIENT_MAX).contains(&p) {
-                    Want::Any
-                } else {
-                    Want::Ok(&[])
-                };
-                (p, 0, want)
+                (p, 0, Want::Ok(&[]))
             }
         };
         let mut a = uapi::GetParam {

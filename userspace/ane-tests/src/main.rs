@@ -45,7 +45,9 @@ fn open() -> Result<Device, String> {
 
 fn version_reports_ane(d: &Device) -> TestResult {
     let v = d.version();
-    check!(v.name == "ane", "name {}", v.name);
+    // A DRM name of its own (the other ANE drivers register "ane"), the
+    // major by the DRM convention.
+    check!(v.name == uapi::DRIVER_NAME, "name {}", v.name);
     check!(v.major == uapi::ABI_VERSION as i32, "major {}", v.major);
     // eiln/omarchy-ane's libane (name "ane", major 1 or 2) must not take
     // this node for one of its own.
@@ -101,8 +103,15 @@ fn query_is_consistent(d: &Device) -> TestResult {
     );
     check!(q.max_bindings == u64::from(uapi::NUM_SLOTS), "max bindings");
     check!(q.max_program_size > 0, "max program size");
+    // No test or debug bit in the UAPI: COMPLETION_IRQ is the only one.
     check!(
-        q.features & uapi::feature::SIMULATED != 0 || std::env::var_os("ANE_HW").is_some(),
+        q.features & !uapi::feature::COMPLETION_IRQ == 0,
+        "unknown feature bits {:#x}",
+        q.features
+    );
+    // The simulator is the test flavour's, seen in its debugfs only.
+    check!(
+        std::path::Path::new(SIM_DEBUGFS).is_dir() || std::env::var_os("ANE_HW").is_some(),
         "not the simulator"
     );
     Ok(())
@@ -1179,9 +1188,10 @@ fn wedge_and_rebind(what: &str) -> TestResult {
 }
 
 /// `--fw-expect STATE STEP CAPTURE`: the H14 firmware state GET_PARAM
-/// reports: STATE one of off/running/failed/quarantined, STEP the failed
-/// release step (1-based, 0 for none), CAPTURE `yes` (registers were
-/// captured: CPU_STATUS must show the released core) or `no` (EINVAL).
+/// reports, and the driver's debugfs failure report: STATE one of
+/// off/running/failed/quarantined, STEP the failed release step (1-based, 0
+/// for none), CAPTURE `yes` (registers were captured: CPU_STATUS must show
+/// the released core) or `no` (`capture none`).
 fn fw_expect(
     state: Option<&String>,
     step: Option<&String>,
@@ -1191,20 +1201,8 @@ fn fw_expect(
     let names = ["none", "off", "running", "failed", "quarantined"];
     let got = param_value(&d, param::FW_STATE)?;
     let got_name = names.get(got as usize).copied().unwrap_or("?");
-    let fail_step = param_value(&d, param::FW_FAIL_STEP)?;
-    let mut caps = Vec::new();
-    for i in 0..param::FW_CAPTURE_COUNT {
-        let mut a = uapi::GetParam {
-            param: param::FW_CAPTURE0 + i,
-            pad: 0,
-            value: 0,
-        };
-        match raw::get_param(d.fd(), &mut a) {
-            Ok(()) => caps.push(a.value),
-            Err(Errno::INVAL) => break,
-            Err(e) => return Err(format!("capture {i}: {e}")),
-        }
-    }
+    let report = ane::system::fw_report(d.path())?;
+    let (fail_step, caps) = (report.fail_step, report.capture);
     let line = format!("state {got_name}, step {fail_step}, captured {caps:x?}");
     if let Some(w) = state {
         check!(got_name == w, "{line}: want state {w}");
@@ -1215,7 +1213,7 @@ fn fw_expect(
     match capture.map(String::as_str) {
         Some("yes") => {
             check!(
-                caps.len() == param::FW_CAPTURE_COUNT as usize,
+                caps.len() == ane::system::FW_CAPTURE_COUNT,
                 "{line}: want a capture"
             );
             // Index 8: CPU_STATUS; 0x28 once the core was released.
@@ -1916,18 +1914,11 @@ const BAD_INPUTS: &[Case] = &[
     ("get_param: param = u32::MAX", Errno::INVAL, |d| {
         get_param(d, u32::MAX, 0)
     }),
-    // Every table the suite runs has no failed firmware start: nothing was
-    // captured (fw_t6021 checks the captured values after a failure).
-    (
-        "get_param: FW_CAPTURE0 with nothing captured",
-        Errno::INVAL,
-        |d| get_param(d, param::FW_CAPTURE0, 0),
-    ),
-    (
-        "get_param: last FW_CAPTURE with nothing captured",
-        Errno::INVAL,
-        |d| get_param(d, param::FW_CAPTURE0 + param::FW_CAPTURE_COUNT - 1, 0),
-    ),
+    // The firmware diagnostics left the UAPI for debugfs: the numbers past
+    // IDENT that once read them are no parameter.
+    ("get_param: param = COUNT + 12", Errno::INVAL, |d| {
+        get_param(d, param::COUNT + 12, 0)
+    }),
     ("bo_create: size 0", Errno::INVAL, |d| bo_create(d, 0, 0)),
     ("bo_create: unknown flag bit 0", Errno::INVAL, |d| {
         bo_create(d, 4096, 1)

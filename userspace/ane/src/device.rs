@@ -4,10 +4,11 @@
 //!
 //! [`Device::discover`] finds the `/dev/accel/accel*` node of this driver.
 //! Other ANE drivers (eiln/ane, omarchy-ane, Aurora's in-tree port) register
-//! the same DRM name `ane` with other ioctls, so a node is judged by its
-//! `DRM_IOCTL_VERSION` first ([`identify`]: name `ane` and our major) and
-//! only then asked `DRM_ANE_PARAM_IDENT`; a foreign `ane` node is refused
-//! with what it is, before any driver-private ioctl reaches it.
+//! the DRM name `ane` with other ioctls; this driver registers
+//! [`uapi::DRIVER_NAME`]. A node is judged by its `DRM_IOCTL_VERSION` first
+//! ([`identify`]: our name and major) and only then asked
+//! `DRM_ANE_PARAM_IDENT`; a foreign `ane` node is refused with what it is,
+//! before any driver-private ioctl reaches it.
 //! [`Bo`] is a buffer object that closes its GEM handle and unmaps itself
 //! when dropped. The [`raw`] module passes UAPI structs to the kernel
 //! unchanged, for tests that must send malformed requests.
@@ -26,7 +27,7 @@ use crate::hw::uapi::{self, param};
 /// Errors of device access. Each names what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No accel node belongs to the `ane` driver.
+    /// No accel node belongs to this driver.
     #[error("no ANE accel device found under /dev/accel (is the ane module loaded and bound?)")]
     NoDevice,
     /// The node could not be opened.
@@ -38,14 +39,14 @@ pub enum Error {
         source: Errno,
     },
     /// The node belongs to another driver.
-    #[error("{path} is driven by '{name}', not 'ane'")]
+    #[error("{path} is driven by '{name}', not '{}'", uapi::DRIVER_NAME)]
     NotAne {
         /// The node.
         path: PathBuf,
         /// The driver's name.
         name: String,
     },
-    /// The node belongs to another ANE driver of the same DRM name.
+    /// The node belongs to another ANE driver (DRM name `ane`).
     #[error("{path} is an 'ane' device with DRM major {major} ({what}; it calls itself \"{desc}\"), not this driver")]
     Foreign {
         /// The node.
@@ -58,7 +59,7 @@ pub enum Error {
         desc: String,
     },
     /// The kernel speaks another ABI version.
-    #[error("{path} is an 'ane' device with DRM major {got}: neither this library's ABI {want} nor the majors 1 and 2 of eiln/ane and omarchy-ane (another version of this driver?)")]
+    #[error("{path} is a '{}' device with DRM major {got}, an ABI incompatible with this library's {want} (update the library or the kernel)", uapi::DRIVER_NAME)]
     Abi {
         /// The node.
         path: PathBuf,
@@ -68,7 +69,10 @@ pub enum Error {
         want: u32,
     },
     /// The name and major are ours but `DRM_ANE_PARAM_IDENT` is not.
-    #[error("{path} reports DRM name 'ane' and major {major}, but {found}: not this driver")]
+    #[error(
+        "{path} reports DRM name '{}' and major {major}, but {found}: not this driver",
+        uapi::DRIVER_NAME
+    )]
     Ident {
         /// The node.
         path: PathBuf,
@@ -263,15 +267,16 @@ pub fn version(fd: impl AsFd) -> std::result::Result<Version, Errno> {
 /// Who is behind an accel node, judged from its `DRM_IOCTL_VERSION` alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Identity {
-    /// Name `ane`, major [`uapi::ABI_VERSION`]: this driver, to be
-    /// confirmed by `DRM_ANE_PARAM_IDENT`.
+    /// Name [`uapi::DRIVER_NAME`], major [`uapi::ABI_VERSION`]: this
+    /// driver, to be confirmed by `DRM_ANE_PARAM_IDENT`.
     Ours,
-    /// A driver of another name.
+    /// A driver of another name, no ANE driver known.
     NotAne,
-    /// Name `ane` with a major the eiln/omarchy-ane family uses: what
+    /// Name `ane`: another ANE driver (the eiln/omarchy-ane family); what
     /// reports it.
     Foreign(&'static str),
-    /// Name `ane` with a major nobody is known to use.
+    /// Name [`uapi::DRIVER_NAME`] with a major this library does not
+    /// speak (an incompatible UAPI).
     UnknownAbi,
 }
 
@@ -279,16 +284,20 @@ pub enum Identity {
 /// before this says [`Identity::Ours`]: another `ane` driver gives our
 /// ioctl numbers other meanings.
 pub fn identify(v: &Version) -> Identity {
-    if v.name != "ane" {
+    if v.name == "ane" {
+        return Identity::Foreign(match v.major {
+            1 => "eiln/ane, omarchy-ane's ane.ko or an in-tree port of it such as Aurora's: their ABI 1, M1",
+            2 => "omarchy-ane's ane_t6021.ko or an in-tree port of it: their ABI 2, M2",
+            _ => "an ANE driver of the eiln/omarchy-ane family",
+        });
+    }
+    if v.name != uapi::DRIVER_NAME {
         return Identity::NotAne;
     }
-    match v.major {
-        m if m == uapi::ABI_VERSION as i32 => Identity::Ours,
-        1 => Identity::Foreign(
-            "eiln/ane, omarchy-ane's ane.ko or an in-tree port of it such as Aurora's: their ABI 1, M1",
-        ),
-        2 => Identity::Foreign("omarchy-ane's ane_t6021.ko or an in-tree port of it: their ABI 2, M2"),
-        _ => Identity::UnknownAbi,
+    if v.major == uapi::ABI_VERSION as i32 {
+        Identity::Ours
+    } else {
+        Identity::UnknownAbi
     }
 }
 
@@ -451,7 +460,7 @@ impl Device {
         })
     }
 
-    /// Opens the first `/dev/accel/accel*` node of the `ane` driver.
+    /// Opens the first `/dev/accel/accel*` node of this driver.
     pub fn discover() -> Result<Self> {
         let mut nodes: Vec<PathBuf> = fs::read_dir("/dev/accel")
             .map(|d| {
@@ -466,7 +475,7 @@ impl Device {
             })
             .unwrap_or_default();
         nodes.sort();
-        // Other drivers' nodes are skipped; an `ane` node that fails (no
+        // Other drivers' nodes are skipped; an ANE node that fails (no
         // permission, another ANE driver, ABI mismatch) is the error
         // reported when no node of this driver is found.
         let mut last = Error::NoDevice;
@@ -1141,10 +1150,10 @@ mod tests {
         }
     }
 
-    /// What this driver reports (`ane_drv.rs`: name `ane`, major
-    /// `uapi::ABI_VERSION`).
+    /// What this driver reports (`ane_drv.rs`: name `uapi::DRIVER_NAME`,
+    /// major `uapi::ABI_VERSION`).
     fn ours() -> Version {
-        v("ane", uapi::ABI_VERSION as i32)
+        v(uapi::DRIVER_NAME, uapi::ABI_VERSION as i32)
     }
 
     #[test]
@@ -1166,14 +1175,27 @@ mod tests {
                 "major {major}"
             );
         }
-        assert_eq!(identify(&v("ane", 0)), Identity::UnknownAbi);
-        assert_eq!(identify(&v("ane", 3)), Identity::UnknownAbi);
-        assert_eq!(identify(&v("ivpu", 100)), Identity::NotAne);
-        assert_eq!(identify(&v("ane-fw", 100)), Identity::NotAne);
+        // Any "ane" node is another driver's, whatever its major (the
+        // major 100 this driver once reported under that name included).
+        for major in [0, 3, 100] {
+            assert!(
+                matches!(identify(&v("ane", major)), Identity::Foreign(_)),
+                "major {major}"
+            );
+        }
+        assert_eq!(
+            identify(&v(uapi::DRIVER_NAME, uapi::ABI_VERSION as i32 + 1)),
+            Identity::UnknownAbi
+        );
+        assert_eq!(identify(&v(uapi::DRIVER_NAME, 0)), Identity::UnknownAbi);
+        assert_eq!(identify(&v("ivpu", 1)), Identity::NotAne);
+        assert_eq!(identify(&v("ane-fw", 1)), Identity::NotAne);
         // No version both rules accept: the two families never meet.
-        for major in -1..=300 {
-            let x = v("ane", major);
-            assert!(!(eiln_omarchy_accepts(&x) && identify(&x) == Identity::Ours));
+        for name in ["ane", uapi::DRIVER_NAME] {
+            for major in -1..=300 {
+                let x = v(name, major);
+                assert!(!(eiln_omarchy_accepts(&x) && identify(&x) == Identity::Ours));
+            }
         }
     }
 

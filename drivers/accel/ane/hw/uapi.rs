@@ -8,20 +8,20 @@
 //! the rules every ioctl follows (zero pads, unknown flags rejected, capped
 //! sizes, extensible arrays).
 
-/// ABI version reported by `DRM_ANE_PARAM_ABI_VERSION` and
-/// `DRM_IOCTL_VERSION` (as the major number).
-///
-/// eiln/ane, omarchy-ane (and Aurora's in-tree port of it) register the
-/// same DRM name `ane` with another ioctl set and report major 1 (their
-/// ABI 1, M1) or 2 (ABI 2, M2); their libane takes any `ane` node with
-/// major 1 or 2 for its own. Ours therefore start at 100, far above the
-/// one-per-SoC-generation numbers that family assigns. 100 is the ABI once
-/// reported as 1, plus [`param::IDENT`].
-pub const ABI_VERSION: u32 = 100;
+/// The DRM driver name (`DRM_ANE_DRIVER_NAME`). Other ANE drivers (eiln/ane,
+/// omarchy-ane and Aurora's in-tree port of it) register `ane` with another
+/// ioctl set; this distinct name keeps their clients off this node and
+/// ours off theirs.
+pub const DRIVER_NAME: &str = "ane_accel";
 
-/// What [`param::IDENT`] returns: ASCII `aneaccel`, fixed forever. With the
-/// DRM name and [`ABI_VERSION`] it tells this driver from every other
-/// `ane` driver.
+/// The UAPI version (`DRM_ANE_ABI_VERSION`), reported as the DRM driver
+/// major and by [`param::ABI_VERSION`]. By the DRM convention it changes
+/// only on an incompatible UAPI change; compatible additions raise the
+/// minor.
+pub const ABI_VERSION: u32 = 1;
+
+/// What [`param::IDENT`] returns: ASCII `aneaccel`, fixed forever. With
+/// [`DRIVER_NAME`] it tells this driver from every other ANE driver.
 pub const IDENT_MAGIC: u64 = u64::from_be_bytes(*b"aneaccel");
 
 /// Driver-private ioctl numbers, relative to `DRM_COMMAND_BASE`.
@@ -116,19 +116,8 @@ pub mod param {
     pub const FEATURES: u32 = 12;
     /// A [`super::engine_state`] value.
     pub const ENGINE_STATE: u32 = 13;
-    /// H14: the release step that failed, 0 if none: 1 preflight, 2 grant
-    /// writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
-    /// 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack
-    /// (`hw::fw::boot::Step` + 1).
-    pub const FW_FAIL_STEP: u32 = 14;
-    /// H14: first of [`FW_CAPTURE_COUNT`] registers captured when the
-    /// firmware failed to start: SCRATCH0..7, CPU_STATUS, CPU_CONTROL,
-    /// RVBAR low and high, IPI pending. `EINVAL` when nothing was captured.
-    pub const FW_CAPTURE0: u32 = 15;
-    /// Number of captured registers.
-    pub const FW_CAPTURE_COUNT: u32 = 13;
     /// Cap on the total size of the BOs of one open file.
-    pub const BO_CLIENT_MAX: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
+    pub const BO_CLIENT_MAX: u32 = 14;
     /// [`super::IDENT_MAGIC`], always: identifies this driver's UAPI.
     pub const IDENT: u32 = BO_CLIENT_MAX + 1;
     /// One past the highest parameter.
@@ -187,10 +176,8 @@ pub mod fault {
 
 /// `DRM_ANE_FEATURE_*` bits.
 pub mod feature {
-    /// The device is the simulated ANE of the test flavour.
-    pub const SIMULATED: u64 = 1 << 0;
     /// Completion is signalled by the engine's interrupt.
-    pub const COMPLETION_IRQ: u64 = 1 << 1;
+    pub const COMPLETION_IRQ: u64 = 1 << 0;
 }
 
 /// `DRM_ANE_BIND_*` binding flags.
@@ -527,19 +514,12 @@ mod tests {
             ("DRM_ANE_IDENT_MAGIC", IDENT_MAGIC),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
-            ("DRM_ANE_PARAM_FW_FAIL_STEP", u64::from(param::FW_FAIL_STEP)),
-            ("DRM_ANE_PARAM_FW_CAPTURE0", u64::from(param::FW_CAPTURE0)),
-            (
-                "DRM_ANE_PARAM_FW_CAPTURE_COUNT",
-                u64::from(param::FW_CAPTURE_COUNT),
-            ),
             ("DRM_ANE_ENGINE_READY", engine_state::READY),
             (
                 "DRM_ANE_ENGINE_WEDGED_POWER_CYCLE",
                 engine_state::WEDGED_POWER_CYCLE,
             ),
             ("DRM_ANE_ENGINE_WEDGED_REBIND", engine_state::WEDGED_REBIND),
-            ("DRM_ANE_FEATURE_SIMULATED", feature::SIMULATED),
             ("DRM_ANE_FAULT_KIND_SHIFT", u64::from(fault::KIND_SHIFT)),
             ("DRM_ANE_FAULT_DART", fault::DART),
             ("DRM_ANE_FAULT_LATCH", fault::LATCH),
@@ -549,6 +529,8 @@ mod tests {
             c += &format!("printf(\"%s %llu\\n\", \"{name}\", (unsigned long long)({name}));\n");
             want += &format!("{name} {v}\n");
         }
+        c += "printf(\"DRM_ANE_DRIVER_NAME %s\\n\", DRM_ANE_DRIVER_NAME);\n";
+        want += &format!("DRM_ANE_DRIVER_NAME {DRIVER_NAME}\n");
         c += "return 0; }\n";
         let dir = std::env::temp_dir().join(format!("ane-uapi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -578,10 +560,11 @@ mod tests {
     #[test]
     fn identity() {
         assert_eq!(IDENT_MAGIC, 0x616e_6561_6363_656c);
-        // Neither of the majors eiln/omarchy-ane's libane accepts.
-        const { assert!(ABI_VERSION != 1 && ABI_VERSION != 2) };
-        assert_eq!(param::IDENT, 29);
-        assert_eq!(param::COUNT, 30);
+        // Not the name eiln/omarchy-ane's libane accepts (it takes any
+        // "ane" node of major 1 or 2).
+        assert_ne!(DRIVER_NAME, "ane");
+        assert_eq!(param::IDENT, 15);
+        assert_eq!(param::COUNT, 16);
     }
 
     #[test]
