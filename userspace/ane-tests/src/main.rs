@@ -673,7 +673,7 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
     let d = open()?;
     let info = fdinfo(&d)?;
     check!(
-        info.get("drm-driver").map(String::as_str) == Some("ane"),
+        info.get("drm-driver").map(String::as_str) == Some(uapi::DRIVER_NAME),
         "drm-driver: {:?}",
         info.get("drm-driver")
     );
