@@ -70,6 +70,7 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
 	DRM_ANE_PARAM_BO_CLIENT_MAX = 14, /* cap on the BOs of one open file, bytes */
 	DRM_ANE_PARAM_IDENT = 15,	/* DRM_ANE_IDENT_MAGIC */
+	DRM_ANE_PARAM_MAX_CHAIN = 16,	/* most steps one EXEC takes */
 };
 /*
  * Any other param is -EINVAL. Diagnostics that are no interface (why an H14
@@ -195,6 +196,41 @@ enum drm_ane_priority {
 	DRM_ANE_PRIORITY_HIGH = 2,	/* needs CAP_SYS_NICE (else EXEC fails with EPERM) */
 };
 
+/*
+ * One program of a chain with its bindings: the same rules as the program,
+ * binding_count, bindings and binding_size fields of struct drm_ane_exec.
+ */
+struct drm_ane_exec_step {
+	__u32 program;		/* in: program handle (-ENOENT if unknown) */
+	__u32 binding_count;	/* in: 1..DRM_ANE_PARAM_MAX_BINDINGS */
+	__u64 bindings;		/* in: user pointer to struct drm_ane_binding[] */
+	__u32 binding_size;	/* in: sizeof(struct drm_ane_binding) as userspace knows it */
+	__u32 pad;		/* must be zero */
+};
+
+/*
+ * Queue one job: one program, or a chain of programs the kernel runs back to
+ * back, in order, holding the engine in between (no other job runs between
+ * two steps of a chain).
+ *
+ * One program: program, binding_count, bindings and binding_size describe
+ * it; step_count is zero (steps and step_size too).
+ *
+ * A chain: step_count (1..DRM_ANE_PARAM_MAX_CHAIN, else -E2BIG) elements of
+ * step_size bytes at steps, each a struct drm_ane_exec_step; program,
+ * binding_count, bindings and binding_size must then be zero (else
+ * -EINVAL), and steps and step_size follow the array rules at the top
+ * (-EINVAL for a step_size below the struct, -EFAULT for unreadable
+ * memory). Every step is checked before any runs: EXEC fails as a whole,
+ * with the errno of the first bad step, or queues the whole chain. A step
+ * may read what an earlier one wrote (the engine's writes are visible to
+ * the next step).
+ *
+ * The job, whole chain or one program, has one job_id and one status:
+ * DONE when every step ended DONE; else the status and fault of the step
+ * that failed, and the steps after it do not run. WAIT's steps_done says
+ * how many steps ended DONE.
+ */
 struct drm_ane_exec {
 	__u32 program;		/* in: program handle */
 	__u32 flags;		/* in: must be zero */
@@ -204,6 +240,9 @@ struct drm_ane_exec {
 	__u32 binding_size;	/* in: sizeof(struct drm_ane_binding) as userspace knows it */
 	__u32 pad;		/* must be zero */
 	__u64 job_id;		/* out */
+	__u64 steps;		/* in: user pointer to struct drm_ane_exec_step[], or 0 */
+	__u32 step_count;	/* in: 0 for one program */
+	__u32 step_size;	/* in: sizeof(struct drm_ane_exec_step) as userspace knows it */
 };
 
 enum drm_ane_job_status {
@@ -227,14 +266,16 @@ struct drm_ane_wait {
 	__u64 fault;		/* out: fault detail, 0 if none: DRM_ANE_FAULT_* */
 	/*
 	 * out: where the job's time went, CLOCK_MONOTONIC ns (0 where it never
-	 * got): when EXEC queued it, when the engine was handed it, when its
-	 * end was seen. (The caller's clock after WAIT returns gives the
+	 * got): when EXEC queued it, when the engine was handed it (a chain's
+	 * first step), when its end was seen (a chain's last). (The caller's clock after WAIT returns gives the
 	 * wake-up.) A caller built against an older, shorter struct passes
 	 * fewer bytes, which the DRM core zero-extends.
 	 */
 	__u64 queued_ns;
 	__u64 started_ns;
 	__u64 ended_ns;
+	__u32 steps_done;	/* out: steps (programs) that ended DONE */
+	__u32 pad2;		/* must be zero */
 };
 
 /*

@@ -52,6 +52,9 @@ grep -q '"executor": "device"' /tmp/parity.json || fail "parity --json: not on t
 ane-probe mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS"
 ane-probe --json mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp.json
 grep -q '"verdict": "pass"' /tmp/mlp.json || fail "mlp --json: no pass"
+# The same MLP as one chained EXEC (both layers, one job).
+ane-probe --json mlp --chain --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp-chain.json
+grep -q '"verdict": "pass"' /tmp/mlp-chain.json || fail "mlp --chain: no pass"
 
 # run: tinygrad's sum of two [1, 64, 1, 1] fp16 tensors (1.0 + 2.0 = 3.0).
 if [ -f /fixtures/tinygrad_sum.hwx ]; then

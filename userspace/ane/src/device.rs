@@ -346,6 +346,8 @@ pub struct Query {
     pub bo_total_max: u64,
     /// Most bindings per EXEC.
     pub max_bindings: u64,
+    /// Most steps per chained EXEC.
+    pub max_chain: u64,
     /// Largest program.
     pub max_program_size: u64,
     /// A `uapi::fw_state` value.
@@ -531,6 +533,7 @@ impl Device {
             bo_max_size: p(param::BO_MAX_SIZE)?,
             bo_total_max: p(param::BO_TOTAL_MAX)?,
             max_bindings: p(param::MAX_BINDINGS)?,
+            max_chain: p(param::MAX_CHAIN)?,
             max_program_size: p(param::MAX_PROGRAM_SIZE)?,
             fw_state: p(param::FW_STATE)?,
             features: p(param::FEATURES)?,
@@ -882,9 +885,67 @@ impl Device {
         Ok(a.job_id)
     }
 
+    /// Submits a chain: the programs run back to back in the given order,
+    /// each with its bindings, as one job (one id). A step may read what
+    /// an earlier step wrote. At most `DRM_ANE_PARAM_MAX_CHAIN` steps.
+    pub fn exec_chain(
+        &self,
+        steps: &[(&Program<'_>, &[uapi::Binding])],
+        priority: u32,
+    ) -> Result<u64> {
+        if steps.is_empty() {
+            return Err(Error::Invalid {
+                field: "step_count",
+                value: 0,
+                reason: "a chain needs at least one program",
+            });
+        }
+        let mut raw_steps = Vec::with_capacity(steps.len());
+        for (i, (program, bindings)) in steps.iter().enumerate() {
+            raw_steps.push(uapi::ExecStep {
+                program: program.handle,
+                binding_count: u32::try_from(bindings.len()).map_err(|_| Error::Invalid {
+                    field: "steps[].binding_count",
+                    value: i as u64,
+                    reason: "too many bindings in this step",
+                })?,
+                bindings: bindings.as_ptr() as u64,
+                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                pad: 0,
+            });
+        }
+        let mut a = uapi::Exec {
+            priority,
+            steps: raw_steps.as_ptr() as u64,
+            step_count: u32::try_from(raw_steps.len()).map_err(|_| Error::Invalid {
+                field: "step_count",
+                value: raw_steps.len() as u64,
+                reason: "too many steps",
+            })?,
+            step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
+            ..Default::default()
+        };
+        raw::exec(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_EXEC",
+            source,
+        })?;
+        Ok(a.job_id)
+    }
+
     /// Waits up to `timeout` for job `id`. `Ok(None)` when the time passed
     /// first (the job is still pending and can be waited for again).
     pub fn wait(&self, id: u64, timeout: std::time::Duration) -> Result<Option<JobStatus>> {
+        Ok(self.wait_steps(id, timeout)?.map(|(s, _)| s))
+    }
+
+    /// [`Device::wait`], with the number of steps (programs) of the job
+    /// that ended DONE: all of a chain that succeeded, those before the
+    /// failed step otherwise.
+    pub fn wait_steps(
+        &self,
+        id: u64,
+        timeout: std::time::Duration,
+    ) -> Result<Option<(JobStatus, u32)>> {
         let deadline =
             monotonic_ns().saturating_add(i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX));
         let mut a = uapi::Wait {
@@ -905,7 +966,7 @@ impl Device {
                 }
             }
         }
-        Ok(Some(match a.status {
+        let status = match a.status {
             uapi::job_status::DONE => JobStatus::Done,
             uapi::job_status::TIMEOUT => JobStatus::Timeout,
             uapi::job_status::FAULT => JobStatus::Fault(a.fault),
@@ -917,7 +978,8 @@ impl Device {
                     reason: "unknown job status from the kernel",
                 })
             }
-        }))
+        };
+        Ok(Some((status, a.steps_done)))
     }
 }
 

@@ -120,8 +120,10 @@ pub mod param {
     pub const BO_CLIENT_MAX: u32 = 14;
     /// [`super::IDENT_MAGIC`], always: identifies this driver's UAPI.
     pub const IDENT: u32 = BO_CLIENT_MAX + 1;
+    /// Most steps (programs) one EXEC chains: [`super::MAX_CHAIN_STEPS`].
+    pub const MAX_CHAIN: u32 = 16;
     /// One past the highest parameter.
-    pub const COUNT: u32 = IDENT + 1;
+    pub const COUNT: u32 = MAX_CHAIN + 1;
 }
 
 /// `enum drm_ane_backend`.
@@ -218,6 +220,10 @@ pub mod job_status {
 
 /// Number of buffer slots (base-address registers) a program can use.
 pub const NUM_SLOTS: u32 = 32;
+
+/// Most steps one EXEC chains (what [`param::MAX_CHAIN`] reports): room for
+/// a 77-layer MLP run as one chain.
+pub const MAX_CHAIN_STEPS: u32 = 128;
 
 /// `struct drm_ane_get_param`.
 #[repr(C)]
@@ -355,6 +361,28 @@ pub struct Exec {
     pub pad: u32,
     /// Out.
     pub job_id: u64,
+    /// In: user pointer to [`ExecStep`]s, or 0 for one program.
+    pub steps: u64,
+    /// In: number of [`ExecStep`]s; 0 for one program.
+    pub step_count: u32,
+    /// In: the element size userspace uses.
+    pub step_size: u32,
+}
+
+/// `struct drm_ane_exec_step`: one program of a chain.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStep {
+    /// In: program handle.
+    pub program: u32,
+    /// In: number of [`Binding`]s.
+    pub binding_count: u32,
+    /// In: user pointer to [`Binding`]s.
+    pub bindings: u64,
+    /// In: the element size userspace uses.
+    pub binding_size: u32,
+    /// Must be zero.
+    pub pad: u32,
 }
 
 /// `struct drm_ane_wait`.
@@ -377,6 +405,10 @@ pub struct Wait {
     pub started_ns: u64,
     /// Out: when the job's end was seen.
     pub ended_ns: u64,
+    /// Out: steps (programs) that ended DONE.
+    pub steps_done: u32,
+    /// Must be zero.
+    pub pad2: u32,
 }
 
 // Sizes are part of the ABI (and must fit the ioctl size field).
@@ -388,8 +420,9 @@ const _: () = {
     assert!(core::mem::size_of::<ProgramCreate>() == 64);
     assert!(core::mem::size_of::<ProgramDestroy>() == 8);
     assert!(core::mem::size_of::<Binding>() == 32);
-    assert!(core::mem::size_of::<Exec>() == 40);
-    assert!(core::mem::size_of::<Wait>() == 56);
+    assert!(core::mem::size_of::<Exec>() == 56);
+    assert!(core::mem::size_of::<ExecStep>() == 24);
+    assert!(core::mem::size_of::<Wait>() == 64);
 };
 
 /// Every UAPI struct with its C name and fields, for the layout test.
@@ -443,13 +476,24 @@ macro_rules! ane_uapi_structs {
                 bindings,
                 binding_size,
                 pad,
-                job_id
+                job_id,
+                steps,
+                step_count,
+                step_size
             ]
+        );
+        $m!(
+            ExecStep,
+            "drm_ane_exec_step",
+            [program, binding_count, bindings, binding_size, pad]
         );
         $m!(
             Wait,
             "drm_ane_wait",
-            [job_id, timeout_ns, status, pad, fault, queued_ns, started_ns, ended_ns]
+            [
+                job_id, timeout_ns, status, pad, fault, queued_ns, started_ns, ended_ns,
+                steps_done, pad2
+            ]
         );
     };
 }
@@ -511,6 +555,7 @@ mod tests {
                 u64::from(param::BO_CLIENT_MAX),
             ),
             ("DRM_ANE_PARAM_IDENT", u64::from(param::IDENT)),
+            ("DRM_ANE_PARAM_MAX_CHAIN", u64::from(param::MAX_CHAIN)),
             ("DRM_ANE_IDENT_MAGIC", IDENT_MAGIC),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
@@ -564,7 +609,7 @@ mod tests {
         // "ane" node of major 1 or 2).
         assert_ne!(DRIVER_NAME, "ane");
         assert_eq!(param::IDENT, 15);
-        assert_eq!(param::COUNT, 16);
+        assert_eq!(param::COUNT, 17);
     }
 
     #[test]
@@ -573,6 +618,7 @@ mod tests {
         assert_eq!(cmd::GET_PARAM, 0xc010_6440);
         assert_eq!(cmd::BO_CREATE, 0xc020_6441);
         assert_eq!(cmd::PROGRAM_DESTROY, 0x4008_6444);
-        assert_eq!(cmd::WAIT, 0xc038_6446);
+        assert_eq!(cmd::WAIT, 0xc040_6446);
+        assert_eq!(cmd::EXEC, 0xc038_6445);
     }
 }
