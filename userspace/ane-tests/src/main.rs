@@ -1785,6 +1785,7 @@ fn run_ready(d: &Device, r: &Ready<'_>) -> Result<Option<ane::device::JobStatus>
 fn chain_equals_per_program(d: &Device) -> TestResult {
     use ane::mlp::{self, DeviceMlp, Mlp, MlpRunner, MlpShape};
     require_h13(d)?;
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
     let mut rng = ane::parity::Rng::new(28);
     let net = Mlp::random(MlpShape::DEFAULT, &mut rng).map_err(|e| e.to_string())?;
     let x = net.input(&mut rng);
