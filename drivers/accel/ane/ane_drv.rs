@@ -92,7 +92,9 @@ const PROGRAM_MAX: u64 = 1 << 30;
 pub(crate) struct AneData {
     /// The SoC.
     pub(crate) soc: &'static SocInfo,
-    /// Whether this is the simulated ANE.
+    /// Whether this is the simulated ANE (test flavour only: nothing in
+    /// production, the UAPI included, tells a simulator apart).
+    #[cfg(ane_test)]
     pub(crate) simulated: bool,
     /// Size limits.
     pub(crate) limits: Limits,
@@ -151,7 +153,7 @@ impl accel::Driver for AneDriver {
         major: uapi::ABI_VERSION as i32,
         minor: 0,
         patchlevel: 0,
-        name: c"ane",
+        name: c"ane_accel",
         desc: c"Apple Neural Engine",
     };
 

@@ -7,7 +7,13 @@
 
 use core::{ffi::CStr, sync::atomic::AtomicU64};
 
-use kernel::{device, prelude::*, sync::Arc};
+use kernel::{
+    debugfs::{self, Dir},
+    device,
+    prelude::*,
+    str::CString,
+    sync::Arc,
+};
 
 use crate::engine::{self, Engine};
 use crate::ext::{
@@ -51,6 +57,9 @@ pub(crate) struct AneBound {
     /// H14: keeps the device powered while the coprocessor runs (its power
     /// domains include the coprocessor's).
     _awake: Option<ext::pm::PmRef>,
+    /// H14: the debugfs directory `ane-<device>` and its `firmware` file
+    /// (why a start failed: diagnostics, kept out of the UAPI).
+    _fw_debugfs: Option<(Dir, Pin<KBox<debugfs::File<h14::FwReport>>>)>,
     #[cfg(ane_test)]
     sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
@@ -276,8 +285,11 @@ fn ane_data(
     if fw.is_some() {
         bo_total_max = bo_total_max.min(window);
     }
+    #[cfg(not(ane_test))]
+    let _ = simulated;
     AneData {
         soc,
+        #[cfg(ane_test)]
         simulated,
         limits: Limits {
             // One BO can never exceed the device's total.
@@ -356,6 +368,7 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         engine: Some(engine),
         fw: None,
         _awake: None,
+        _fw_debugfs: None,
         #[cfg(ane_test)]
         sim: _sim,
         _reg: reg,
@@ -456,6 +469,24 @@ fn fw_reserve(soc: &SocInfo, align: u64) -> (u64, u64) {
     (fw, programs)
 }
 
+/// H14: the debugfs directory `ane-<device name>` with the file `firmware`
+/// ([`h14::FwReport`]). Debugfs is optional: without it (not configured,
+/// out of memory) the device works and logs the failure alone.
+fn fw_debugfs(
+    dev: &device::Device,
+    fw: &Arc<h14::Firmware>,
+) -> Option<(Dir, Pin<KBox<debugfs::File<h14::FwReport>>>)> {
+    let name = dev.name().to_str().ok()?;
+    let name = CString::try_from_fmt(fmt!("ane-{name}")).ok()?;
+    let dir = Dir::new(&name);
+    let file = KBox::pin_init(
+        dir.read_only_file(c"firmware", h14::FwReport(fw.clone())),
+        GFP_KERNEL,
+    )
+    .ok()?;
+    Some((dir, file))
+}
+
 /// H14: Linux starts the ANE firmware and sends it commands.
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
@@ -508,6 +539,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         },
         if simulated { ", simulated" } else { "" }
     );
+    let debugfs = fw_debugfs(dev, &firmware);
     Ok(AneBound {
         soc,
         irq: None,
@@ -515,6 +547,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         engine: Some(engine),
         fw: Some(firmware),
         _awake: awake,
+        _fw_debugfs: debugfs,
         #[cfg(ane_test)]
         sim: None,
         _reg: reg,

@@ -25,6 +25,11 @@
 //! (queued jobs stay queued) and [`Engine::unpause`] starts it again, so no
 //! job runs while the device is suspended.
 //!
+//! A chain (several programs in one EXEC) is queued as its first step; the
+//! worker runs its steps back to back, holding the engine from the first
+//! to the last, and stops at the first step that does not end DONE (the
+//! rest are aborted, see `job.rs`). Chains never take the inline path.
+//!
 //! The backend runs each job: [`H13`] drives the task manager
 //! (`h13/`), the H14 firmware (`h14/`) runs calls. The scheduler knows
 //! nothing of registers.
@@ -151,7 +156,7 @@ impl Engine {
             return Err(EIO);
         }
         if let Backend::H13(h) = &self.backend {
-            if !s.running && !s.paused && s.pending.is_empty() {
+            if !s.running && !s.paused && s.pending.is_empty() && job.next().is_none() {
                 s.running = true;
                 s.last_owner = job.owner;
                 drop(s);
@@ -319,16 +324,31 @@ impl Engine {
                     }
                 }
             };
-            if job.is_cancelled() {
+            self.run_chain(job);
+        }
+    }
+
+    /// Runs a job and, while each step ends DONE, the rest of its chain,
+    /// holding the engine throughout. A chain stops early when its file
+    /// went away, the engine stopped taking jobs, or it is shutting down.
+    fn run_chain(&self, mut job: Arc<Job>) {
+        loop {
+            if job.is_cancelled() || self.state() != engine_state::READY || self.sched.lock().dead {
+                // Ends the rest of the chain too.
                 job.complete(job_status::ABORTED, 0);
-                continue;
+                return;
             }
             self.boost.begin();
             let outcome = match &self.backend {
                 Backend::H13(h) => h.run(&job),
                 Backend::Fw(fw) => Self::run_fw(fw, &job),
             };
+            let done = outcome.status == job_status::DONE;
             self.ended(&job, outcome);
+            match job.next() {
+                Some(next) if done => job = next,
+                _ => return,
+            }
         }
     }
 

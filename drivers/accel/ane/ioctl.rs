@@ -34,21 +34,14 @@ pub(crate) fn get_param(
         param::MAX_BINDINGS => u64::from(uapi::NUM_SLOTS),
         param::MAX_PROGRAM_SIZE => dev.limits.program_max,
         param::FW_STATE => dev.firmware().map_or(uapi::fw_state::NONE, |f| f.state()),
-        param::FW_FAIL_STEP => dev.firmware().map_or(0, |f| f.fail_step()),
         param::IDENT => uapi::IDENT_MAGIC,
-        p if (param::FW_CAPTURE0..param::FW_CAPTURE0 + param::FW_CAPTURE_COUNT).contains(&p) => dev
-            .firmware()
-            .and_then(|f| f.captured(p - param::FW_CAPTURE0))
-            .ok_or(EINVAL)?,
+        param::MAX_CHAIN => u64::from(uapi::MAX_CHAIN_STEPS),
         param::FEATURES => {
-            let mut f = 0;
-            if dev.simulated {
-                f |= uapi::feature::SIMULATED;
-            }
             if dev.engine().is_some_and(|e| e.has_irq()) {
-                f |= uapi::feature::COMPLETION_IRQ;
+                uapi::feature::COMPLETION_IRQ
+            } else {
+                0
             }
-            f
         }
         param::ENGINE_STATE => dev
             .engine()

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
-//! Jobs: one execution of a program with a set of buffer bindings.
+//! Jobs: one execution of a program with a set of buffer bindings, or a
+//! chain of such steps run back to back.
 //!
 //! EXEC checks every binding against its BO and, on H13, against the
 //! program's validated summary (each slot the program uses is bound, large
@@ -14,11 +15,20 @@
 //! its status, and a failed one's buffers stay with the engine until it is
 //! proven stopped.
 //!
+//! A chain is a list of [`Job`]s, one per step, each holding its own
+//! program, buffers and slot table; every step is checked before any is
+//! queued. The engine schedules the first step and, while each step ends
+//! DONE, runs the next one at once without giving the engine to another
+//! job. The last step (the tail) stands for the chain: it alone is in the
+//! file's list under the job id, its end wakes WAIT, and it counts the steps
+//! that ended DONE. A step that fails ends the chain there: the steps after
+//! it are aborted, the tail taking the failed step's status and fault.
+//!
 //! WAIT sleeps until the job ends or an absolute `CLOCK_MONOTONIC` deadline
 //! passes. A job's final status is reported once, then the job is
 //! forgotten.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use kernel::{
     prelude::*,
@@ -68,6 +78,13 @@ pub(crate) struct Job {
     state: Mutex<(u32, u64)>,
     #[pin]
     done: CondVar,
+    /// The chain's next step; `None` for the last (or only) one.
+    next: Option<Arc<Job>>,
+    /// The chain's last step, which stands for the chain; `None` for that
+    /// step itself (and for a job of one program).
+    tail: Option<Arc<Job>>,
+    /// On the tail: how many steps of the chain ended DONE.
+    steps_done: AtomicU32,
 }
 
 /// What a job keeps alive until it ended: its program, address space,
@@ -102,23 +119,66 @@ impl Job {
         self.res.lock().take()
     }
 
+    /// The step that stands for this step's chain (itself for the last
+    /// step or a job of one program).
+    fn chain(&self) -> &Job {
+        self.tail.as_deref().unwrap_or(self)
+    }
+
+    /// The chain's next step, to run once this one ended DONE.
+    pub(crate) fn next(&self) -> Option<Arc<Job>> {
+        self.next.clone()
+    }
+
     /// Whether the submitting file went away before the job ran.
     pub(crate) fn is_cancelled(&self) -> bool {
-        self.cancelled.load(Ordering::Acquire)
+        self.chain().cancelled.load(Ordering::Acquire)
     }
 
-    /// Notes that the engine was handed the job now.
+    /// Notes that the engine was handed the job now (and, for a chain's
+    /// first step, the chain).
     pub(crate) fn mark_started(&self) {
-        self.times[1].store(crate::ext::time::monotonic_ns() as u64, Ordering::Relaxed);
+        let now = crate::ext::time::monotonic_ns() as u64;
+        // The chain's start is its first step's: the tail keeps the time
+        // an earlier step gave it.
+        let _ =
+            self.chain().times[1].compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        if self.tail.is_some() {
+            self.times[1].store(now, Ordering::Relaxed);
+        }
     }
 
-    /// Records the job's end and wakes its waiters. Resources not taken by
-    /// the engine are released.
+    /// Records the step's end. DONE: the engine goes on with the next step,
+    /// if any. Anything else ends the chain: the steps after this one never
+    /// run (their resources are released), and the chain reports this
+    /// step's status and fault.
     pub(crate) fn complete(&self, status: u32, fault: u64) {
+        if status == job_status::DONE {
+            // Before the tail's state: a WAIT that returned counts it.
+            self.chain().steps_done.fetch_add(1, Ordering::Relaxed);
+            self.end(status, fault);
+            return;
+        }
+        self.end(status, fault);
+        let mut next = self.next.clone();
+        while let Some(j) = next {
+            next = j.next.clone();
+            if next.is_none() {
+                j.end(status, fault);
+            } else {
+                j.end(job_status::ABORTED, 0);
+            }
+        }
+    }
+
+    /// Records the end of this step and wakes its waiters; resources not
+    /// taken by the engine are released. The chain's time (from its first
+    /// step's start to its end) counts for the file once, at the tail.
+    fn end(&self, status: u32, fault: u64) {
         let ended = crate::ext::time::monotonic_ns() as u64;
         self.times[2].store(ended, Ordering::Relaxed);
         let started = self.times[1].load(Ordering::Relaxed);
-        if started != 0 {
+        if started != 0 && self.tail.is_none() {
             // Before the state: a WAIT that returned counts this job.
             self.usage
                 .busy_ns
@@ -182,60 +242,72 @@ impl PinnedDrop for Jobs {
     }
 }
 
-/// Reads the binding array of an EXEC.
-fn read_bindings(args: &uapi::Exec) -> Result<KVec<uapi::Binding>> {
+/// Reads a binding array (`count` elements of `size` bytes at `addr`).
+fn read_bindings(addr: u64, count: u32, size: u32) -> Result<KVec<uapi::Binding>> {
     let ours = core::mem::size_of::<uapi::Binding>();
-    let count = args.binding_count as usize;
+    let count = count as usize;
     // A bad count is refused by `read_each`, not by a failed allocation.
     let mut out = KVec::with_capacity(count.min(BAR_SLOTS), GFP_KERNEL)?;
-    uarray::read_each(
-        args.bindings,
-        count,
-        BAR_SLOTS,
-        args.binding_size,
-        ours,
-        |b| {
-            let binding = uapi::Binding {
-                slot: uarray::u32_at(b, 0)?,
-                bo_handle: uarray::u32_at(b, 4)?,
-                offset: uarray::u64_at(b, 8)?,
-                size: uarray::u64_at(b, 16)?,
-                flags: uarray::u32_at(b, 24)?,
-                pad: uarray::u32_at(b, 28)?,
-            };
-            out.push(binding, GFP_KERNEL)?;
-            Ok(())
-        },
-    )?;
+    uarray::read_each(addr, count, BAR_SLOTS, size, ours, |b| {
+        let binding = uapi::Binding {
+            slot: uarray::u32_at(b, 0)?,
+            bo_handle: uarray::u32_at(b, 4)?,
+            offset: uarray::u64_at(b, 8)?,
+            size: uarray::u64_at(b, 16)?,
+            flags: uarray::u32_at(b, 24)?,
+            pad: uarray::u32_at(b, 28)?,
+        };
+        out.push(binding, GFP_KERNEL)?;
+        Ok(())
+    })?;
     Ok(out)
 }
 
-/// `DRM_IOCTL_ANE_EXEC`.
-pub(crate) fn exec(
-    dev: &Device<AneDriver>,
-    args: &mut uapi::Exec,
-    file: &File<AneDriver>,
-) -> Result<u32> {
-    if args.flags != 0 || args.pad != 0 {
-        return Err(EINVAL);
+/// Reads the step array of a chained EXEC; `E2BIG` past
+/// [`uapi::MAX_CHAIN_STEPS`], `EINVAL` for a bad element size or nonzero
+/// bytes past the struct this kernel knows, `EFAULT` for unreadable memory.
+fn read_steps(args: &uapi::Exec) -> Result<KVec<uapi::ExecStep>> {
+    let count = args.step_count as usize;
+    let max = uapi::MAX_CHAIN_STEPS as usize;
+    if count > max {
+        return Err(E2BIG);
     }
-    if args.priority > uapi::priority::MAX {
-        return Err(EINVAL);
-    }
-    // One client's high-priority jobs overtake everyone's: a privilege.
-    if args.priority == uapi::priority::HIGH && !crate::ext::module::may_boost_priority() {
-        return Err(EPERM);
-    }
-    let engine = dev.engine().ok_or(ENODEV)?;
-    let f = file.inner();
-    let program = f.programs.lock().get(args.program)?;
-    let bindings = read_bindings(args)?;
+    let ours = core::mem::size_of::<uapi::ExecStep>();
+    let mut out = KVec::with_capacity(count, GFP_KERNEL)?;
+    uarray::read_each(args.steps, count, max, args.step_size, ours, |b| {
+        let step = uapi::ExecStep {
+            program: uarray::u32_at(b, 0)?,
+            binding_count: uarray::u32_at(b, 4)?,
+            bindings: uarray::u64_at(b, 8)?,
+            binding_size: uarray::u32_at(b, 16)?,
+            pad: uarray::u32_at(b, 20)?,
+        };
+        out.push(step, GFP_KERNEL)?;
+        Ok(())
+    })?;
+    Ok(out)
+}
 
-    if let Some(fw) = dev.firmware() {
-        if fw.state() != uapi::fw_state::RUNNING {
-            return Err(EIO);
-        }
-    }
+/// One checked step: the program, its slot table (H13) or call buffers
+/// (H14), and the BOs it uses.
+struct Step {
+    program: Arc<Program>,
+    bars: [u64; BAR_SLOTS],
+    io: KVec<IoRef>,
+    bos: KVec<ARef<Bo>>,
+}
+
+/// Checks one program's bindings against its BOs and, on H13, against the
+/// program's validated summary.
+fn check_step(
+    file: &File<AneDriver>,
+    handle: u32,
+    addr: u64,
+    count: u32,
+    size: u32,
+) -> Result<Step> {
+    let program = file.inner().programs.lock().get(handle)?;
+    let bindings = read_bindings(addr, count, size)?;
     let summary = program.summary.as_ref();
     let h14 = program.fw.is_some();
     let mut bars = [0u64; BAR_SLOTS];
@@ -312,6 +384,79 @@ pub(crate) fn exec(
     }
     bars[usize::from(SLOT_COMMAND)] = program.stream_iova;
     bars[usize::from(SLOT_KERNEL)] = program.weights_iova;
+    Ok(Step {
+        program,
+        bars,
+        io,
+        bos,
+    })
+}
+
+/// The checked steps of an EXEC: its one program, or its chain.
+fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<KVec<Step>> {
+    let mut out = KVec::new();
+    if args.step_count == 0 {
+        // One program; a step array without a count is a mistake.
+        if args.steps != 0 || args.step_size != 0 {
+            return Err(EINVAL);
+        }
+        let step = check_step(
+            file,
+            args.program,
+            args.bindings,
+            args.binding_count,
+            args.binding_size,
+        )?;
+        out.push(step, GFP_KERNEL)?;
+        return Ok(out);
+    }
+    // A chain: the one-program fields stay zero.
+    if args.program != 0 || args.binding_count != 0 || args.bindings != 0 || args.binding_size != 0
+    {
+        return Err(EINVAL);
+    }
+    let steps = read_steps(args)?;
+    out.reserve(steps.len(), GFP_KERNEL)?;
+    for st in steps.iter() {
+        if st.pad != 0 {
+            return Err(EINVAL);
+        }
+        let step = check_step(
+            file,
+            st.program,
+            st.bindings,
+            st.binding_count,
+            st.binding_size,
+        )?;
+        out.push(step, GFP_KERNEL)?;
+    }
+    Ok(out)
+}
+
+/// `DRM_IOCTL_ANE_EXEC`.
+pub(crate) fn exec(
+    dev: &Device<AneDriver>,
+    args: &mut uapi::Exec,
+    file: &File<AneDriver>,
+) -> Result<u32> {
+    if args.flags != 0 || args.pad != 0 {
+        return Err(EINVAL);
+    }
+    if args.priority > uapi::priority::MAX {
+        return Err(EINVAL);
+    }
+    // One client's high-priority jobs overtake everyone's: a privilege.
+    if args.priority == uapi::priority::HIGH && !crate::ext::module::may_boost_priority() {
+        return Err(EPERM);
+    }
+    let engine = dev.engine().ok_or(ENODEV)?;
+    let f = file.inner();
+    let mut steps = check_steps(args, file)?;
+    if let Some(fw) = dev.firmware() {
+        if fw.state() != uapi::fw_state::RUNNING {
+            return Err(EIO);
+        }
+    }
 
     let mut list = f.jobs.list.lock();
     if list.len() >= MAX_JOBS_PER_FILE {
@@ -322,42 +467,56 @@ pub(crate) fn exec(
     if !engine.accepts() {
         return Err(EIO);
     }
-    let pm = dev.pm.get()?;
     let id = f.jobs.next_id.fetch_add(1, Ordering::Relaxed);
     let priority = args.priority;
     let owner = f.owner;
-    let vm = f.vm.clone();
-    let job = Arc::pin_init(
-        pin_init!(Job {
-            id,
-            owner,
-            priority,
-            bars,
-            io,
-            res <- new_mutex!(Some(JobRes {
-                program,
-                vm,
-                _bos: bos,
-                pm: Some(pm),
-            })),
-            cancelled: AtomicBool::new(false),
-            usage: f.usage.clone(),
-            times: [
-                AtomicU64::new(crate::ext::time::monotonic_ns() as u64),
-                AtomicU64::new(0),
-                AtomicU64::new(0),
-            ],
-            state <- new_mutex!((job_status::PENDING, 0)),
-            done <- new_condvar!(),
-        }),
-        GFP_KERNEL,
-    )?;
-    list.push(job.clone(), GFP_KERNEL)?;
+    let queued = crate::ext::time::monotonic_ns() as u64;
+    // Built from the last step back: each step holds the next one and the
+    // tail.
+    let mut next: Option<Arc<Job>> = None;
+    let mut tail: Option<Arc<Job>> = None;
+    while let Some(st) = steps.pop() {
+        let pm = dev.pm.get()?;
+        let vm = f.vm.clone();
+        let (step_next, step_tail) = (next.take(), tail.clone());
+        let job = Arc::pin_init(
+            pin_init!(Job {
+                id,
+                owner,
+                priority,
+                bars: st.bars,
+                io: st.io,
+                res <- new_mutex!(Some(JobRes {
+                    program: st.program,
+                    vm,
+                    _bos: st.bos,
+                    pm: Some(pm),
+                })),
+                cancelled: AtomicBool::new(false),
+                usage: f.usage.clone(),
+                times: [AtomicU64::new(queued), AtomicU64::new(0), AtomicU64::new(0)],
+                state <- new_mutex!((job_status::PENDING, 0)),
+                done <- new_condvar!(),
+                next: step_next,
+                tail: step_tail,
+                steps_done: AtomicU32::new(0),
+            }),
+            GFP_KERNEL,
+        )?;
+        if tail.is_none() {
+            tail = Some(job.clone());
+        }
+        next = Some(job);
+    }
+    let (Some(head), Some(tail)) = (next, tail) else {
+        return Err(EINVAL);
+    };
+    list.push(tail.clone(), GFP_KERNEL)?;
     // The engine may run the job in this thread: not under the list's lock.
     drop(list);
-    if let Err(e) = engine.submit(job.clone()) {
+    if let Err(e) = engine.submit(head.clone()) {
         // Never run: a WAIT that guessed its id returns, and it is gone.
-        job.complete(job_status::ABORTED, 0);
+        head.complete(job_status::ABORTED, 0);
         f.jobs.list.lock().retain(|j| j.id != id);
         return Err(e);
     }
@@ -371,7 +530,7 @@ pub(crate) fn wait(
     args: &mut uapi::Wait,
     file: &File<AneDriver>,
 ) -> Result<u32> {
-    if args.pad != 0 {
+    if args.pad != 0 || args.pad2 != 0 {
         return Err(EINVAL);
     }
     let jobs = &file.inner().jobs;
@@ -406,6 +565,7 @@ pub(crate) fn wait(
     args.queued_ns = job.times[0].load(Ordering::Relaxed);
     args.started_ns = job.times[1].load(Ordering::Relaxed);
     args.ended_ns = job.times[2].load(Ordering::Relaxed);
+    args.steps_done = job.steps_done.load(Ordering::Relaxed);
     jobs.list.lock().retain(|j| j.id != args.job_id);
     Ok(0)
 }

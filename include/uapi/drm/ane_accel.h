@@ -25,23 +25,21 @@ extern "C" {
 #endif
 
 /*
- * The ABI version, also reported as the DRM driver version major
- * (DRM_IOCTL_VERSION). Other ANE drivers register the same DRM name "ane"
- * with a different ioctl set: eiln/ane, omarchy-ane's ane.ko and the
- * in-tree port in Aurora kernels report major 1 (their ABI 1, M1),
- * omarchy-ane's ane_t6021.ko major 2 (ABI 2, M2), and their libane takes
- * any "ane" node with major 1 or 2 for one of its own. This driver's
- * versions therefore start at 100, far above the one-per-SoC-generation
- * numbers that family assigns, so none of its clients mistakes this node
- * for theirs. ABI 100 is the ABI once reported as 1, plus
- * DRM_ANE_PARAM_IDENT.
+ * Identification. Other ANE drivers (eiln/ane, omarchy-ane's ane.ko and
+ * ane_t6021.ko, the in-tree port in Aurora kernels) register the DRM name
+ * "ane" with another ioctl set. This driver registers the distinct DRM name
+ * DRM_ANE_DRIVER_NAME, so no client of theirs takes this node for one of its
+ * own. Userspace identifies this driver by DRM_IOCTL_VERSION first (name
+ * DRM_ANE_DRIVER_NAME; no driver-private ioctl is sent to a node of another
+ * name), then by DRM_ANE_PARAM_IDENT returning DRM_ANE_IDENT_MAGIC.
  *
- * Userspace identifies this driver by DRM_IOCTL_VERSION first (name "ane",
- * major DRM_ANE_ABI_VERSION; no driver-private ioctl is sent to a node that
- * fails this, since another "ane" driver gives these numbers other
- * meanings), then by DRM_ANE_PARAM_IDENT returning DRM_ANE_IDENT_MAGIC.
+ * The DRM driver version follows the DRM convention: the major changes only
+ * when the UAPI changes incompatibly (a client refuses a major it does not
+ * know), the minor grows with every compatible addition (a client needing
+ * an addition checks the minor).
  */
-#define DRM_ANE_ABI_VERSION 100
+#define DRM_ANE_DRIVER_NAME "ane_accel"
+#define DRM_ANE_ABI_VERSION 1
 
 /* The value of DRM_ANE_PARAM_IDENT: ASCII "aneaccel", fixed forever. */
 #define DRM_ANE_IDENT_MAGIC 0x616e65616363656cULL
@@ -56,7 +54,7 @@ extern "C" {
 
 /* Parameters readable with DRM_ANE_GET_PARAM. */
 enum drm_ane_param {
-	DRM_ANE_PARAM_ABI_VERSION = 0,	/* DRM_ANE_ABI_VERSION */
+	DRM_ANE_PARAM_ABI_VERSION = 0,	/* DRM_ANE_ABI_VERSION, the DRM major */
 	DRM_ANE_PARAM_SOC_ID = 1,	/* chip number: 0x8103, 0x6000, 0x6020, 0x6021 */
 	DRM_ANE_PARAM_GENERATION = 2,	/* 13 (H13) or 14 (H14) */
 	DRM_ANE_PARAM_BACKEND = 3,	/* enum drm_ane_backend */
@@ -70,25 +68,15 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_FW_STATE = 11,	/* enum drm_ane_fw_state */
 	DRM_ANE_PARAM_FEATURES = 12,	/* DRM_ANE_FEATURE_* bits */
 	DRM_ANE_PARAM_ENGINE_STATE = 13, /* enum drm_ane_engine_state */
-	/*
-	 * H14: release step that failed, 0 if none: 1 preflight, 2 grant
-	 * writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
-	 * 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack.
-	 */
-	DRM_ANE_PARAM_FW_FAIL_STEP = 14,
-	/*
-	 * H14: registers captured when the firmware failed to start, at
-	 * DRM_ANE_PARAM_FW_CAPTURE0 + i for i < DRM_ANE_PARAM_FW_CAPTURE_COUNT:
-	 * SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR low, RVBAR high, IPI
-	 * pending. EINVAL when nothing was captured (e.g. a preflight failure,
-	 * which reads no engine register).
-	 */
-	DRM_ANE_PARAM_FW_CAPTURE0 = 15,
-	/* 15 + DRM_ANE_PARAM_FW_CAPTURE_COUNT = 28: */
-	DRM_ANE_PARAM_BO_CLIENT_MAX = 28, /* cap on the BOs of one open file, bytes */
-	DRM_ANE_PARAM_IDENT = 29,	/* DRM_ANE_IDENT_MAGIC */
+	DRM_ANE_PARAM_BO_CLIENT_MAX = 14, /* cap on the BOs of one open file, bytes */
+	DRM_ANE_PARAM_IDENT = 15,	/* DRM_ANE_IDENT_MAGIC */
+	DRM_ANE_PARAM_MAX_CHAIN = 16,	/* most steps one EXEC takes */
 };
-#define DRM_ANE_PARAM_FW_CAPTURE_COUNT 13
+/*
+ * Any other param is -EINVAL. Diagnostics that are no interface (why an H14
+ * firmware failed to start, the registers captured then) are in debugfs:
+ * ane/<platform device>/firmware.
+ */
 
 enum drm_ane_backend {
 	DRM_ANE_BACKEND_HOST_DRIVEN = 1, /* H13: the kernel drives the task manager */
@@ -126,11 +114,9 @@ enum drm_ane_engine_state {
 						 * device (or reload the module) */
 };
 
-/* The device is the simulated ANE of the driver's test flavour. */
-#define DRM_ANE_FEATURE_SIMULATED (1ULL << 0)
 /* Job completion is signalled by the engine's interrupt (polling remains the
- * fallback). */
-#define DRM_ANE_FEATURE_COMPLETION_IRQ (1ULL << 1)
+ * fallback). Other bits are zero. */
+#define DRM_ANE_FEATURE_COMPLETION_IRQ (1ULL << 0)
 
 struct drm_ane_get_param {
 	__u32 param;		/* in: enum drm_ane_param */
@@ -218,6 +204,41 @@ enum drm_ane_priority {
 	DRM_ANE_PRIORITY_HIGH = 2,	/* needs CAP_SYS_NICE (else EXEC fails with EPERM) */
 };
 
+/*
+ * One program of a chain with its bindings: the same rules as the program,
+ * binding_count, bindings and binding_size fields of struct drm_ane_exec.
+ */
+struct drm_ane_exec_step {
+	__u32 program;		/* in: program handle (-ENOENT if unknown) */
+	__u32 binding_count;	/* in: 1..DRM_ANE_PARAM_MAX_BINDINGS */
+	__u64 bindings;		/* in: user pointer to struct drm_ane_binding[] */
+	__u32 binding_size;	/* in: sizeof(struct drm_ane_binding) as userspace knows it */
+	__u32 pad;		/* must be zero */
+};
+
+/*
+ * Queue one job: one program, or a chain of programs the kernel runs back to
+ * back, in order, holding the engine in between (no other job runs between
+ * two steps of a chain).
+ *
+ * One program: program, binding_count, bindings and binding_size describe
+ * it; step_count is zero (steps and step_size too).
+ *
+ * A chain: step_count (1..DRM_ANE_PARAM_MAX_CHAIN, else -E2BIG) elements of
+ * step_size bytes at steps, each a struct drm_ane_exec_step; program,
+ * binding_count, bindings and binding_size must then be zero (else
+ * -EINVAL), and steps and step_size follow the array rules at the top
+ * (-EINVAL for a step_size below the struct, -EFAULT for unreadable
+ * memory). Every step is checked before any runs: EXEC fails as a whole,
+ * with the errno of the first bad step, or queues the whole chain. A step
+ * may read what an earlier one wrote (the engine's writes are visible to
+ * the next step).
+ *
+ * The job, whole chain or one program, has one job_id and one status:
+ * DONE when every step ended DONE; else the status and fault of the step
+ * that failed, and the steps after it do not run. WAIT's steps_done says
+ * how many steps ended DONE.
+ */
 struct drm_ane_exec {
 	__u32 program;		/* in: program handle */
 	__u32 flags;		/* in: must be zero */
@@ -227,6 +248,9 @@ struct drm_ane_exec {
 	__u32 binding_size;	/* in: sizeof(struct drm_ane_binding) as userspace knows it */
 	__u32 pad;		/* must be zero */
 	__u64 job_id;		/* out */
+	__u64 steps;		/* in: user pointer to struct drm_ane_exec_step[], or 0 */
+	__u32 step_count;	/* in: 0 for one program */
+	__u32 step_size;	/* in: sizeof(struct drm_ane_exec_step) as userspace knows it */
 };
 
 enum drm_ane_job_status {
@@ -250,15 +274,16 @@ struct drm_ane_wait {
 	__u64 fault;		/* out: fault detail, 0 if none: DRM_ANE_FAULT_* */
 	/*
 	 * out: where the job's time went, CLOCK_MONOTONIC ns (0 where it never
-	 * got): when EXEC queued it, when the engine was handed it, when its
-	 * end was seen. (The caller's clock after WAIT returns gives the
-	 * wake-up.) Appended in the ABI once reported as 1: older callers
-	 * pass the 32-byte struct,
-	 * which the DRM core zero-extends.
+	 * got): when EXEC queued it, when the engine was handed it (a chain's
+	 * first step), when its end was seen (a chain's last). (The caller's clock after WAIT returns gives the
+	 * wake-up.) A caller built against an older, shorter struct passes
+	 * fewer bytes, which the DRM core zero-extends.
 	 */
 	__u64 queued_ns;
 	__u64 started_ns;
 	__u64 ended_ns;
+	__u32 steps_done;	/* out: steps (programs) that ended DONE */
+	__u32 pad2;		/* must be zero */
 };
 
 /*

@@ -1,4 +1,4 @@
-# The simulated T8103 binds, its accel node appears with DRM name "ane" in
+# The simulated T8103 binds, its accel node appears (DRM name "ane_accel") in
 # sysfs, runtime PM autosuspends it, and everything unloads cleanly.
 modprobe ane sim_soc=0x8103
 expect_eq "bound devices" "$(bound_count)" 1

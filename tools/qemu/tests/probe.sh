@@ -10,17 +10,17 @@ modprobe ane sim_soc=0x8103
 ane-probe info > /tmp/info.txt
 cat /tmp/info.txt
 grep -q "bound device:  ane.0" /tmp/info.txt || fail "info: no bound device"
-grep -q "fw=none engine=ready completion=polling" /tmp/info.txt ||
+grep -q "fw=none engine=ready completion=polling features=\[\] simulated" /tmp/info.txt ||
 	fail "info: no GET_PARAM state line"
-# The node's owner and identity: DRM major 100, which eiln/omarchy-ane's
-# libane (majors 1 and 2) does not take for its own.
+# The node's owner and identity: DRM name ane_accel, which eiln/omarchy-ane's
+# libane (name "ane") does not take for its own.
 grep -q '^  owner:       device=ane.0 module=ane (' /tmp/info.txt || fail "info: no owner line"
-grep -q '^  drm version: ane 100.0.0 "Apple Neural Engine": this driver$' /tmp/info.txt ||
+grep -q '^  drm version: ane_accel 1.0.0 "Apple Neural Engine": this driver$' /tmp/info.txt ||
 	fail "info: no DRM version line naming this driver"
 ane-probe --json info > /tmp/info.json
 for key in '"kernel"' '"module"' '"bound"' '"power_domains"' '"accel_nodes"' \
 	'"genpd"' '"state"' '"fw_state": "none"' '"engine_state": "ready"' \
-	'"completion": "polling"' '"simulated"' '"identity": "this driver"'; do
+	'"completion": "polling"' '"simulated": true' '"identity": "this driver"'; do
 	grep -q "$key" /tmp/info.json || fail "info --json: no $key"
 done
 head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"
@@ -52,6 +52,9 @@ grep -q '"executor": "device"' /tmp/parity.json || fail "parity --json: not on t
 ane-probe mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS"
 ane-probe --json mlp --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp.json
 grep -q '"verdict": "pass"' /tmp/mlp.json || fail "mlp --json: no pass"
+# The same MLP as one chained EXEC (both layers, one job).
+ane-probe --json mlp --chain --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp-chain.json
+grep -q '"verdict": "pass"' /tmp/mlp-chain.json || fail "mlp --chain: no pass"
 
 # run: tinygrad's sum of two [1, 64, 1, 1] fp16 tensors (1.0 + 2.0 = 3.0).
 if [ -f /fixtures/tinygrad_sum.hwx ]; then

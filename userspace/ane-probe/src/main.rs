@@ -280,12 +280,13 @@ fn print_info(info: &SystemInfo) {
         if let Some(st) = &a.state {
             if st.opened {
                 println!(
-                    "  state:       soc={} fw={} engine={} completion={} features=[{}]",
+                    "  state:       soc={} fw={} engine={} completion={} features=[{}]{}",
                     st.soc_id.as_deref().unwrap_or("?"),
                     st.fw_state.as_deref().unwrap_or("?"),
                     st.engine_state.as_deref().unwrap_or("?"),
                     st.completion.as_deref().unwrap_or("?"),
-                    st.features.join(", ")
+                    st.features.join(", "),
+                    if st.simulated { " simulated" } else { "" }
                 );
                 if let Some(step) = &st.fw_fail_step {
                     println!("  firmware:    failed at release step {step}");

@@ -49,6 +49,10 @@ pub struct MlpArgs {
     /// Seed of the weights and the input.
     #[arg(long, value_name = "N", default_value_t = 1)]
     seed: u64,
+    /// Run both layers as one chained EXEC (one job) instead of one EXEC
+    /// and WAIT per layer.
+    #[arg(long)]
+    chain: bool,
 }
 
 /// The `schema` of `mlp --json`.
@@ -122,6 +126,7 @@ pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
         let result = match DeviceMlp::load(&dev, &net) {
             Ok(mut runner) => {
                 runner.timeout = args.target.timeout();
+                runner.chained = args.chain;
                 mlp::run_mlp(&net, &x, &mut runner)
             }
             Err(e) => MlpResult {

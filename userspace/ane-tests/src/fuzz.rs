@@ -1088,6 +1088,103 @@ impl Fuzzer {
         Some(v)
     }
 
+    /// A chained EXEC of 1..=4 valid programs, each on its own fresh
+    /// bindings; mutated, one field of the array or of a step is wrong.
+    fn exec_chain(&mut self, mutate: bool) {
+        if self.jobs.len() >= MAX_JOBS {
+            return self.wait_valid();
+        }
+        let valid: Vec<usize> = (0..self.progs.len())
+            .filter(|&i| !self.progs[i].mutated)
+            .collect();
+        if valid.is_empty() {
+            return self.program_create(false);
+        }
+        let n = 1 + self.rng.below(4) as usize;
+        let mut all: Vec<Vec<uapi::Binding>> = Vec::with_capacity(n);
+        let mut progs = Vec::with_capacity(n);
+        for _ in 0..n {
+            let pi = *self.rng.pick(&valid).unwrap_or(&0);
+            let Some(b) = self.bindings_for(self.progs[pi].fixture) else {
+                return;
+            };
+            progs.push(self.progs[pi].handle);
+            all.push(b);
+        }
+        if all.iter().flatten().any(|b| self.is_canary(b.bo_handle)) {
+            return;
+        }
+        let mut steps: Vec<uapi::ExecStep> = all
+            .iter()
+            .zip(&progs)
+            .map(|(b, &p)| uapi::ExecStep {
+                program: p,
+                binding_count: b.len() as u32,
+                bindings: b.as_ptr() as u64,
+                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                pad: 0,
+            })
+            .collect();
+        let mut a = uapi::Exec {
+            priority: self.rng.below(2) as u32,
+            step_count: n as u32,
+            step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
+            job_id: self.rng.next(),
+            ..Default::default()
+        };
+        let mut want = Want::Ok(&[Errno::IO, Errno::BUSY, Errno::NOMEM]);
+        let mut what = format!("chain of {n} valid");
+        let mut bad_ptr = false;
+        let mut raw_ptr = None;
+        if mutate {
+            let k = self.rng.below(8);
+            what = format!("chain of {n} mutated {k}");
+            let i = self.rng.below(n as u64) as usize;
+            want = Want::Fail;
+            match k {
+                0 => {
+                    a.step_count =
+                        [uapi::MAX_CHAIN_STEPS + 1, 1 << 20, u32::MAX][self.rng.below(3) as usize];
+                    bad_ptr = true;
+                }
+                1 => {
+                    a.step_size = [0, 1, 23, 4097, u32::MAX][self.rng.below(5) as usize];
+                    bad_ptr = true;
+                }
+                2 => {
+                    raw_ptr = Some([0u64, 1, 4096, u64::MAX - 23][self.rng.below(4) as usize]);
+                    bad_ptr = true;
+                }
+                3 => steps[i].pad = 1 << self.rng.below(32),
+                4 => a.program = progs[0],
+                5 => {
+                    let h = self.rng.pick(&self.dead_progs).copied().unwrap_or(0);
+                    if self.live_prog(h) {
+                        return;
+                    }
+                    steps[i].program = h;
+                }
+                6 => steps[i].binding_count = [0, 33, u32::MAX][self.rng.below(3) as usize],
+                _ => steps[i].binding_size = [0, 8, 31][self.rng.below(3) as usize],
+            }
+        }
+        a.steps = raw_ptr.unwrap_or(steps.as_ptr() as u64);
+        let r = fi::exec(self.d.fd(), &mut a);
+        self.stats
+            .record_ptr(self.step, Call::Exec, &what, r, want, bad_ptr);
+        if r == Err(Errno::IO) {
+            self.backoff();
+        }
+        if r.is_ok() {
+            if self.jobs.iter().any(|j| j.id == a.job_id) {
+                let step = self.step;
+                self.stats
+                    .flag(step, format!("EXEC returned pending job id {}", a.job_id));
+            }
+            self.jobs.push(PJob { id: a.job_id });
+        }
+    }
+
     fn exec(&mut self, mutate: bool) {
         if self.jobs.len() >= MAX_JOBS {
             return self.wait_valid();
@@ -1403,14 +1500,9 @@ impl Fuzzer {
             1 => (self.rng.next() as u32 | 0x100, 0, Want::Fail),
             2 => (self.rng.below(param::COUNT as u64) as u32, 1, Want::Fail),
             _ => {
+                // Every parameter below COUNT reads on every SoC.
                 let p = self.rng.below(param::COUNT as u64) as u32;
-                // The captures (and FW fail step on H13) may be absent.
-                let want = if (param::FW_FAIL_STEP..param::BO_CLIENT_MAX).contains(&p) {
-                    Want::Any
-                } else {
-                    Want::Ok(&[])
-                };
-                (p, 0, want)
+                (p, 0, Want::Ok(&[]))
             }
         };
         let mut a = uapi::GetParam {
@@ -1615,7 +1707,9 @@ impl Fuzzer {
             50..=52 => self.program_destroy_valid(),
             53..=55 => self.program_destroy_bad(),
             56..=65 => self.exec(false),
-            66..=73 => self.exec(true),
+            66..=69 => self.exec(true),
+            70..=71 => self.exec_chain(false),
+            72..=73 => self.exec_chain(true),
             74..=80 => self.wait_valid(),
             81..=83 => self.wait_bad(),
             84..=88 => self.get_param(),

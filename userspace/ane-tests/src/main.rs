@@ -45,7 +45,9 @@ fn open() -> Result<Device, String> {
 
 fn version_reports_ane(d: &Device) -> TestResult {
     let v = d.version();
-    check!(v.name == "ane", "name {}", v.name);
+    // A DRM name of its own (the other ANE drivers register "ane"), the
+    // major by the DRM convention.
+    check!(v.name == uapi::DRIVER_NAME, "name {}", v.name);
     check!(v.major == uapi::ABI_VERSION as i32, "major {}", v.major);
     // eiln/omarchy-ane's libane (name "ane", major 1 or 2) must not take
     // this node for one of its own.
@@ -101,8 +103,15 @@ fn query_is_consistent(d: &Device) -> TestResult {
     );
     check!(q.max_bindings == u64::from(uapi::NUM_SLOTS), "max bindings");
     check!(q.max_program_size > 0, "max program size");
+    // No test or debug bit in the UAPI: COMPLETION_IRQ is the only one.
     check!(
-        q.features & uapi::feature::SIMULATED != 0 || std::env::var_os("ANE_HW").is_some(),
+        q.features & !uapi::feature::COMPLETION_IRQ == 0,
+        "unknown feature bits {:#x}",
+        q.features
+    );
+    // The simulator is the test flavour's, seen in its debugfs only.
+    check!(
+        std::path::Path::new(SIM_DEBUGFS).is_dir() || std::env::var_os("ANE_HW").is_some(),
         "not the simulator"
     );
     Ok(())
@@ -664,7 +673,7 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
     let d = open()?;
     let info = fdinfo(&d)?;
     check!(
-        info.get("drm-driver").map(String::as_str) == Some("ane"),
+        info.get("drm-driver").map(String::as_str) == Some(uapi::DRIVER_NAME),
         "drm-driver: {:?}",
         info.get("drm-driver")
     );
@@ -1195,9 +1204,10 @@ fn wedge_and_rebind(what: &str) -> TestResult {
 }
 
 /// `--fw-expect STATE STEP CAPTURE`: the H14 firmware state GET_PARAM
-/// reports: STATE one of off/running/failed/quarantined, STEP the failed
-/// release step (1-based, 0 for none), CAPTURE `yes` (registers were
-/// captured: CPU_STATUS must show the released core) or `no` (EINVAL).
+/// reports, and the driver's debugfs failure report: STATE one of
+/// off/running/failed/quarantined, STEP the failed release step (1-based, 0
+/// for none), CAPTURE `yes` (registers were captured: CPU_STATUS must show
+/// the released core) or `no` (`capture none`).
 fn fw_expect(
     state: Option<&String>,
     step: Option<&String>,
@@ -1207,20 +1217,8 @@ fn fw_expect(
     let names = ["none", "off", "running", "failed", "quarantined"];
     let got = param_value(&d, param::FW_STATE)?;
     let got_name = names.get(got as usize).copied().unwrap_or("?");
-    let fail_step = param_value(&d, param::FW_FAIL_STEP)?;
-    let mut caps = Vec::new();
-    for i in 0..param::FW_CAPTURE_COUNT {
-        let mut a = uapi::GetParam {
-            param: param::FW_CAPTURE0 + i,
-            pad: 0,
-            value: 0,
-        };
-        match raw::get_param(d.fd(), &mut a) {
-            Ok(()) => caps.push(a.value),
-            Err(Errno::INVAL) => break,
-            Err(e) => return Err(format!("capture {i}: {e}")),
-        }
-    }
+    let report = ane::system::fw_report(d.path())?;
+    let (fail_step, caps) = (report.fail_step, report.capture);
     let line = format!("state {got_name}, step {fail_step}, captured {caps:x?}");
     if let Some(w) = state {
         check!(got_name == w, "{line}: want state {w}");
@@ -1231,7 +1229,7 @@ fn fw_expect(
     match capture.map(String::as_str) {
         Some("yes") => {
             check!(
-                caps.len() == param::FW_CAPTURE_COUNT as usize,
+                caps.len() == ane::system::FW_CAPTURE_COUNT,
                 "{line}: want a capture"
             );
             // Index 8: CPU_STATUS; 0x28 once the core was released.
@@ -1467,18 +1465,19 @@ fn h14_slow(want: &str) -> Result<String, String> {
     let d = open()?;
     let program = sum_program(&d)?;
     let t0 = std::time::Instant::now();
-    // Meanwhile another client asks for the firmware's failed step over
-    // and over: no answer may wait for the running call (kernel-2 N5, old
-    // 1.10). The longest answer is compared with the call's length.
+    // Meanwhile another reader asks for the firmware's failed step (the
+    // debugfs report, which left the UAPI) over and over: no answer may
+    // wait for the running call (kernel-2 N5, old 1.10). The longest
+    // answer is compared with the call's length.
     let over = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let asker = {
         let over = over.clone();
-        let d2 = open()?;
+        let node = d.path().to_owned();
         std::thread::spawn(move || -> Result<(f64, u32), String> {
             let (mut longest, mut n) = (0f64, 0u32);
             while !over.load(std::sync::atomic::Ordering::Acquire) {
                 let t = std::time::Instant::now();
-                param_value(&d2, param::FW_FAIL_STEP)?;
+                ane::system::fw_report(&node)?;
                 longest = longest.max(t.elapsed().as_secs_f64());
                 n += 1;
             }
@@ -1493,7 +1492,7 @@ fn h14_slow(want: &str) -> Result<String, String> {
     let answered_apart = asked < secs / 4.0;
     check!(
         answered_apart,
-        "the longest of {n} GET_PARAM FW_FAIL_STEP took {asked:.2} s during a call of {secs:.2} s (it waited for the call)"
+        "the longest of {n} reads of the firmware report took {asked:.2} s during a call of {secs:.2} s (it waited for the call)"
     );
     let fw = param_value(&d, param::FW_STATE)?;
     let line = format!("call {st:?} after {secs:.1} s, firmware state {fw}");
@@ -1900,6 +1899,78 @@ fn run_ready(d: &Device, r: &Ready<'_>) -> Result<Option<ane::device::JobStatus>
         .map_err(|e| e.to_string())
 }
 
+/// A chained EXEC gives what one EXEC per program gives: the two-layer MLP
+/// (layer 2 reads the hidden buffer layer 1 wrote) run as one chain equals,
+/// bit for bit, the same MLP run layer by layer, and passes the reference;
+/// a chain of three sum steps reports all three DONE in one WAIT.
+fn chain_equals_per_program(d: &Device) -> TestResult {
+    use ane::mlp::{self, DeviceMlp, Mlp, MlpRunner, MlpShape};
+    require_h13(d)?;
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let mut rng = ane::parity::Rng::new(28);
+    let net = Mlp::random(MlpShape::DEFAULT, &mut rng).map_err(|e| e.to_string())?;
+    let x = net.input(&mut rng);
+    let mut runner = DeviceMlp::load(d, &net).map_err(|e| e.to_string())?;
+    runner.timeout = std::time::Duration::from_secs(20);
+    let per_layer = runner.run(&x).map_err(|e| format!("per layer: {e}"))?;
+    runner.chained = true;
+    let chained = runner.run(&x).map_err(|e| format!("chained: {e}"))?;
+    let bits = |v: &[half::f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    check!(
+        bits(&chained.hidden) == bits(&per_layer.hidden),
+        "the chain's hidden layer differs from the per-layer run"
+    );
+    check!(
+        bits(&chained.output) == bits(&per_layer.output),
+        "the chain's output differs from the per-layer run"
+    );
+    let graded = mlp::run_mlp(&net, &x, &mut runner);
+    check!(
+        graded.verdict != ane::parity::Verdict::Fail,
+        "the chained MLP fails the reference: {:?}",
+        graded.error
+    );
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let steps: Vec<(u32, &[uapi::Binding])> = vec![(r.prog, &r.bindings[..]); 3];
+    let id = exec_chain_raw(d, &steps).map_err(|e| format!("EXEC: {e}"))?;
+    let (res, w) = wait_raw(d, id);
+    res.map_err(|e| format!("WAIT: {e}"))?;
+    check!(
+        w.status == uapi::job_status::DONE && w.steps_done == 3,
+        "chain of 3: status {} steps_done {}",
+        w.status,
+        w.steps_done
+    );
+    check!(
+        w.started_ns != 0 && w.started_ns <= w.ended_ns,
+        "chain times {w:?}"
+    );
+    Ok(())
+}
+
+/// A chained EXEC of `steps` (program handle, bindings); the job id.
+fn exec_chain_raw(d: &Device, steps: &[(u32, &[uapi::Binding])]) -> Result<u64, Errno> {
+    let raw_steps: Vec<uapi::ExecStep> = steps
+        .iter()
+        .map(|(p, b)| uapi::ExecStep {
+            program: *p,
+            binding_count: b.len() as u32,
+            bindings: b.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            pad: 0,
+        })
+        .collect();
+    let mut a = uapi::Exec {
+        priority: uapi::priority::NORMAL,
+        steps: raw_steps.as_ptr() as u64,
+        step_count: raw_steps.len() as u32,
+        step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a)?;
+    Ok(a.job_id)
+}
+
 fn space_kept_between_a_clients_jobs(d: &Device) -> TestResult {
     require_fault_injection()?;
     require_h13(d)?;
@@ -2036,18 +2107,11 @@ const BAD_INPUTS: &[Case] = &[
     ("get_param: param = u32::MAX", Errno::INVAL, |d| {
         get_param(d, u32::MAX, 0)
     }),
-    // Every table the suite runs has no failed firmware start: nothing was
-    // captured (fw_t6021 checks the captured values after a failure).
-    (
-        "get_param: FW_CAPTURE0 with nothing captured",
-        Errno::INVAL,
-        |d| get_param(d, param::FW_CAPTURE0, 0),
-    ),
-    (
-        "get_param: last FW_CAPTURE with nothing captured",
-        Errno::INVAL,
-        |d| get_param(d, param::FW_CAPTURE0 + param::FW_CAPTURE_COUNT - 1, 0),
-    ),
+    // The firmware diagnostics left the UAPI for debugfs: the numbers past
+    // IDENT that once read them are no parameter.
+    ("get_param: param = COUNT + 12", Errno::INVAL, |d| {
+        get_param(d, param::COUNT + 12, 0)
+    }),
     ("bo_create: size 0", Errno::INVAL, |d| bo_create(d, 0, 0)),
     ("bo_create: unknown flag bit 0", Errno::INVAL, |d| {
         bo_create(d, 4096, 1)
@@ -2277,6 +2341,90 @@ fn exec_extended(d: &Device, tail: u8) -> Result<(), Errno> {
     wait_raw(d, a.job_id).0
 }
 
+/// A chained EXEC of two steps, each the ready program on its bindings,
+/// changed by `f` before the call; its job is waited for when it queued.
+fn chain_with(
+    d: &Device,
+    f: impl FnOnce(&mut uapi::Exec, &mut Vec<uapi::ExecStep>, &mut Vec<uapi::Binding>),
+) -> Result<(), Errno> {
+    let r = ready(d)?;
+    let mut bindings = r.bindings.clone();
+    let step = uapi::ExecStep {
+        program: r.prog,
+        binding_count: bindings.len() as u32,
+        bindings: 0,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        pad: 0,
+    };
+    let mut steps = vec![step; 2];
+    let mut a = uapi::Exec {
+        priority: uapi::priority::NORMAL,
+        step_count: 2,
+        step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
+        ..Default::default()
+    };
+    f(&mut a, &mut steps, &mut bindings);
+    for st in steps.iter_mut() {
+        // 0: these bindings; 1: the caller asked for NULL.
+        st.bindings = match st.bindings {
+            0 => bindings.as_ptr() as u64,
+            1 => 0,
+            other => other,
+        };
+    }
+    // 0: these steps; 1: NULL.
+    a.steps = match a.steps {
+        0 => steps.as_ptr() as u64,
+        1 => 0,
+        other => other,
+    };
+    let res = raw::exec(d.fd(), &mut a);
+    if res.is_ok() {
+        let _ = wait_raw(d, a.job_id);
+    }
+    drop(r.bos);
+    res
+}
+
+/// A chained EXEC whose steps are `extra` bytes larger than the kernel's
+/// struct, the first extra byte of each set to `tail`.
+fn chain_extended(d: &Device, tail: u8) -> Result<(), Errno> {
+    let r = ready(d)?;
+    let size = std::mem::size_of::<uapi::ExecStep>();
+    let elem = size + 8;
+    let step = uapi::ExecStep {
+        program: r.prog,
+        binding_count: r.bindings.len() as u32,
+        bindings: r.bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        pad: 0,
+    };
+    // SAFETY: `ExecStep` is a plain `repr(C)` struct of integers.
+    let bytes =
+        unsafe { std::slice::from_raw_parts((&step as *const uapi::ExecStep).cast::<u8>(), size) };
+    let mut raw_steps = vec![0u8; elem * 2];
+    for i in 0..2 {
+        raw_steps[i * elem..i * elem + size].copy_from_slice(bytes);
+        raw_steps[i * elem + size] = tail;
+    }
+    let mut a = uapi::Exec {
+        priority: uapi::priority::NORMAL,
+        steps: raw_steps.as_ptr() as u64,
+        step_count: 2,
+        step_size: elem as u32,
+        ..Default::default()
+    };
+    raw::exec(d.fd(), &mut a)?;
+    let (res, w) = wait_raw(d, a.job_id);
+    res?;
+    drop(r.bos);
+    if w.status == uapi::job_status::DONE && w.steps_done == 2 {
+        Ok(())
+    } else {
+        Err(Errno::IO)
+    }
+}
+
 fn slot_of(r: &Ready<'_>, output: bool) -> usize {
     r.bindings
         .iter()
@@ -2482,6 +2630,86 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
             b[i].flags = uapi::bind::OUT;
         })
     }),
+    // Chains: the step array and each step's fields.
+    (
+        "exec chain: step_count over MAX_CHAIN",
+        Errno::TOOBIG,
+        |d| chain_with(d, |a, _, _| a.step_count = uapi::MAX_CHAIN_STEPS + 1),
+    ),
+    ("exec chain: step_count u32::MAX", Errno::TOOBIG, |d| {
+        chain_with(d, |a, _, _| a.step_count = u32::MAX)
+    }),
+    ("exec chain: step_size 0", Errno::INVAL, |d| {
+        chain_with(d, |a, _, _| a.step_size = 0)
+    }),
+    (
+        "exec chain: step_size smaller than the struct",
+        Errno::INVAL,
+        |d| chain_with(d, |a, _, _| a.step_size -= 1),
+    ),
+    ("exec chain: step_size huge", Errno::INVAL, |d| {
+        chain_with(d, |a, _, _| a.step_size = 1 << 20)
+    }),
+    (
+        "exec chain: extended step with a nonzero unknown byte",
+        Errno::INVAL,
+        |d| chain_extended(d, 1),
+    ),
+    ("exec chain: steps pointer NULL", Errno::FAULT, |d| {
+        chain_with(d, |a, _, _| a.steps = 1)
+    }),
+    ("exec chain: program set beside steps", Errno::INVAL, |d| {
+        chain_with(d, |a, s, _| a.program = s[0].program)
+    }),
+    (
+        "exec chain: binding_count set beside steps",
+        Errno::INVAL,
+        |d| chain_with(d, |a, s, _| a.binding_count = s[0].binding_count),
+    ),
+    ("exec chain: bindings set beside steps", Errno::INVAL, |d| {
+        chain_with(d, |a, _, b| a.bindings = b.as_ptr() as u64)
+    }),
+    (
+        "exec chain: binding_size set beside steps",
+        Errno::INVAL,
+        |d| chain_with(d, |a, s, _| a.binding_size = s[0].binding_size),
+    ),
+    (
+        "exec: steps pointer without step_count",
+        Errno::INVAL,
+        |d| {
+            chain_with(d, |a, s, _| {
+                a.step_count = 0;
+                a.steps = s.as_ptr() as u64;
+                a.step_size = 0;
+            })
+        },
+    ),
+    ("exec: step_size without step_count", Errno::INVAL, |d| {
+        exec_with(d, |a, _, _| a.step_size = 24)
+    }),
+    ("exec chain: step pad != 0", Errno::INVAL, |d| {
+        chain_with(d, |_, s, _| s[1].pad = 1)
+    }),
+    ("exec chain: unknown program in step 1", Errno::NOENT, |d| {
+        chain_with(d, |_, s, _| s[1].program = 0xdead)
+    }),
+    ("exec chain: step binding_count 0", Errno::INVAL, |d| {
+        chain_with(d, |_, s, _| s[1].binding_count = 0)
+    }),
+    ("exec chain: step bindings NULL", Errno::FAULT, |d| {
+        chain_with(d, |_, s, _| s[1].bindings = 1)
+    }),
+    (
+        "exec chain: step binding_size smaller than the struct",
+        Errno::INVAL,
+        |d| chain_with(d, |_, s, _| s[1].binding_size = 8),
+    ),
+    (
+        "exec chain: step binding to an unknown BO",
+        Errno::NOENT,
+        |d| chain_with(d, |_, _, b| b[0].bo_handle = 0xdead),
+    ),
     ("wait: unknown job", Errno::NOENT, |d| {
         let mut w = uapi::Wait {
             job_id: 1 << 40,
@@ -2494,6 +2722,14 @@ const PROGRAM_BAD_INPUTS: &[Case] = &[
         let mut w = uapi::Wait {
             job_id: 1,
             pad: 1,
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w)
+    }),
+    ("wait: pad2 != 0", Errno::INVAL, |d| {
+        let mut w = uapi::Wait {
+            job_id: 1,
+            pad2: 1,
             ..Default::default()
         };
         raw::wait(d.fd(), &mut w)
@@ -2670,6 +2906,10 @@ fn main() -> ExitCode {
         ("query is consistent", query_is_consistent),
         ("bo create/info/map", bo_create_info_map),
         ("fdinfo reports usage", fdinfo_reports_usage),
+        (
+            "a chain equals one EXEC per program",
+            chain_equals_per_program,
+        ),
         ("GEM_CLOSE while mmapped", gem_close_while_mapped),
         ("another fd's handle is unusable", other_fd_handle_unusable),
         ("close fd with live BOs", close_fd_with_live_bos),

@@ -4,10 +4,11 @@
 //!
 //! [`Device::discover`] finds the `/dev/accel/accel*` node of this driver.
 //! Other ANE drivers (eiln/ane, omarchy-ane, Aurora's in-tree port) register
-//! the same DRM name `ane` with other ioctls, so a node is judged by its
-//! `DRM_IOCTL_VERSION` first ([`identify`]: name `ane` and our major) and
-//! only then asked `DRM_ANE_PARAM_IDENT`; a foreign `ane` node is refused
-//! with what it is, before any driver-private ioctl reaches it.
+//! the DRM name `ane` with other ioctls; this driver registers
+//! [`uapi::DRIVER_NAME`]. A node is judged by its `DRM_IOCTL_VERSION` first
+//! ([`identify`]: our name and major) and only then asked
+//! `DRM_ANE_PARAM_IDENT`; a foreign `ane` node is refused with what it is,
+//! before any driver-private ioctl reaches it.
 //! [`Bo`] is a buffer object that closes its GEM handle and unmaps itself
 //! when dropped. The [`raw`] module passes UAPI structs to the kernel
 //! unchanged, for tests that must send malformed requests.
@@ -26,7 +27,7 @@ use crate::hw::uapi::{self, param};
 /// Errors of device access. Each names what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// No accel node belongs to the `ane` driver.
+    /// No accel node belongs to this driver.
     #[error("no ANE accel device found under /dev/accel (is the ane module loaded and bound?)")]
     NoDevice,
     /// The node could not be opened.
@@ -38,14 +39,14 @@ pub enum Error {
         source: Errno,
     },
     /// The node belongs to another driver.
-    #[error("{path} is driven by '{name}', not 'ane'")]
+    #[error("{path} is driven by '{name}', not '{}'", uapi::DRIVER_NAME)]
     NotAne {
         /// The node.
         path: PathBuf,
         /// The driver's name.
         name: String,
     },
-    /// The node belongs to another ANE driver of the same DRM name.
+    /// The node belongs to another ANE driver (DRM name `ane`).
     #[error("{path} is an 'ane' device with DRM major {major} ({what}; it calls itself \"{desc}\"), not this driver")]
     Foreign {
         /// The node.
@@ -58,7 +59,7 @@ pub enum Error {
         desc: String,
     },
     /// The kernel speaks another ABI version.
-    #[error("{path} is an 'ane' device with DRM major {got}: neither this library's ABI {want} nor the majors 1 and 2 of eiln/ane and omarchy-ane (another version of this driver?)")]
+    #[error("{path} is a '{}' device with DRM major {got}, an ABI incompatible with this library's {want} (update the library or the kernel)", uapi::DRIVER_NAME)]
     Abi {
         /// The node.
         path: PathBuf,
@@ -68,7 +69,10 @@ pub enum Error {
         want: u32,
     },
     /// The name and major are ours but `DRM_ANE_PARAM_IDENT` is not.
-    #[error("{path} reports DRM name 'ane' and major {major}, but {found}: not this driver")]
+    #[error(
+        "{path} reports DRM name '{}' and major {major}, but {found}: not this driver",
+        uapi::DRIVER_NAME
+    )]
     Ident {
         /// The node.
         path: PathBuf,
@@ -263,15 +267,16 @@ pub fn version(fd: impl AsFd) -> std::result::Result<Version, Errno> {
 /// Who is behind an accel node, judged from its `DRM_IOCTL_VERSION` alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Identity {
-    /// Name `ane`, major [`uapi::ABI_VERSION`]: this driver, to be
-    /// confirmed by `DRM_ANE_PARAM_IDENT`.
+    /// Name [`uapi::DRIVER_NAME`], major [`uapi::ABI_VERSION`]: this
+    /// driver, to be confirmed by `DRM_ANE_PARAM_IDENT`.
     Ours,
-    /// A driver of another name.
+    /// A driver of another name, no ANE driver known.
     NotAne,
-    /// Name `ane` with a major the eiln/omarchy-ane family uses: what
+    /// Name `ane`: another ANE driver (the eiln/omarchy-ane family); what
     /// reports it.
     Foreign(&'static str),
-    /// Name `ane` with a major nobody is known to use.
+    /// Name [`uapi::DRIVER_NAME`] with a major this library does not
+    /// speak (an incompatible UAPI).
     UnknownAbi,
 }
 
@@ -279,16 +284,20 @@ pub enum Identity {
 /// before this says [`Identity::Ours`]: another `ane` driver gives our
 /// ioctl numbers other meanings.
 pub fn identify(v: &Version) -> Identity {
-    if v.name != "ane" {
+    if v.name == "ane" {
+        return Identity::Foreign(match v.major {
+            1 => "eiln/ane, omarchy-ane's ane.ko or an in-tree port of it such as Aurora's: their ABI 1, M1",
+            2 => "omarchy-ane's ane_t6021.ko or an in-tree port of it: their ABI 2, M2",
+            _ => "an ANE driver of the eiln/omarchy-ane family",
+        });
+    }
+    if v.name != uapi::DRIVER_NAME {
         return Identity::NotAne;
     }
-    match v.major {
-        m if m == uapi::ABI_VERSION as i32 => Identity::Ours,
-        1 => Identity::Foreign(
-            "eiln/ane, omarchy-ane's ane.ko or an in-tree port of it such as Aurora's: their ABI 1, M1",
-        ),
-        2 => Identity::Foreign("omarchy-ane's ane_t6021.ko or an in-tree port of it: their ABI 2, M2"),
-        _ => Identity::UnknownAbi,
+    if v.major == uapi::ABI_VERSION as i32 {
+        Identity::Ours
+    } else {
+        Identity::UnknownAbi
     }
 }
 
@@ -337,6 +346,8 @@ pub struct Query {
     pub bo_total_max: u64,
     /// Most bindings per EXEC.
     pub max_bindings: u64,
+    /// Most steps per chained EXEC.
+    pub max_chain: u64,
     /// Largest program.
     pub max_program_size: u64,
     /// A `uapi::fw_state` value.
@@ -451,7 +462,7 @@ impl Device {
         })
     }
 
-    /// Opens the first `/dev/accel/accel*` node of the `ane` driver.
+    /// Opens the first `/dev/accel/accel*` node of this driver.
     pub fn discover() -> Result<Self> {
         let mut nodes: Vec<PathBuf> = fs::read_dir("/dev/accel")
             .map(|d| {
@@ -466,7 +477,7 @@ impl Device {
             })
             .unwrap_or_default();
         nodes.sort();
-        // Other drivers' nodes are skipped; an `ane` node that fails (no
+        // Other drivers' nodes are skipped; an ANE node that fails (no
         // permission, another ANE driver, ABI mismatch) is the error
         // reported when no node of this driver is found.
         let mut last = Error::NoDevice;
@@ -522,6 +533,7 @@ impl Device {
             bo_max_size: p(param::BO_MAX_SIZE)?,
             bo_total_max: p(param::BO_TOTAL_MAX)?,
             max_bindings: p(param::MAX_BINDINGS)?,
+            max_chain: p(param::MAX_CHAIN)?,
             max_program_size: p(param::MAX_PROGRAM_SIZE)?,
             fw_state: p(param::FW_STATE)?,
             features: p(param::FEATURES)?,
@@ -913,9 +925,67 @@ impl Device {
         Ok(a.job_id)
     }
 
+    /// Submits a chain: the programs run back to back in the given order,
+    /// each with its bindings, as one job (one id). A step may read what
+    /// an earlier step wrote. At most `DRM_ANE_PARAM_MAX_CHAIN` steps.
+    pub fn exec_chain(
+        &self,
+        steps: &[(&Program<'_>, &[uapi::Binding])],
+        priority: u32,
+    ) -> Result<u64> {
+        if steps.is_empty() {
+            return Err(Error::Invalid {
+                field: "step_count",
+                value: 0,
+                reason: "a chain needs at least one program",
+            });
+        }
+        let mut raw_steps = Vec::with_capacity(steps.len());
+        for (i, (program, bindings)) in steps.iter().enumerate() {
+            raw_steps.push(uapi::ExecStep {
+                program: program.handle,
+                binding_count: u32::try_from(bindings.len()).map_err(|_| Error::Invalid {
+                    field: "steps[].binding_count",
+                    value: i as u64,
+                    reason: "too many bindings in this step",
+                })?,
+                bindings: bindings.as_ptr() as u64,
+                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+                pad: 0,
+            });
+        }
+        let mut a = uapi::Exec {
+            priority,
+            steps: raw_steps.as_ptr() as u64,
+            step_count: u32::try_from(raw_steps.len()).map_err(|_| Error::Invalid {
+                field: "step_count",
+                value: raw_steps.len() as u64,
+                reason: "too many steps",
+            })?,
+            step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
+            ..Default::default()
+        };
+        raw::exec(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_ANE_EXEC",
+            source,
+        })?;
+        Ok(a.job_id)
+    }
+
     /// Waits up to `timeout` for job `id`. `Ok(None)` when the time passed
     /// first (the job is still pending and can be waited for again).
     pub fn wait(&self, id: u64, timeout: std::time::Duration) -> Result<Option<JobStatus>> {
+        Ok(self.wait_steps(id, timeout)?.map(|(s, _)| s))
+    }
+
+    /// [`Device::wait`], with the number of steps (programs) of the job
+    /// that ended DONE: all of a chain that succeeded, those before the
+    /// failed step otherwise.
+    pub fn wait_steps(
+        &self,
+        id: u64,
+        timeout: std::time::Duration,
+    ) -> Result<Option<(JobStatus, u32)>> {
         let deadline =
             monotonic_ns().saturating_add(i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX));
         let mut a = uapi::Wait {
@@ -936,7 +1006,7 @@ impl Device {
                 }
             }
         }
-        Ok(Some(match a.status {
+        let status = match a.status {
             uapi::job_status::DONE => JobStatus::Done,
             uapi::job_status::TIMEOUT => JobStatus::Timeout,
             uapi::job_status::FAULT => JobStatus::Fault(a.fault),
@@ -948,7 +1018,8 @@ impl Device {
                     reason: "unknown job status from the kernel",
                 })
             }
-        }))
+        };
+        Ok(Some((status, a.steps_done)))
     }
 }
 
@@ -1181,10 +1252,10 @@ mod tests {
         }
     }
 
-    /// What this driver reports (`ane_drv.rs`: name `ane`, major
-    /// `uapi::ABI_VERSION`).
+    /// What this driver reports (`ane_drv.rs`: name `uapi::DRIVER_NAME`,
+    /// major `uapi::ABI_VERSION`).
     fn ours() -> Version {
-        v("ane", uapi::ABI_VERSION as i32)
+        v(uapi::DRIVER_NAME, uapi::ABI_VERSION as i32)
     }
 
     #[test]
@@ -1206,14 +1277,27 @@ mod tests {
                 "major {major}"
             );
         }
-        assert_eq!(identify(&v("ane", 0)), Identity::UnknownAbi);
-        assert_eq!(identify(&v("ane", 3)), Identity::UnknownAbi);
-        assert_eq!(identify(&v("ivpu", 100)), Identity::NotAne);
-        assert_eq!(identify(&v("ane-fw", 100)), Identity::NotAne);
+        // Any "ane" node is another driver's, whatever its major (the
+        // major 100 this driver once reported under that name included).
+        for major in [0, 3, 100] {
+            assert!(
+                matches!(identify(&v("ane", major)), Identity::Foreign(_)),
+                "major {major}"
+            );
+        }
+        assert_eq!(
+            identify(&v(uapi::DRIVER_NAME, uapi::ABI_VERSION as i32 + 1)),
+            Identity::UnknownAbi
+        );
+        assert_eq!(identify(&v(uapi::DRIVER_NAME, 0)), Identity::UnknownAbi);
+        assert_eq!(identify(&v("ivpu", 1)), Identity::NotAne);
+        assert_eq!(identify(&v("ane-fw", 1)), Identity::NotAne);
         // No version both rules accept: the two families never meet.
-        for major in -1..=300 {
-            let x = v("ane", major);
-            assert!(!(eiln_omarchy_accepts(&x) && identify(&x) == Identity::Ours));
+        for name in ["ane", uapi::DRIVER_NAME] {
+            for major in -1..=300 {
+                let x = v(name, major);
+                assert!(!(eiln_omarchy_accepts(&x) && identify(&x) == Identity::Ours));
+            }
         }
     }
 

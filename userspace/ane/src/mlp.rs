@@ -530,6 +530,9 @@ pub struct DeviceMlp<'d> {
     pub timeout: std::time::Duration,
     /// EXEC priority.
     pub priority: u32,
+    /// Both layers as one chained EXEC (one job) instead of one EXEC and
+    /// WAIT per layer.
+    pub chained: bool,
 }
 
 impl<'d> DeviceMlp<'d> {
@@ -573,6 +576,7 @@ impl<'d> DeviceMlp<'d> {
             bindings,
             timeout: std::time::Duration::from_secs(10),
             priority: crate::hw::uapi::priority::NORMAL,
+            chained: false,
         })
     }
 
@@ -580,6 +584,20 @@ impl<'d> DeviceMlp<'d> {
         let id = self
             .dev
             .exec(&self.programs[k], &self.bindings[k], self.priority)?;
+        self.wait_job(id)
+    }
+
+    /// Both layers in one chained EXEC.
+    fn run_chain(&self) -> Result<(), ExecError> {
+        let steps = [
+            (&self.programs[0], &self.bindings[0][..]),
+            (&self.programs[1], &self.bindings[1][..]),
+        ];
+        let id = self.dev.exec_chain(&steps, self.priority)?;
+        self.wait_job(id)
+    }
+
+    fn wait_job(&self, id: u64) -> Result<(), ExecError> {
         match self.dev.wait(id, self.timeout)? {
             Some(JobStatus::Done) => Ok(()),
             Some(other) => Err(ExecError::Job(other)),
@@ -602,8 +620,12 @@ impl MlpRunner for DeviceMlp<'_> {
         // Poison h and y, so that a layer that never ran cannot pass.
         self.bos[1].map()?.fill(0xFF);
         self.bos[2].map()?.fill(0xFF);
-        self.run_layer(0)?;
-        self.run_layer(1)?;
+        if self.chained {
+            self.run_chain()?;
+        } else {
+            self.run_layer(0)?;
+            self.run_layer(1)?;
+        }
         let h = untile_from(ht, self.bos[1].map()?)?;
         let y = untile_from(yt, self.bos[2].map()?)?;
         Ok(MlpOutputs {

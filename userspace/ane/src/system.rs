@@ -238,21 +238,26 @@ pub struct AccelState {
     /// `ready`, `wedged-power-cycle` (clears at the next runtime suspend),
     /// `wedged-rebind` (unbind and bind the device).
     pub engine_state: Option<String>,
-    /// Feature names: `simulated`, `completion-irq`, `bit<N>` for others.
+    /// Feature names: `completion-irq`, `bit<N>` for others.
     pub features: Vec<String>,
     /// `interrupt` (COMPLETION_IRQ) or `polling`.
     pub completion: Option<String>,
     /// Parameters that could not be read, with the reason.
     pub param_errors: Vec<String>,
+    /// Whether the device is the test flavour's simulated ANE (it is
+    /// bound without a device-tree node; a real ANE always has one).
+    pub simulated: bool,
     /// H14, firmware failed: the release step that failed, `N (name)`, or
     /// `none` for a failure outside the release (the image, CONFIG_GET).
+    /// From the driver's debugfs file `ane-<device>/firmware` (root, debugfs
+    /// mounted); a diagnostic, not part of the UAPI.
     pub fw_fail_step: Option<String>,
     /// H14, firmware failed after registers were readable: SCRATCH0..7,
     /// CPU_STATUS, CPU_CONTROL, RVBAR low and high, IPI pending.
     pub fw_capture: Vec<u64>,
 }
 
-/// The release steps as `DRM_ANE_PARAM_FW_FAIL_STEP` numbers them (1-based;
+/// The release steps as the debugfs `fail_step` line numbers them (1-based;
 /// the kernel's `hw::fw::boot::Step` + 1).
 pub const FW_STEPS: [&str; 12] = [
     "preflight",
@@ -269,7 +274,7 @@ pub const FW_STEPS: [&str; 12] = [
     "ack",
 ];
 
-/// The name of a `DRM_ANE_PARAM_FW_FAIL_STEP` value.
+/// The name of a debugfs `fail_step` value.
 pub fn fw_step_name(v: u64) -> String {
     match v {
         0 => "none".into(),
@@ -710,11 +715,95 @@ pub fn feature_names(bits: u64) -> Vec<String> {
     (0..64)
         .filter(|b| bits & (1u64 << b) != 0)
         .map(|b| match 1u64 << b {
-            uapi::feature::SIMULATED => "simulated".to_owned(),
             uapi::feature::COMPLETION_IRQ => "completion-irq".to_owned(),
             _ => format!("bit{b}"),
         })
         .collect()
+}
+
+/// The H14 firmware's failure report, read from the driver's debugfs file
+/// `<debugfs>/ane-<device>/firmware`: the failed release step (0 for none)
+/// and the captured registers (empty when nothing was captured).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FwReport {
+    /// `fail_step`: 1-based release step, 0 for none.
+    pub fail_step: u64,
+    /// `capture`: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR low and
+    /// high, IPI pending; empty for `none`.
+    pub capture: Vec<u64>,
+}
+
+/// Number of registers a firmware failure captures.
+pub const FW_CAPTURE_COUNT: usize = 13;
+
+/// Parses the text of the debugfs `firmware` file; the error names the
+/// line that does not parse.
+pub fn parse_fw_report(text: &str) -> std::result::Result<FwReport, String> {
+    let mut r = FwReport::default();
+    let (mut step, mut capture) = (false, false);
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        match words.next() {
+            Some("fail_step") => {
+                r.fail_step = words
+                    .next()
+                    .and_then(|w| w.parse().ok())
+                    .ok_or_else(|| format!("fail_step line {line:?}"))?;
+                step = true;
+            }
+            Some("capture") => {
+                for w in words {
+                    if w == "none" {
+                        break;
+                    }
+                    let v = w
+                        .strip_prefix("0x")
+                        .and_then(|h| u64::from_str_radix(h, 16).ok())
+                        .ok_or_else(|| format!("capture value {w:?}"))?;
+                    r.capture.push(v);
+                }
+                if !r.capture.is_empty() && r.capture.len() != FW_CAPTURE_COUNT {
+                    return Err(format!(
+                        "capture has {} values, not {FW_CAPTURE_COUNT}",
+                        r.capture.len()
+                    ));
+                }
+                capture = true;
+            }
+            _ => {}
+        }
+    }
+    match (step, capture) {
+        (true, true) => Ok(r),
+        _ => Err("no fail_step or capture line".into()),
+    }
+}
+
+/// The debugfs firmware report of the device behind `/dev/accel/<node>`.
+pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
+    let name = node
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or("no node name")?;
+    let dev = fs::read_link(format!("/sys/class/accel/{name}/device"))
+        .map_err(|e| format!("/sys/class/accel/{name}/device: {e}"))?;
+    let dev = dev
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or("no device name")?;
+    let path = format!("/sys/kernel/debug/ane-{dev}/firmware");
+    let text =
+        fs::read_to_string(&path).map_err(|e| format!("{path}: {e} (debugfs mounted? root?)"))?;
+    parse_fw_report(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Whether the device behind `/dev/accel/<node>` is bound without a
+/// device-tree node: the test flavour's simulated ANE.
+fn node_simulated(node: &Path) -> bool {
+    node.file_name().is_some_and(|n| {
+        let dev = Path::new("/sys/class/accel").join(n).join("device");
+        dev.exists() && !dev.join("of_node").exists()
+    })
 }
 
 /// Opens `node` and reads the state parameters; says why when it cannot.
@@ -746,15 +835,15 @@ pub fn accel_state(node: &Path) -> AccelState {
     s.soc_id = soc.map(|v| format!("{v:#x}"));
     s.fw_state = fw.map(fw_state_name);
     if fw == Some(uapi::fw_state::FAILED) {
-        s.fw_fail_step = get("FW_FAIL_STEP", uapi::param::FW_FAIL_STEP).map(fw_step_name);
-        // EINVAL past the captured registers, or with no capture at all.
-        for i in 0..uapi::param::FW_CAPTURE_COUNT {
-            match dev.get_param(uapi::param::FW_CAPTURE0 + i) {
-                Ok(v) => s.fw_capture.push(v),
-                Err(_) => break,
+        match fw_report(node) {
+            Ok(r) => {
+                s.fw_fail_step = Some(fw_step_name(r.fail_step));
+                s.fw_capture = r.capture;
             }
+            Err(e) => s.param_errors.push(format!("firmware report: {e}")),
         }
     }
+    s.simulated = node_simulated(node);
     s.engine_state = engine.map(engine_state_name);
     if let Some(f) = features {
         s.features = feature_names(f);
@@ -851,7 +940,7 @@ pub fn accel_nodes(root: &SysRoot) -> Result<Vec<AccelNode>, Error> {
                     crate::device::Identity::NotAne => format!("not an ANE driver ('{}')", v.name),
                     crate::device::Identity::Foreign(what) => format!("foreign ANE driver: {what}"),
                     crate::device::Identity::UnknownAbi => format!(
-                        "an 'ane' driver of unknown ABI {} (neither ours, {}, nor eiln/omarchy-ane's 1 or 2)",
+                        "this driver's name with an incompatible ABI {} (the library speaks {})",
                         v.major,
                         uapi::ABI_VERSION
                     ),
@@ -1251,9 +1340,24 @@ disp0                           on                              0
             "wedged-rebind"
         );
         assert_eq!(
-            feature_names(uapi::feature::SIMULATED | uapi::feature::COMPLETION_IRQ | 1 << 5),
-            ["simulated", "completion-irq", "bit5"]
+            feature_names(uapi::feature::COMPLETION_IRQ | 1 << 5),
+            ["completion-irq", "bit5"]
         );
         assert!(feature_names(0).is_empty());
+    }
+
+    #[test]
+    fn fw_report_parses() {
+        let caps = (0..13)
+            .map(|i| format!(" {:#x}", i * 16))
+            .collect::<String>();
+        let r = parse_fw_report(&format!("fail_step 5\ncapture{caps}\n")).unwrap();
+        assert_eq!(r.fail_step, 5);
+        assert_eq!(r.capture, (0..13).map(|i| i * 16).collect::<Vec<u64>>());
+        let r = parse_fw_report("fail_step 0\ncapture none\n").unwrap();
+        assert_eq!(r, FwReport::default());
+        assert!(parse_fw_report("fail_step 1\n").is_err());
+        assert!(parse_fw_report("fail_step x\ncapture none\n").is_err());
+        assert!(parse_fw_report("fail_step 1\ncapture 0x1 0x2\n").is_err());
     }
 }

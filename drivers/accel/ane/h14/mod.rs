@@ -13,7 +13,7 @@
 //!   segments in kernel memory mapped at the firmware's entry address
 //!   (1 TiB, a window the device tree reserves), runs the release contract
 //!   and a CONFIG_GET. Every failure ends in [`fw_state::FAILED`] with the
-//!   step and the captured registers kept for GET_PARAM; the device stays
+//!   step and the captured registers kept for debugfs; the device stays
 //!   bound and idle, and nothing is retried in this boot.
 //! - A protocol failure after the start quarantines the firmware
 //!   ([`fw_state::QUARANTINED`]); it refuses every command until reboot.
@@ -399,32 +399,31 @@ impl Firmware {
         self.state.lock().released && !self.regs.simulated()
     }
 
-    /// The failed boot step (1-based), 0 if none.
-    pub(crate) fn fail_step(&self) -> u64 {
-        self.diag.lock().0
-    }
-
-    /// Captured register `i`: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR
-    /// (low, high), IPI pending; `None` past the end or without a capture.
-    pub(crate) fn captured(&self, i: u32) -> Option<u64> {
-        let c = self.diag.lock().1?;
-        let i = i as usize;
-        if let Some(v) = c.scratch.get(i) {
-            return Some(u64::from(*v));
-        }
-        match i - c.scratch.len() {
-            0 => Some(u64::from(c.cpu_status)),
-            1 => Some(u64::from(c.cpu_control)),
-            2 => Some(c.rvbar & 0xffff_ffff),
-            3 => Some(c.rvbar >> 32),
-            4 => Some(u64::from(c.ipi_pending)),
-            _ => None,
-        }
+    /// The failed boot step (1-based), 0 if none, and the registers
+    /// captured then: SCRATCH0..7, CPU_STATUS, CPU_CONTROL, RVBAR (low,
+    /// high), IPI pending.
+    fn failure(&self) -> (u64, Option<[u64; CAPTURE_COUNT]>) {
+        let (fail_step, captured) = *self.diag.lock();
+        let captured = captured.as_ref().map(|c| {
+            let mut v = [0u64; CAPTURE_COUNT];
+            for (d, s) in v.iter_mut().zip(c.scratch.iter()) {
+                *d = u64::from(*s);
+            }
+            let n = c.scratch.len();
+            v[n] = u64::from(c.cpu_status);
+            v[n + 1] = u64::from(c.cpu_control);
+            v[n + 2] = c.rvbar & 0xffff_ffff;
+            v[n + 3] = c.rvbar >> 32;
+            v[n + 4] = u64::from(c.ipi_pending);
+            v
+        });
+        (fail_step, captured)
     }
 
     /// Starts the firmware (probe). Failures are recorded, not returned:
-    /// the device stays bound in the failed state, which GET_PARAM reports
-    /// with the failed step and the captured registers.
+    /// the device stays bound in the failed state, which GET_PARAM reports;
+    /// the failed step and the captured registers are in debugfs
+    /// ([`FwReport`]).
     ///
     /// With `rtkit`, a started firmware is also offered an RTKit session
     /// over the coprocessor's mailbox (for firmware that speaks it; the
@@ -1006,4 +1005,34 @@ impl Firmware {
 fn log_exchange(pdev: &kernel::device::Device, what: &str, e: ExchangeError) -> &'static str {
     dev_err!(pdev, "{} exchange failed: {:?}\n", what, e);
     "a firmware exchange failed"
+}
+
+/// Registers a failed start captured: SCRATCH0..7, CPU_STATUS, CPU_CONTROL,
+/// RVBAR low and high, IPI pending.
+const CAPTURE_COUNT: usize = crate::hw::fw::regs::SCRATCH_COUNT + 5;
+
+/// The debugfs file `firmware` of an H14 device: why the firmware failed to
+/// start. A diagnostic, not an interface: two lines, `fail_step N` (the
+/// release step that failed, 1-based as `hw::fw::boot::Step` + 1, 0 if
+/// none) and `capture` followed by the [`CAPTURE_COUNT`] registers in hex,
+/// or `none` when nothing was captured (a preflight failure reads no engine
+/// register).
+pub(crate) struct FwReport(pub(crate) Arc<Firmware>);
+
+impl core::fmt::Debug for FwReport {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let (step, captured) = self.0.failure();
+        writeln!(f, "fail_step {step}")?;
+        write!(f, "capture")?;
+        match captured {
+            Some(regs) => {
+                for r in regs {
+                    write!(f, " {r:#x}")?;
+                }
+            }
+            None => write!(f, " none")?,
+        }
+        // debugfs ends the text with a newline.
+        Ok(())
+    }
 }

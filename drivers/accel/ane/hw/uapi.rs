@@ -8,20 +8,20 @@
 //! the rules every ioctl follows (zero pads, unknown flags rejected, capped
 //! sizes, extensible arrays).
 
-/// ABI version reported by `DRM_ANE_PARAM_ABI_VERSION` and
-/// `DRM_IOCTL_VERSION` (as the major number).
-///
-/// eiln/ane, omarchy-ane (and Aurora's in-tree port of it) register the
-/// same DRM name `ane` with another ioctl set and report major 1 (their
-/// ABI 1, M1) or 2 (ABI 2, M2); their libane takes any `ane` node with
-/// major 1 or 2 for its own. Ours therefore start at 100, far above the
-/// one-per-SoC-generation numbers that family assigns. 100 is the ABI once
-/// reported as 1, plus [`param::IDENT`].
-pub const ABI_VERSION: u32 = 100;
+/// The DRM driver name (`DRM_ANE_DRIVER_NAME`). Other ANE drivers (eiln/ane,
+/// omarchy-ane and Aurora's in-tree port of it) register `ane` with another
+/// ioctl set; this distinct name keeps their clients off this node and
+/// ours off theirs.
+pub const DRIVER_NAME: &str = "ane_accel";
 
-/// What [`param::IDENT`] returns: ASCII `aneaccel`, fixed forever. With the
-/// DRM name and [`ABI_VERSION`] it tells this driver from every other
-/// `ane` driver.
+/// The UAPI version (`DRM_ANE_ABI_VERSION`), reported as the DRM driver
+/// major and by [`param::ABI_VERSION`]. By the DRM convention it changes
+/// only on an incompatible UAPI change; compatible additions raise the
+/// minor.
+pub const ABI_VERSION: u32 = 1;
+
+/// What [`param::IDENT`] returns: ASCII `aneaccel`, fixed forever. With
+/// [`DRIVER_NAME`] it tells this driver from every other ANE driver.
 pub const IDENT_MAGIC: u64 = u64::from_be_bytes(*b"aneaccel");
 
 /// Driver-private ioctl numbers, relative to `DRM_COMMAND_BASE`.
@@ -116,23 +116,14 @@ pub mod param {
     pub const FEATURES: u32 = 12;
     /// A [`super::engine_state`] value.
     pub const ENGINE_STATE: u32 = 13;
-    /// H14: the release step that failed, 0 if none: 1 preflight, 2 grant
-    /// writes, 3 scratch init, 4 RVBAR, 5 CPU release, 6 READY, 7 prepare,
-    /// 8 publish, 9 DONE, 10 channel table, 11 ring init, 12 ack
-    /// (`hw::fw::boot::Step` + 1).
-    pub const FW_FAIL_STEP: u32 = 14;
-    /// H14: first of [`FW_CAPTURE_COUNT`] registers captured when the
-    /// firmware failed to start: SCRATCH0..7, CPU_STATUS, CPU_CONTROL,
-    /// RVBAR low and high, IPI pending. `EINVAL` when nothing was captured.
-    pub const FW_CAPTURE0: u32 = 15;
-    /// Number of captured registers.
-    pub const FW_CAPTURE_COUNT: u32 = 13;
     /// Cap on the total size of the BOs of one open file.
-    pub const BO_CLIENT_MAX: u32 = FW_CAPTURE0 + FW_CAPTURE_COUNT;
+    pub const BO_CLIENT_MAX: u32 = 14;
     /// [`super::IDENT_MAGIC`], always: identifies this driver's UAPI.
     pub const IDENT: u32 = BO_CLIENT_MAX + 1;
+    /// Most steps (programs) one EXEC chains: [`super::MAX_CHAIN_STEPS`].
+    pub const MAX_CHAIN: u32 = 16;
     /// One past the highest parameter.
-    pub const COUNT: u32 = IDENT + 1;
+    pub const COUNT: u32 = MAX_CHAIN + 1;
 }
 
 /// `enum drm_ane_backend`.
@@ -188,10 +179,8 @@ pub mod fault {
 
 /// `DRM_ANE_FEATURE_*` bits.
 pub mod feature {
-    /// The device is the simulated ANE of the test flavour.
-    pub const SIMULATED: u64 = 1 << 0;
     /// Completion is signalled by the engine's interrupt.
-    pub const COMPLETION_IRQ: u64 = 1 << 1;
+    pub const COMPLETION_IRQ: u64 = 1 << 0;
 }
 
 /// `DRM_ANE_BIND_*` binding flags.
@@ -232,6 +221,10 @@ pub mod job_status {
 
 /// Number of buffer slots (base-address registers) a program can use.
 pub const NUM_SLOTS: u32 = 32;
+
+/// Most steps one EXEC chains (what [`param::MAX_CHAIN`] reports): room for
+/// a 77-layer MLP run as one chain.
+pub const MAX_CHAIN_STEPS: u32 = 128;
 
 /// `struct drm_ane_get_param`.
 #[repr(C)]
@@ -369,6 +362,28 @@ pub struct Exec {
     pub pad: u32,
     /// Out.
     pub job_id: u64,
+    /// In: user pointer to [`ExecStep`]s, or 0 for one program.
+    pub steps: u64,
+    /// In: number of [`ExecStep`]s; 0 for one program.
+    pub step_count: u32,
+    /// In: the element size userspace uses.
+    pub step_size: u32,
+}
+
+/// `struct drm_ane_exec_step`: one program of a chain.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecStep {
+    /// In: program handle.
+    pub program: u32,
+    /// In: number of [`Binding`]s.
+    pub binding_count: u32,
+    /// In: user pointer to [`Binding`]s.
+    pub bindings: u64,
+    /// In: the element size userspace uses.
+    pub binding_size: u32,
+    /// Must be zero.
+    pub pad: u32,
 }
 
 /// `struct drm_ane_wait`.
@@ -391,6 +406,10 @@ pub struct Wait {
     pub started_ns: u64,
     /// Out: when the job's end was seen.
     pub ended_ns: u64,
+    /// Out: steps (programs) that ended DONE.
+    pub steps_done: u32,
+    /// Must be zero.
+    pub pad2: u32,
 }
 
 // Sizes are part of the ABI (and must fit the ioctl size field).
@@ -402,8 +421,9 @@ const _: () = {
     assert!(core::mem::size_of::<ProgramCreate>() == 64);
     assert!(core::mem::size_of::<ProgramDestroy>() == 8);
     assert!(core::mem::size_of::<Binding>() == 32);
-    assert!(core::mem::size_of::<Exec>() == 40);
-    assert!(core::mem::size_of::<Wait>() == 56);
+    assert!(core::mem::size_of::<Exec>() == 56);
+    assert!(core::mem::size_of::<ExecStep>() == 24);
+    assert!(core::mem::size_of::<Wait>() == 64);
 };
 
 /// Every UAPI struct with its C name and fields, for the layout test.
@@ -457,13 +477,24 @@ macro_rules! ane_uapi_structs {
                 bindings,
                 binding_size,
                 pad,
-                job_id
+                job_id,
+                steps,
+                step_count,
+                step_size
             ]
+        );
+        $m!(
+            ExecStep,
+            "drm_ane_exec_step",
+            [program, binding_count, bindings, binding_size, pad]
         );
         $m!(
             Wait,
             "drm_ane_wait",
-            [job_id, timeout_ns, status, pad, fault, queued_ns, started_ns, ended_ns]
+            [
+                job_id, timeout_ns, status, pad, fault, queued_ns, started_ns, ended_ns,
+                steps_done, pad2
+            ]
         );
     };
 }
@@ -525,22 +556,16 @@ mod tests {
                 u64::from(param::BO_CLIENT_MAX),
             ),
             ("DRM_ANE_PARAM_IDENT", u64::from(param::IDENT)),
+            ("DRM_ANE_PARAM_MAX_CHAIN", u64::from(param::MAX_CHAIN)),
             ("DRM_ANE_IDENT_MAGIC", IDENT_MAGIC),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
-            ("DRM_ANE_PARAM_FW_FAIL_STEP", u64::from(param::FW_FAIL_STEP)),
-            ("DRM_ANE_PARAM_FW_CAPTURE0", u64::from(param::FW_CAPTURE0)),
-            (
-                "DRM_ANE_PARAM_FW_CAPTURE_COUNT",
-                u64::from(param::FW_CAPTURE_COUNT),
-            ),
             ("DRM_ANE_ENGINE_READY", engine_state::READY),
             (
                 "DRM_ANE_ENGINE_WEDGED_POWER_CYCLE",
                 engine_state::WEDGED_POWER_CYCLE,
             ),
             ("DRM_ANE_ENGINE_WEDGED_REBIND", engine_state::WEDGED_REBIND),
-            ("DRM_ANE_FEATURE_SIMULATED", feature::SIMULATED),
             ("DRM_ANE_FAULT_KIND_SHIFT", u64::from(fault::KIND_SHIFT)),
             ("DRM_ANE_FAULT_DART", fault::DART),
             ("DRM_ANE_FAULT_LATCH", fault::LATCH),
@@ -550,6 +575,8 @@ mod tests {
             c += &format!("printf(\"%s %llu\\n\", \"{name}\", (unsigned long long)({name}));\n");
             want += &format!("{name} {v}\n");
         }
+        c += "printf(\"DRM_ANE_DRIVER_NAME %s\\n\", DRM_ANE_DRIVER_NAME);\n";
+        want += &format!("DRM_ANE_DRIVER_NAME {DRIVER_NAME}\n");
         c += "return 0; }\n";
         let dir = std::env::temp_dir().join(format!("ane-uapi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -579,10 +606,11 @@ mod tests {
     #[test]
     fn identity() {
         assert_eq!(IDENT_MAGIC, 0x616e_6561_6363_656c);
-        // Neither of the majors eiln/omarchy-ane's libane accepts.
-        const { assert!(ABI_VERSION != 1 && ABI_VERSION != 2) };
-        assert_eq!(param::IDENT, 29);
-        assert_eq!(param::COUNT, 30);
+        // Not the name eiln/omarchy-ane's libane accepts (it takes any
+        // "ane" node of major 1 or 2).
+        assert_ne!(DRIVER_NAME, "ane");
+        assert_eq!(param::IDENT, 15);
+        assert_eq!(param::COUNT, 17);
     }
 
     #[test]
@@ -591,6 +619,7 @@ mod tests {
         assert_eq!(cmd::GET_PARAM, 0xc010_6440);
         assert_eq!(cmd::BO_CREATE, 0xc020_6441);
         assert_eq!(cmd::PROGRAM_DESTROY, 0x4008_6444);
-        assert_eq!(cmd::WAIT, 0xc038_6446);
+        assert_eq!(cmd::WAIT, 0xc040_6446);
+        assert_eq!(cmd::EXEC, 0xc038_6445);
     }
 }

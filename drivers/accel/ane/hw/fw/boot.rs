@@ -897,8 +897,8 @@ mod tests {
         assert_eq!(bad.check(), Err(InitError::Field { offset: 0x28 }));
     }
 
-    /// GET_PARAM's FW_FAIL_STEP is `Step as u64 + 1`; the UAPI header lists
-    /// the numbers.
+    /// The debugfs `fail_step` is `Step as u64 + 1`; `h14::FwReport` and
+    /// the library's step names list the numbers.
     #[test]
     fn step_numbers_match_the_uapi() {
         let steps = [
