@@ -208,16 +208,7 @@ fn throughput(dir: &str, k: u32, runs: u32) -> (u64, Option<Sim>, u64, u64) {
                 let (_bos, bindings) = d.bind_hwx(&hwx).expect("buffers");
                 ready.wait();
                 for _ in 0..runs {
-                    let id = d
-                        .exec(&prog, &bindings, uapi::priority::NORMAL)
-                        .expect("exec");
-                    let mut w = uapi::Wait {
-                        job_id: id,
-                        timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
-                        ..Default::default()
-                    };
-                    raw::wait(d.fd(), &mut w).expect("wait");
-                    assert_eq!(w.status, uapi::job_status::DONE);
+                    crate::workloads::exec_wait(&d, &prog, &bindings);
                 }
                 // Timed to the last job's end, not the teardown.
                 ane::device::monotonic_ns() as u64

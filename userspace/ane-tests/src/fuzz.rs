@@ -1169,9 +1169,15 @@ impl Fuzzer {
             }
         }
         a.steps = raw_ptr.unwrap_or(steps.as_ptr() as u64);
-        let r = fi::exec(self.d.fd(), &mut a);
+        self.submit(&mut a, &what, want, bad_ptr);
+    }
+
+    /// Runs one EXEC and records it; a job it returns joins the pending
+    /// list (its id must not be one already pending). Whether it queued.
+    fn submit(&mut self, a: &mut uapi::Exec, what: &str, want: Want, bad_ptr: bool) -> bool {
+        let r = fi::exec(self.d.fd(), a);
         self.stats
-            .record_ptr(self.step, Call::Exec, &what, r, want, bad_ptr);
+            .record_ptr(self.step, Call::Exec, what, r, want, bad_ptr);
         if r == Err(Errno::IO) {
             self.backoff();
         }
@@ -1183,6 +1189,7 @@ impl Fuzzer {
             }
             self.jobs.push(PJob { id: a.job_id });
         }
+        r.is_ok()
     }
 
     fn exec(&mut self, mutate: bool) {
@@ -1323,19 +1330,7 @@ impl Fuzzer {
         if bindings.iter().any(|b| self.is_canary(b.bo_handle)) {
             return;
         }
-        let r = fi::exec(self.d.fd(), &mut a);
-        self.stats
-            .record_ptr(self.step, Call::Exec, &what, r, want, bad_ptr);
-        if r == Err(Errno::IO) {
-            self.backoff();
-        }
-        if r.is_ok() {
-            if self.jobs.iter().any(|j| j.id == a.job_id) {
-                let step = self.step;
-                self.stats
-                    .flag(step, format!("EXEC returned pending job id {}", a.job_id));
-            }
-            self.jobs.push(PJob { id: a.job_id });
+        if self.submit(&mut a, &what, want, bad_ptr) {
             // Against the running job: close, unmap or destroy what it uses.
             match self.rng.below(6) {
                 0 => {

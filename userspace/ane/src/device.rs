@@ -407,6 +407,16 @@ pub fn open_first(dir: &Path) -> std::result::Result<Device, FirstError> {
     }))
 }
 
+
+/// A slice length as the `u32` count field `field` of an ioctl argument, or
+/// the error naming that field.
+fn count_u32(n: usize, field: &'static str, reason: &'static str) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::Invalid {
+        field,
+        value: n as u64,
+        reason,
+    })
+}
 impl Device {
     /// Opens `path` and checks that it is an `ane` node of our ABI version.
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
@@ -803,11 +813,7 @@ impl Device {
             offset,
             size,
             sections: sections.as_ptr() as u64,
-            section_count: u32::try_from(sections.len()).map_err(|_| Error::Invalid {
-                field: "section_count",
-                value: sections.len() as u64,
-                reason: "too many sections",
-            })?,
+            section_count: count_u32(sections.len(), "section_count", "too many sections")?,
             section_size: std::mem::size_of::<uapi::Section>() as u32,
             ..Default::default()
         };
@@ -909,11 +915,7 @@ impl Device {
         let mut a = uapi::Exec {
             program: program.handle,
             priority,
-            binding_count: u32::try_from(bindings.len()).map_err(|_| Error::Invalid {
-                field: "binding_count",
-                value: bindings.len() as u64,
-                reason: "too many bindings",
-            })?,
+            binding_count: count_u32(bindings.len(), "binding_count", "too many bindings")?,
             bindings: bindings.as_ptr() as u64,
             binding_size: std::mem::size_of::<uapi::Binding>() as u32,
             ..Default::default()
@@ -957,11 +959,7 @@ impl Device {
         let mut a = uapi::Exec {
             priority,
             steps: raw_steps.as_ptr() as u64,
-            step_count: u32::try_from(raw_steps.len()).map_err(|_| Error::Invalid {
-                field: "step_count",
-                value: raw_steps.len() as u64,
-                reason: "too many steps",
-            })?,
+            step_count: count_u32(raw_steps.len(), "step_count", "too many steps")?,
             step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
             ..Default::default()
         };
