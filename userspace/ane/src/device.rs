@@ -407,7 +407,6 @@ pub fn open_first(dir: &Path) -> std::result::Result<Device, FirstError> {
     }))
 }
 
-
 /// A slice length as the `u32` count field `field` of an ioctl argument, or
 /// the error naming that field.
 fn count_u32(n: usize, field: &'static str, reason: &'static str) -> Result<u32> {
