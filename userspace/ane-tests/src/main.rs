@@ -1948,6 +1948,48 @@ fn chain_equals_per_program(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// A chain stops at its first step that is not DONE: the first of three
+/// steps DART-faults (the simulator's injection), the chain reports that
+/// step's FAULT with no step done, the two steps after it never run (their
+/// buffers, filled with a canary, are untouched), and the engine recovers.
+fn chain_stops_at_a_failed_step(d: &Device) -> TestResult {
+    require_in_place_recovery(d)?;
+    let awake = Awake::hold(d)?;
+    let first = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let mut rest = ready(d).map_err(|e| format!("setup: {e}"))?;
+    for bo in rest.bos.iter_mut() {
+        bo.map().map_err(|e| e.to_string())?.fill(0xA5);
+    }
+    inject("dart_fault", 1)?;
+    let steps: Vec<(u32, &[uapi::Binding])> = vec![
+        (first.prog, &first.bindings[..]),
+        (rest.prog, &rest.bindings[..]),
+        (rest.prog, &rest.bindings[..]),
+    ];
+    let id = exec_chain_raw(d, &steps).map_err(|e| format!("EXEC: {e}"))?;
+    let (res, w) = wait_raw(d, id);
+    res.map_err(|e| format!("WAIT: {e}"))?;
+    check!(
+        w.status == uapi::job_status::FAULT && w.steps_done == 0,
+        "chain whose first step faults: status {} steps_done {}",
+        w.status,
+        w.steps_done
+    );
+    check!(
+        w.fault >> uapi::fault::KIND_SHIFT == uapi::fault::DART,
+        "chain fault word {:#x}: not the failed step's DART fault",
+        w.fault
+    );
+    for bo in rest.bos.iter_mut() {
+        let m = bo.map().map_err(|e| e.to_string())?;
+        check!(
+            m.iter().all(|&b| b == 0xA5),
+            "a step after the failed one ran (its buffers changed)"
+        );
+    }
+    recovered_by_forced_power_cycle(d, awake)
+}
+
 /// A chained EXEC of `steps` (program handle, bindings); the job id.
 fn exec_chain_raw(d: &Device, steps: &[(u32, &[uapi::Binding])]) -> Result<u64, Errno> {
     let raw_steps: Vec<uapi::ExecStep> = steps
@@ -2909,6 +2951,10 @@ fn main() -> ExitCode {
         (
             "a chain equals one EXEC per program",
             chain_equals_per_program,
+        ),
+        (
+            "a chain stops at a failed step",
+            chain_stops_at_a_failed_step,
         ),
         ("GEM_CLOSE while mmapped", gem_close_while_mapped),
         ("another fd's handle is unusable", other_fd_handle_unusable),
