@@ -234,7 +234,9 @@ arm_dtb() {
 # T6021 suites under each alternative the record leaves open (the
 # simulator's sim_fw_faults switches, fw_alt_t6021), the node shapes and
 # ane-probe's commands; kmemleak scans after each. The sanitizer boot also
-# runs the udev rule through the real udevadm (udev, x86_64 initramfs only).
+# runs the udev rule through the real udevadm (udev, x86_64 initramfs only)
+# and the H13 suites under each alternative the record leaves open for the
+# task manager (alt_h13: the ack, the pop, the network id, T6001's drain).
 suite_a=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,suspend
 suite_b=ioctl_t6021,unbind_open,fw_t6021,fw_alt_t6021,node_shapes,probe
 # Limits (seconds) are four times or more what each run took on the 2-core
@@ -263,7 +265,7 @@ step "qemu arm64 7.3: warning canary caught" canary arm64 "$kdir_arm" arm64
 # initramfs carries Python) and a short ane-fuzz pass; the judge fails on
 # any report.
 step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" guest x86_64 "$kdir_san" x86_64-san
-step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev" suite-a 1200
+step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev,alt_h13" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev,alt_h13" suite-a 1200
 step "qemu x86_64 7.3 sanitizers 2/4: $suite_b" boot x86_64 "$kdir_san" x86_64-san "$suite_b" suite-b 1200
 step "qemu x86_64 7.3 sanitizers 3/4: ane_rs pytest on the device, ONNX models compiled and run through the driver, ane-fuzz 10^3 calls per SoC table" \
 	boot x86_64 "$kdir_san" x86_64-san python,demo,fuzz_short python-fuzz 1200
