@@ -70,16 +70,18 @@ for n, d in zip(names, demangle(names)):
     rust_exports.setdefault(d, n)
 
 # Symbols a module references only because the kernel it was built
-# against has lockdep and debug mutexes (the test kernels enable
-# PROVE_LOCKING, the target does not): INIT_WORK, mutex_init, mutex_lock and
-# mutex_destroy expand to them there. Each maps to what the same code calls
-# in a kernel without them, which the target must export (None: nothing,
-# an empty inline).
+# against has lockdep, debug mutexes and the sleep-in-atomic checks (the
+# test kernels enable PROVE_LOCKING and DEBUG_ATOMIC_SLEEP, the target does
+# not): INIT_WORK, mutex_init, mutex_lock and mutex_destroy expand to the
+# first four there, cond_resched to __might_resched. Each maps to what the
+# same code calls in a kernel without them, which the target must export
+# (None: nothing, an empty inline).
 LOCKDEP_ONLY = {
     "lockdep_init_map_type": None,
     "mutex_init_lockdep": "mutex_init_generic",
     "mutex_lock_nested": "mutex_lock",
     "mutex_destroy": None,
+    "__might_resched": None,
 }
 lockdep_only = [s for s in c_syms if s in LOCKDEP_ONLY and s not in exports]
 missing = [LOCKDEP_ONLY[s] for s in lockdep_only
@@ -116,7 +118,7 @@ for m in from_modules:
     print(f"symcheck: provided by a module, not vmlinux: {m}")
 for m in lockdep_only:
     instead = f", {LOCKDEP_ONLY[m]} there" if LOCKDEP_ONLY[m] else ""
-    print(f"symcheck: lockdep-only (absent from a kernel without lockdep, like the target{instead}): {m}")
+    print(f"symcheck: debug-only (absent from a kernel without lockdep and atomic-sleep checks, like the target{instead}): {m}")
 problems = []
 if doc:
     named = set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", open(doc).read()))
