@@ -12,7 +12,8 @@
 # change the chroot's package list and so its cache key (a rebuild of the
 # chroot and of everything built in it), so this takes Debian's own udev
 # and libsystemd-shared packages of exactly the version of the chroot's
-# libudev1 (apt-get download, the chroot's own apt sources), unpacks them
+# libudev1 (apt-get update into a scratch directory and download, the
+# chroot's own apt sources), unpacks them
 # once into /cache/udevadm/VERSION, and copies udevadm with every library
 # ldd names into ROOT at their paths. ROOT also gets:
 # - packaging/common/70-ane.rules where the packages install it
@@ -28,8 +29,13 @@ ver=$(dpkg-query -W -f='${Version}' libudev1)
 cache=/cache/udevadm/$ver
 if [ ! -x "$cache/usr/bin/udevadm" ]; then
 	tmp=$(mktemp -d)
-	(cd "$tmp" && apt-get download -q "udev=$ver" "libsystemd-shared=$ver" >/dev/null) || {
-		echo "guest-udevadm: cannot download udev $ver (apt-get download udev libsystemd-shared)" >&2
+	# A chroot fresh from mmdebstrap has no package lists: they are read
+	# into a scratch directory, so the chroot stays what its key says.
+	apt=(-q -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o APT::Sandbox::User=root)
+	mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial"
+	{ apt-get "${apt[@]}" update >/dev/null &&
+		(cd "$tmp" && apt-get "${apt[@]}" download "udev=$ver" "libsystemd-shared=$ver" >/dev/null); } || {
+		echo "guest-udevadm: cannot download udev $ver (apt-get update, then download udev libsystemd-shared; offline?)" >&2
 		exit 1
 	}
 	mkdir -p "$cache.new"
