@@ -1489,10 +1489,15 @@ fn h14_slow(want: &str) -> Result<String, String> {
     over.store(true, std::sync::atomic::Ordering::Release);
     let (asked, n) = asker.join().map_err(|_| "asker panicked")??;
     let st = st?;
-    let answered_apart = asked < secs / 4.0;
+    // A read that waited for the call lasts about as long as the call
+    // (the old driver: 29.85 s of a 36.34 s call) and leaves room for one
+    // or two reads; one that does not keeps answering throughout. The
+    // call's length follows the machine's speed (120000 simulated polls),
+    // so the bound is relative, with room for a loaded sanitizer guest.
+    let answered_apart = n >= 3 && asked < secs * 0.75;
     check!(
         answered_apart,
-        "the longest of {n} reads of the firmware report took {asked:.2} s during a call of {secs:.2} s (it waited for the call)"
+        "the longest of {n} reads of the firmware report took {asked:.2} s during a call of {secs:.2} s (it waited for the call: want 3 reads or more, each under 3/4 of the call)"
     );
     let fw = param_value(&d, param::FW_STATE)?;
     let line = format!("call {st:?} after {secs:.1} s, firmware state {fw}");
