@@ -771,10 +771,14 @@ fn omarchy_install_refuses_an_overlay_without_the_skip_property_or_a_bad_merge()
 /// payload while install said it would: install refuses and says why.
 #[test]
 fn omarchy_install_refuses_when_omarchy_mac_boot_would_leave_the_overlay_out() {
+    // Named, not borrowed as temporaries: the packages' check() builds
+    // with the kernel's rustc 1.85, which does not extend their lifetime.
+    let dtbs_after = format!("{OMARCHY_CONF}DTBS=/boot/dtbs/*.dtb\n");
+    let merge_off = format!("OMARCHY_DTB_OVERLAYS=0\n{OMARCHY_CONF}");
     let cases: &[(&str, Option<&str>, &str, &str)] = &[
         (
             "a DTBS line after the call (the aurora-sep installer's)",
-            Some(&format!("{OMARCHY_CONF}DTBS=/boot/dtbs/*.dtb\n")),
+            Some(&dtbs_after),
             ALARM_SCRIPT,
             "sets DTBS after dtb_overlays_update_m1n1 (line 7)",
         ),
@@ -792,7 +796,7 @@ fn omarchy_install_refuses_when_omarchy_mac_boot_would_leave_the_overlay_out() {
         ),
         (
             "the merge turned off",
-            Some(&format!("OMARCHY_DTB_OVERLAYS=0\n{OMARCHY_CONF}")),
+            Some(&merge_off),
             ALARM_SCRIPT,
             "sets OMARCHY_DTB_OVERLAYS=0",
         ),
