@@ -1117,13 +1117,7 @@ impl Fuzzer {
         let mut steps: Vec<uapi::ExecStep> = all
             .iter()
             .zip(&progs)
-            .map(|(b, &p)| uapi::ExecStep {
-                program: p,
-                binding_count: b.len() as u32,
-                bindings: b.as_ptr() as u64,
-                binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-                pad: 0,
-            })
+            .map(|(b, &p)| crate::exec_step(p, b))
             .collect();
         let mut a = uapi::Exec {
             priority: self.rng.below(2) as u32,

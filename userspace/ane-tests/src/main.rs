@@ -1995,18 +1995,20 @@ fn chain_stops_at_a_failed_step(d: &Device) -> TestResult {
     recovered_by_forced_power_cycle(d, awake)
 }
 
+/// One step of a chained EXEC: `program` on `bindings`.
+fn exec_step(program: u32, bindings: &[uapi::Binding]) -> uapi::ExecStep {
+    uapi::ExecStep {
+        program,
+        binding_count: bindings.len() as u32,
+        bindings: bindings.as_ptr() as u64,
+        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+        pad: 0,
+    }
+}
+
 /// A chained EXEC of `steps` (program handle, bindings); the job id.
 fn exec_chain_raw(d: &Device, steps: &[(u32, &[uapi::Binding])]) -> Result<u64, Errno> {
-    let raw_steps: Vec<uapi::ExecStep> = steps
-        .iter()
-        .map(|(p, b)| uapi::ExecStep {
-            program: *p,
-            binding_count: b.len() as u32,
-            bindings: b.as_ptr() as u64,
-            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-            pad: 0,
-        })
-        .collect();
+    let raw_steps: Vec<uapi::ExecStep> = steps.iter().map(|(p, b)| exec_step(*p, b)).collect();
     let mut a = uapi::Exec {
         priority: uapi::priority::NORMAL,
         steps: raw_steps.as_ptr() as u64,
@@ -2354,28 +2356,49 @@ fn exec_with(
     } else if a.bindings == 1 {
         a.bindings = 0; // the caller asked for NULL
     }
-    let res = raw::exec(d.fd(), &mut a);
+    let res = exec_reaped(d, &mut a);
+    drop(r.bos);
+    res
+}
+
+/// EXEC, and when it queued a job, the WAIT that reaps it (whatever its
+/// end): the EXEC's result.
+fn exec_reaped(d: &Device, a: &mut uapi::Exec) -> Result<(), Errno> {
+    let res = raw::exec(d.fd(), a);
     if res.is_ok() {
         let _ = wait_raw(d, a.job_id);
     }
-    drop(r.bos);
     res
+}
+
+/// `items` as a newer userspace would pass them: each element 8 bytes
+/// larger than the kernel's struct, the first extra byte `tail`, the rest
+/// zero. The bytes and the element size.
+///
+/// # Safety
+///
+/// `T` must be a plain `repr(C)` struct of integers without padding (the
+/// UAPI structs), so that its bytes may be read.
+unsafe fn widened<T>(items: &[T], tail: u8) -> (Vec<u8>, usize) {
+    let size = std::mem::size_of::<T>();
+    let elem = size + 8;
+    let mut out = vec![0u8; elem * items.len()];
+    for (i, item) in items.iter().enumerate() {
+        // SAFETY: `item` is a live `T` of `size` bytes, all of them
+        // initialised (the caller's guarantee).
+        let bytes = unsafe { std::slice::from_raw_parts((item as *const T).cast::<u8>(), size) };
+        out[i * elem..i * elem + size].copy_from_slice(bytes);
+        out[i * elem + size] = tail;
+    }
+    (out, elem)
 }
 
 /// EXEC with bindings of `extra` bytes more than the kernel's struct, the
 /// first extra byte set to `tail`.
 fn exec_extended(d: &Device, tail: u8) -> Result<(), Errno> {
     let r = ready(d)?;
-    let size = std::mem::size_of::<uapi::Binding>();
-    let elem = size + 8;
-    let mut raw_bindings = vec![0u8; elem * r.bindings.len()];
-    for (i, b) in r.bindings.iter().enumerate() {
-        // SAFETY: `Binding` is a plain `repr(C)` struct of integers.
-        let bytes =
-            unsafe { std::slice::from_raw_parts((b as *const uapi::Binding).cast::<u8>(), size) };
-        raw_bindings[i * elem..i * elem + size].copy_from_slice(bytes);
-        raw_bindings[i * elem + size] = tail;
-    }
+    // SAFETY: `Binding` is a plain `repr(C)` struct of integers.
+    let (raw_bindings, elem) = unsafe { widened(&r.bindings, tail) };
     let mut a = uapi::Exec {
         program: r.prog,
         priority: uapi::priority::NORMAL,
@@ -2396,12 +2419,10 @@ fn chain_with(
 ) -> Result<(), Errno> {
     let r = ready(d)?;
     let mut bindings = r.bindings.clone();
+    // `bindings` 0 until after `f`: these bindings, wherever they are then.
     let step = uapi::ExecStep {
-        program: r.prog,
-        binding_count: bindings.len() as u32,
         bindings: 0,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        pad: 0,
+        ..exec_step(r.prog, &bindings)
     };
     let mut steps = vec![step; 2];
     let mut a = uapi::Exec {
@@ -2425,10 +2446,7 @@ fn chain_with(
         1 => 0,
         other => other,
     };
-    let res = raw::exec(d.fd(), &mut a);
-    if res.is_ok() {
-        let _ = wait_raw(d, a.job_id);
-    }
+    let res = exec_reaped(d, &mut a);
     drop(r.bos);
     res
 }
@@ -2437,23 +2455,9 @@ fn chain_with(
 /// struct, the first extra byte of each set to `tail`.
 fn chain_extended(d: &Device, tail: u8) -> Result<(), Errno> {
     let r = ready(d)?;
-    let size = std::mem::size_of::<uapi::ExecStep>();
-    let elem = size + 8;
-    let step = uapi::ExecStep {
-        program: r.prog,
-        binding_count: r.bindings.len() as u32,
-        bindings: r.bindings.as_ptr() as u64,
-        binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-        pad: 0,
-    };
+    let step = exec_step(r.prog, &r.bindings);
     // SAFETY: `ExecStep` is a plain `repr(C)` struct of integers.
-    let bytes =
-        unsafe { std::slice::from_raw_parts((&step as *const uapi::ExecStep).cast::<u8>(), size) };
-    let mut raw_steps = vec![0u8; elem * 2];
-    for i in 0..2 {
-        raw_steps[i * elem..i * elem + size].copy_from_slice(bytes);
-        raw_steps[i * elem + size] = tail;
-    }
+    let (raw_steps, elem) = unsafe { widened(&[step, step], tail) };
     let mut a = uapi::Exec {
         priority: uapi::priority::NORMAL,
         steps: raw_steps.as_ptr() as u64,
