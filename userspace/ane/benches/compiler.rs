@@ -56,11 +56,7 @@ fn main() {
                 continue;
             }
         };
-        let inputs: Vec<(&str, &[f32])> = ex
-            .inputs
-            .iter()
-            .map(|(n, _, v)| (n.as_str(), v.as_slice()))
-            .collect();
+        let inputs = ex.input_values();
         let (out, stats) = match c.run_on_model_with_stats(&inputs) {
             Ok(r) => r,
             Err(e) => {

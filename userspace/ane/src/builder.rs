@@ -449,7 +449,8 @@ pub(crate) struct PeTask {
 }
 
 impl PeTask {
-    fn two(op: PeOp, src0: Loc, src1: Loc, dst: Loc) -> PeTask {
+    /// `op` of two sources with unit scales, no bias.
+    pub(crate) fn two(op: PeOp, src0: Loc, src1: Loc, dst: Loc) -> PeTask {
         PeTask {
             op,
             src0,
@@ -460,6 +461,16 @@ impl PeTask {
             bias: 0,
             fin: F32_ONE,
             abs: false,
+        }
+    }
+
+    /// One source passed through (an add with no second source), or its
+    /// absolute value when `abs`.
+    pub(crate) fn one(src: Loc, dst: Loc, abs: bool) -> PeTask {
+        PeTask {
+            src1: None,
+            abs,
+            ..PeTask::two(PeOp::Add, src, src, dst)
         }
     }
 }

@@ -1418,20 +1418,15 @@ fn lower(
                     let bat = push_const(&mut weights, &bytes);
                     let add_dst = if *relu { place(&os)? } else { dst };
                     steps.push(Step::Pe(
-                        PeTask {
-                            op: PeOp::Add,
-                            src0: conv_dst,
-                            src1: Some(Loc {
+                        PeTask::two(
+                            PeOp::Add,
+                            conv_dst,
+                            Loc {
                                 slot: u32::from(crate::hw::td::SLOT_KERNEL),
                                 offset: bat,
-                            }),
-                            dst: add_dst,
-                            pre: builder::F16_ONE,
-                            scale: builder::F16_ONE,
-                            bias: 0,
-                            fin: builder::F32_ONE,
-                            abs: false,
-                        },
+                            },
+                            add_dst,
+                        ),
                         go,
                     ));
                     if *relu {
@@ -1490,20 +1485,7 @@ fn lower(
             Op::Abs { node, x, out } => {
                 let (src, s) = loc_of(vals, &mut place, x)?;
                 let (dst, _) = loc_of(vals, &mut place, out)?;
-                steps.push(Step::Pe(
-                    PeTask {
-                        op: PeOp::Add,
-                        src0: src,
-                        src1: None,
-                        dst,
-                        pre: builder::F16_ONE,
-                        scale: builder::F16_ONE,
-                        bias: 0,
-                        fin: builder::F32_ONE,
-                        abs: true,
-                    },
-                    geom(&s, node)?,
-                ));
+                steps.push(Step::Pe(PeTask::one(src, dst, true), geom(&s, node)?));
             }
             Op::Concat { node, inputs, out } => {
                 let (dst, os) = loc_of(vals, &mut place, out)?;
@@ -1664,20 +1646,7 @@ fn lower(
                 }
                 for t in 1..*taps {
                     let to = if t + 1 == *taps { dst } else { place(&os)? };
-                    steps.push(Step::Pe(
-                        PeTask {
-                            op: PeOp::Max,
-                            src0: cur,
-                            src1: Some(block(t)),
-                            dst: to,
-                            pre: builder::F16_ONE,
-                            scale: builder::F16_ONE,
-                            bias: 0,
-                            fin: builder::F32_ONE,
-                            abs: false,
-                        },
-                        g,
-                    ));
+                    steps.push(Step::Pe(PeTask::two(PeOp::Max, cur, block(t), to), g));
                     cur = to;
                 }
             }

@@ -919,7 +919,12 @@ impl Device {
             binding_size: std::mem::size_of::<uapi::Binding>() as u32,
             ..Default::default()
         };
-        raw::exec(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+        self.submit(&mut a)
+    }
+
+    /// Runs the EXEC `a` describes; the job id.
+    fn submit(&self, a: &mut uapi::Exec) -> Result<u64> {
+        raw::exec(&self.fd, a).map_err(|source| Error::Ioctl {
             ioctl: "DRM_IOCTL_ANE_EXEC",
             source,
         })?;
@@ -962,11 +967,7 @@ impl Device {
             step_size: std::mem::size_of::<uapi::ExecStep>() as u32,
             ..Default::default()
         };
-        raw::exec(&self.fd, &mut a).map_err(|source| Error::Ioctl {
-            ioctl: "DRM_IOCTL_ANE_EXEC",
-            source,
-        })?;
-        Ok(a.job_id)
+        self.submit(&mut a)
     }
 
     /// Waits up to `timeout` for job `id`. `Ok(None)` when the time passed

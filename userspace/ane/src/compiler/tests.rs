@@ -75,11 +75,7 @@ fn check(ex: &zoo::Example, got: &[f32]) -> f64 {
 fn the_zoo_matches_the_cpu() {
     for seed in [29, 30] {
         for ex in zoo::all(seed) {
-            let inputs: Vec<(&str, &[f32])> = ex
-                .inputs
-                .iter()
-                .map(|(n, _, v)| (n.as_str(), v.as_slice()))
-                .collect();
+            let inputs = ex.input_values();
             let (c, got) = run(&ex.onnx, &inputs);
             assert_eq!(c.program.td_count, ex.tds, "{}", ex.name);
             assert_eq!(c.io.last().unwrap().name, ex.output.0);
@@ -442,11 +438,7 @@ fn window_ops_match_the_cpu() {
 fn scratch_sharing_keeps_results_identical() {
     for seed in [29, 7] {
         for ex in zoo::all(seed) {
-            let inputs: Vec<(&str, &[f32])> = ex
-                .inputs
-                .iter()
-                .map(|(n, _, v)| (n.as_str(), v.as_slice()))
-                .collect();
+            let inputs = ex.input_values();
             let one = compile_with(&ex.onnx, Target::H13, false).unwrap();
             let shared = compile(&ex.onnx, Target::H13).unwrap();
             one.program.validate().unwrap();
@@ -497,22 +489,7 @@ fn scratch_sharing_follows_the_dependencies() {
         bytes: 64,
     };
     let at = |slot: u32, offset: u32| Loc { slot, offset };
-    let pe = |src: Loc, dst: Loc| {
-        Step::Pe(
-            PeTask {
-                op: PeOp::Add,
-                src0: src,
-                src1: None,
-                dst,
-                pre: builder::F16_ONE,
-                scale: builder::F16_ONE,
-                bias: 0,
-                fin: builder::F32_ONE,
-                abs: false,
-            },
-            g,
-        )
-    };
+    let pe = |src: Loc, dst: Loc| Step::Pe(PeTask::one(src, dst, false), g);
     let dst_of = |s: &Step| match s {
         Step::Pe(t, _) => t.dst,
         Step::Ne(t, _, _) => t.dst,

@@ -59,6 +59,15 @@ pub struct Example {
 pub const TABLE_ERROR: f64 = 0.0035;
 
 impl Example {
+    /// Each input's model name and values, as `Compiled::run_on_model`
+    /// takes them.
+    pub fn input_values(&self) -> Vec<(&str, &[f32])> {
+        self.inputs
+            .iter()
+            .map(|(n, _, v)| (n.as_str(), v.as_slice()))
+            .collect()
+    }
+
     /// The bound on each output's absolute error.
     pub fn bound(&self) -> f64 {
         TOLERANCE * self.scale + self.table_error
