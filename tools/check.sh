@@ -265,15 +265,25 @@ step "qemu arm64 7.3: warning canary caught" canary arm64 "$kdir_arm" arm64
 # initramfs carries Python) and a short ane-fuzz pass; the judge fails on
 # any report.
 step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" guest x86_64 "$kdir_san" x86_64-san
-step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev,alt_h13" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev,alt_h13" suite-a 1200
-step "qemu x86_64 7.3 sanitizers 2/4: $suite_b" boot x86_64 "$kdir_san" x86_64-san "$suite_b" suite-b 1200
-step "qemu x86_64 7.3 sanitizers 3/4: ane_rs pytest on the device, ONNX models compiled and run through the driver, ane-fuzz 10^3 calls per SoC table" \
-	boot x86_64 "$kdir_san" x86_64-san python,demo,fuzz_short python-fuzz 1200
-# The hostile-client pass (issue 26): hostile processes beside one client
-# whose every job must end DONE and exact, on every SoC table.
-step "qemu x86_64 7.3 sanitizers 4/4: hostile clients beside a well-behaved one (1500 hostile calls per SoC table)" \
-	boot x86_64 "$kdir_san" x86_64-san hostile_short hostile 1800
-step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
+# The four boots and the canary in two lanes side by side (tools/steps.sh):
+# each QEMU run mostly waits on one emulated CPU, so on 2 cores the pair
+# takes about as long as the longer lane. The device-tree check, which
+# needs no kernel, joins the shorter lane.
+san_lane_1() {
+	step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev,alt_h13" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev,alt_h13" suite-a 1200
+	step "qemu x86_64 7.3 sanitizers 3/4: ane_rs pytest on the device, ONNX models compiled and run through the driver, ane-fuzz 10^3 calls per SoC table" \
+		boot x86_64 "$kdir_san" x86_64-san python,demo,fuzz_short python-fuzz 1200
+	step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
+}
+san_lane_2() {
+	step "qemu x86_64 7.3 sanitizers 2/4: $suite_b" boot x86_64 "$kdir_san" x86_64-san "$suite_b" suite-b 1200
+	# The hostile-client pass (issue 26): hostile processes beside one
+	# client whose every job must end DONE and exact, on every SoC table.
+	step "qemu x86_64 7.3 sanitizers 4/4: hostile clients beside a well-behaved one (1500 hostile calls per SoC table)" \
+		boot x86_64 "$kdir_san" x86_64-san hostile_short hostile 1800
+	step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
+}
+side_by_side san_lane_1 san_lane_2
 # Fault injection on the sanitizer kernel: every driver call with each of
 # its fault sites failed in turn (fail_nth: deterministic, the device must
 # be released after each), then ane-fuzz with failslab failing 5% of the
@@ -305,7 +315,7 @@ fstep "qemu arm64 7.2: modalias load, bind, sysfs unbind/rebind" \
 
 # Installation: device tree, DKMS, packages (each builds for real in the
 # chroot; see the scripts).
-step "device tree: overlays, binding, upstream 7.3 boards" tools/dt/check.sh
+# (the overlay and binding check ran beside the sanitizer boots above)
 # ane-dt run as docs/install.md says in roots shaped like Arch Linux ARM,
 # Omarchy (ALARM's update-m1n1 with omarchy-mac-boot's hook), Fedora Asahi Remix and upstream asahi-scripts, then each distribution's own
 # update-m1n1 (../shared/targets/distro-scripts): the ANE node must be in

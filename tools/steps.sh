@@ -46,3 +46,44 @@ summary() {
 	printf '%s passed, %s failed\n' "$ANE_PASSED" "$ANE_FAILED"
 	[ "$ANE_FAILED" = 0 ]
 }
+
+# side_by_side LANE...: run each LANE (a function that calls `step`) in the
+# background at the same time, then print each lane's output in the order
+# given and add its results to this run's. For steps that mostly wait on
+# one emulated CPU (QEMU runs, the device-tree checks): on 2 cores two such
+# lanes take about as long as the longer one, which keeps the gate inside
+# its cold-cache limit. Each lane's steps still run in order.
+side_by_side() {
+	local dir lane i=0 pids=() passed failed line
+	dir=$(mktemp -d)
+	printf '\n%s side by side: %s (output follows when all end)\n' "$ANE_STEP_MARK" "$*"
+	for lane in "$@"; do
+		(
+			ANE_RESULTS=()
+			ANE_PASSED=0
+			ANE_FAILED=0
+			"$lane"
+			printf '%s\n' "${ANE_RESULTS[@]}" >"$dir/$i.results"
+			echo "$ANE_PASSED $ANE_FAILED" >"$dir/$i.count"
+		) >"$dir/$i.out" 2>&1 &
+		pids+=($!)
+		i=$((i + 1))
+	done
+	wait "${pids[@]}" || true
+	for ((i = 0; i < ${#pids[@]}; i++)); do
+		cat "$dir/$i.out"
+		if [ -s "$dir/$i.count" ]; then
+			read -r passed failed <"$dir/$i.count"
+			ANE_PASSED=$((ANE_PASSED + passed))
+			ANE_FAILED=$((ANE_FAILED + failed))
+			while IFS= read -r line; do
+				[ -z "$line" ] || ANE_RESULTS+=("$line")
+			done <"$dir/$i.results"
+		else
+			ANE_FAILED=$((ANE_FAILED + 1))
+			ANE_RESULTS+=("FAIL  lane $i of: $* (ended without its results)")
+		fi
+	done
+	rm -rf "$dir"
+	printf '%s side by side ended (%s s since the start)\n' "$ANE_STEP_MARK" "$(($(date +%s) - ANE_T0))"
+}
