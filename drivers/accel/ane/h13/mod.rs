@@ -665,10 +665,9 @@ impl H13 {
             return false;
         }
         let darts = Darts(&self.darts);
-        let mut left = 100u32;
+        let start = Instant::<Monotonic>::now();
         while seq::Dart::fault(&darts).is_some() {
-            left = left.saturating_sub(1);
-            if left == 0 {
+            if start.elapsed() > Delta::from_millis(100) {
                 pr_err!("recovery: a DART fault stays latched after the power cycle\n");
                 return false;
             }
@@ -690,11 +689,16 @@ impl H13 {
     /// bit, looking at the DARTs before every engine read. Whether the task
     /// manager came back idle.
     fn drain_retained(&self) -> bool {
-        let mut left = 10_000u32;
+        // Bounded by the clock, not by a count of sleeps: a sleep lasts
+        // longer than asked (timer slack, a loaded or emulated machine), and
+        // 10,000 of them took 18 s in a loaded QEMU guest.
+        let start = Instant::<Monotonic>::now();
         seq::recover_retained(&self.mmio, &Darts(&self.darts), || {
-            left = left.saturating_sub(1);
+            if start.elapsed() > Delta::from_secs(1) {
+                return false;
+            }
             fsleep(Delta::from_micros(100));
-            left > 0
+            true
         })
     }
 
