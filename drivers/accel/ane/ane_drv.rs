@@ -198,7 +198,7 @@ impl accel::Driver for AneDriver {
                 bytes,
                 usage,
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 

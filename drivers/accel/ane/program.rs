@@ -224,7 +224,7 @@ pub(crate) fn program_create(
             weights_iova: base + weights_off,
             bo: Some(bo),
         },
-        GFP_KERNEL,
+        GFP_KERNEL_ACCOUNT,
     )?;
     add(file, program, args)
 }
@@ -242,7 +242,7 @@ fn add(
     }
     let handle = progs.next;
     progs.next = progs.next.checked_add(1).ok_or(ENOSPC)?;
-    progs.list.push((handle, program), GFP_KERNEL)?;
+    progs.list.push((handle, program), GFP_KERNEL_ACCOUNT)?;
     args.handle = handle;
     Ok(0)
 }
