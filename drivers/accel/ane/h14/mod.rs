@@ -497,8 +497,7 @@ impl Firmware {
         } else {
             // The digest with the kernel's own SHA-256 (lib/crypto).
             pin.check_shape(bytes)
-                .map(|_| ())
-                .and_then(|()| {
+                .and_then(|_| {
                     pin.check_found_digest(crate::ext::sha256::digest(bytes))
                         .map_err(image::FirmwareError::from)
                 })
