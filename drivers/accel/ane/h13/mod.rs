@@ -478,7 +478,14 @@ impl H13 {
         let started = seq::start_job(&self.mmio, &darts, &mut host, &push);
         let pushed = host.pushed;
         match started {
-            Ok(seq) => Started::Running(Active { seq, res, pushed }),
+            Ok(seq) => {
+                // Test flavour: an event interrupt the push raised reaches
+                // the handler before the first look pops the events, as a
+                // hardware interrupt raised when the engine posts would.
+                #[cfg(ane_test)]
+                self.sim_line();
+                Started::Running(Active { seq, res, pushed })
+            }
             Err(NotStarted::DartFault(e)) => {
                 pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
                 self.contain(res, Progress::DartFault(e));
@@ -509,11 +516,6 @@ impl H13 {
     /// Looks at a pushed job until it ended or its time is up, waiting
     /// between looks (polling, or the opt-in interrupt), then ends it.
     pub(crate) fn complete(&self, job: &Job, mut a: Active) -> Outcome {
-        // Test flavour: an event interrupt the push raised reaches the
-        // handler before the first look pops the events, as a hardware
-        // interrupt raised when the engine posts would.
-        #[cfg(ane_test)]
-        self.sim_line();
         let mut host = Host {
             h13: self,
             job,
