@@ -3,6 +3,8 @@
 # it used to fail with EACCES from pm_runtime_resume_and_get(). The test
 # flavour's sim_probe_delay_ms holds that window open (10 s: a loaded
 # emulated guest is slow to fork).
+# A test before may have failed with the module loaded.
+! module_loaded || modprobe -r ane
 modprobe ane sim_soc=0x8103 sim_probe_delay_ms=10000 &
 mp=$!
 i=0
