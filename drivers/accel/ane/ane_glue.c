@@ -19,6 +19,7 @@
  */
 
 #include <asm/barrier.h>
+#include <crypto/sha2.h>
 #include <linux/capability.h>
 #include <linux/cpufreq.h>
 #include <linux/device.h>
@@ -810,6 +811,35 @@ void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size
 void ane_glue_cond_resched(void)
 {
 	cond_resched();
+}
+
+/*
+ * SHA-256 from the kernel's crypto library (CONFIG_CRYPTO_LIB_SHA256): the
+ * firmware pin and the H14 program digest. sha256_update() is an inline
+ * over __sha256_update(); the context lives in storage the Rust caller
+ * owns (ANE_GLUE_SHA256_CTX_BYTES, 8-byte aligned).
+ */
+static_assert(sizeof(struct sha256_ctx) <= ANE_GLUE_SHA256_CTX_BYTES);
+static_assert(__alignof__(struct sha256_ctx) <= 8);
+
+void ane_glue_sha256_init(void *ctx)
+{
+	sha256_init(ctx);
+}
+
+void ane_glue_sha256_update(void *ctx, const u8 *data, size_t len)
+{
+	sha256_update(ctx, data, len);
+}
+
+void ane_glue_sha256_final(void *ctx, u8 *out)
+{
+	sha256_final(ctx, out);
+}
+
+void ane_glue_sha256(const u8 *data, size_t len, u8 *out)
+{
+	sha256(data, len, out);
 }
 
 /* A full barrier for memory shared with a device (dma_mb() is a macro). */

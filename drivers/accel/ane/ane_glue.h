@@ -89,6 +89,13 @@ void ane_glue_page_write(struct page *page, size_t offset, const void *src, size
 void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size_t src_off,
 			size_t len);
 void ane_glue_cond_resched(void);
+/* Bytes the Rust side reserves for a struct sha256_ctx (ext/sha256.rs,
+ * CTX_BYTES, 8-byte aligned); ane_glue.c checks it at build time. */
+#define ANE_GLUE_SHA256_CTX_BYTES 128
+void ane_glue_sha256_init(void *ctx);
+void ane_glue_sha256_update(void *ctx, const u8 *data, size_t len);
+void ane_glue_sha256_final(void *ctx, u8 *out);
+void ane_glue_sha256(const u8 *data, size_t len, u8 *out);
 struct ane_glue_boost;
 struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms);
 void ane_glue_boost_begin(struct ane_glue_boost *b);

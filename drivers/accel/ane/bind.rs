@@ -335,6 +335,15 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     let reg = accel::Registration::new(drm)?;
+    // Test flavour: hold the window between the node's registration and
+    // runtime PM's enabling open, so a test can open the node in it.
+    #[cfg(ane_test)]
+    if simulated {
+        let ms = ext::param::get(module_parameters::sim_probe_delay_ms.value());
+        if ms > 0 {
+            kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(ms)));
+        }
+    }
     // The simulated engine line refers to the backend and the backend to
     // the simulator: connected only once nothing can fail any more, and
     // disconnected at unbind.

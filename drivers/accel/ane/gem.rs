@@ -220,7 +220,10 @@ pub(crate) fn bo_create(
 }
 
 /// Runs `f` on each page-sized piece of `[offset, offset + len)` of `bo`:
-/// the page, the offset in it, and the piece's offset and length.
+/// the page, the offset in it, and the piece's offset and length. Long
+/// ranges (PROGRAM_CREATE stages up to 256 MiB) yield the CPU every
+/// [`RESCHED_BYTES`]; a shorter one never does, so small reads and writes
+/// stay callable where sleeping is not allowed.
 fn for_each_piece(
     bo: &Bo,
     offset: u64,
@@ -232,7 +235,7 @@ fn for_each_piece(
         return Err(EINVAL);
     }
     let pages = bo.pages();
-    let mut done = 0usize;
+    let (mut done, mut since) = (0usize, 0u64);
     while done < len {
         let at = offset + done as u64;
         let page = pages.get((at / PAGE_SIZE) as usize).ok_or(EINVAL)?;
@@ -240,6 +243,11 @@ fn for_each_piece(
         let n = core::cmp::min(len - done, PAGE_SIZE as usize - in_page);
         f(page, in_page, done, n)?;
         done += n;
+        since += n as u64;
+        if since >= RESCHED_BYTES {
+            crate::ext::gem::cond_resched();
+            since = 0;
+        }
     }
     Ok(())
 }
@@ -264,7 +272,7 @@ pub(crate) fn write(bo: &Bo, offset: u64, buf: &[u8]) -> Result {
 }
 
 /// Bytes [`copy`] moves between two yields of the CPU.
-const RESCHED_BYTES: u64 = 1 << 20;
+pub(crate) const RESCHED_BYTES: u64 = 1 << 20;
 
 /// Copies `len` bytes at `src_off` of `src` into `dst` at `dst_off`, page
 /// to page: one pass over the bytes, without a bounce buffer, one

@@ -313,7 +313,7 @@ fn check_step(
     let mut bars = [0u64; BAR_SLOTS];
     let mut io = KVec::new();
     let mut bound = 0u32;
-    let mut bos = KVec::with_capacity(bindings.len(), GFP_KERNEL)?;
+    let mut bos = KVec::with_capacity(bindings.len(), GFP_KERNEL_ACCOUNT)?;
     for b in bindings.iter() {
         let slot = u8::try_from(b.slot).map_err(|_| EINVAL)?;
         if usize::from(slot) >= BAR_SLOTS || slot == SLOT_COMMAND || slot == SLOT_KERNEL {
@@ -350,7 +350,7 @@ fn check_step(
                     iova,
                     size: b.size,
                 },
-                GFP_KERNEL,
+                GFP_KERNEL_ACCOUNT,
             )?;
         } else {
             let info = summary.and_then(|s| s.slot(slot)).ok_or(EINVAL)?;
@@ -374,7 +374,7 @@ fn check_step(
             }
         }
         bound |= 1 << slot;
-        bos.push(bo, GFP_KERNEL)?;
+        bos.push(bo, GFP_KERNEL_ACCOUNT)?;
     }
     // Every slot the program touches must be bound (0 and 1 are the
     // program's own).
@@ -501,7 +501,7 @@ pub(crate) fn exec(
                 tail: step_tail,
                 steps_done: AtomicU32::new(0),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         if tail.is_none() {
             tail = Some(job.clone());
@@ -511,7 +511,7 @@ pub(crate) fn exec(
     let (Some(head), Some(tail)) = (next, tail) else {
         return Err(EINVAL);
     };
-    list.push(tail.clone(), GFP_KERNEL)?;
+    list.push(tail.clone(), GFP_KERNEL_ACCOUNT)?;
     // The engine may run the job in this thread: not under the list's lock.
     drop(list);
     if let Err(e) = engine.submit(head.clone()) {

@@ -169,8 +169,10 @@ pub(crate) fn program_create(
     let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL_ACCOUNT)?;
     stream.resize(tsk, 0, GFP_KERNEL_ACCOUNT)?;
     gem::read(&src, args.offset, &mut stream)?;
+    // Up to `MAX_TD_COUNT` TDs: the CPU is yielded every few dozen
+    // (kernel-2 N9).
     let summary = td::Program::new(&stream, td_size, args.td_count)
-        .and_then(|p| p.validate())
+        .and_then(|p| p.validate_with(crate::ext::gem::cond_resched))
         .map_err(|e| {
             pr_debug!("program rejected: {:?}\n", e);
             EINVAL
@@ -222,7 +224,7 @@ pub(crate) fn program_create(
             weights_iova: base + weights_off,
             bo: Some(bo),
         },
-        GFP_KERNEL,
+        GFP_KERNEL_ACCOUNT,
     )?;
     add(file, program, args)
 }
@@ -240,7 +242,7 @@ fn add(
     }
     let handle = progs.next;
     progs.next = progs.next.checked_add(1).ok_or(ENOSPC)?;
-    progs.list.push((handle, program), GFP_KERNEL)?;
+    progs.list.push((handle, program), GFP_KERNEL_ACCOUNT)?;
     args.handle = handle;
     Ok(0)
 }

@@ -10,11 +10,14 @@
 //! page table. Faults to inject through debugfs
 //! (`/sys/kernel/debug/ane-sim/`), each a count of the next pushes it
 //! applies to: `hang`, `error`, `stale`, `drop_line1`, `no_idle`,
-//! `dart_fault`; `exec` = 0 makes pushed jobs finish without running their
+//! `dart_fault`, `spurious_irq` (engine-line interrupts with no event
+//! behind them, `sim_irq` only); `exec` = 0 makes pushed jobs finish without running their
 //! program (for the overhead benchmark), `exec_delay_ms` makes each take
 //! that long (for the system sleep test: the engine is busy from the push
 //! until the first register access after the delay). Read-only counters: `irqs`
-//! (engine-line interrupts the driver's handler claimed), `dart_line`
+//! (engine-line interrupts the driver's handler claimed), `irqs_spurious`
+//! (claimed while the engine had no event pending), `irqs_none` (refused),
+//! `dart_line`
 //! (times the event interrupt was raised on the DART's line), `lockups`
 //! (engine register reads made while a DART fault was latched: on hardware
 //! each would hang the SoC), `accesses` (register accesses of the engine
@@ -135,6 +138,18 @@ pub(crate) struct SimEngine {
     exec_delay_ms: File<Atomic<u32>>,
     #[pin]
     irqs: File<Atomic<u32>>,
+    /// Spurious interrupts to raise on the engine's own line, one at each
+    /// chance the driver's test hook gives it, with no event behind them
+    /// (kernel-2 N13: a shared or stuck line).
+    #[pin]
+    spurious_irq: File<Atomic<u32>>,
+    /// Interrupts the handler claimed while the engine had no event
+    /// pending (must stay 0).
+    #[pin]
+    irqs_spurious: File<Atomic<u32>>,
+    /// Interrupts the handler refused (`IRQ_NONE`).
+    #[pin]
+    irqs_none: File<Atomic<u32>>,
     #[pin]
     dart_line: File<Atomic<u32>>,
     #[pin]
@@ -242,6 +257,9 @@ impl SimEngine {
                 exec <- dir.read_write_file(c"exec", Atomic::<u32>::new(1)),
                 exec_delay_ms <- dir.read_write_file(c"exec_delay_ms", Atomic::<u32>::new(0)),
                 irqs <- dir.read_only_file(c"irqs", Atomic::<u32>::new(0)),
+                spurious_irq <- dir.read_write_file(c"spurious_irq", Atomic::<u32>::new(0)),
+                irqs_spurious <- dir.read_only_file(c"irqs_spurious", Atomic::<u32>::new(0)),
+                irqs_none <- dir.read_only_file(c"irqs_none", Atomic::<u32>::new(0)),
                 dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
                 lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
                 accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
@@ -341,15 +359,29 @@ impl SimEngine {
         self.engine_line.store(true, Ordering::Release);
     }
 
-    /// Whether the engine line was raised since the last call (the driver's
-    /// test hook delivers it to its handler).
+    /// Whether the engine line was raised since the last call, by the
+    /// engine or (`spurious_irq`) by nothing the engine has: the driver's
+    /// test hook delivers either to its handler.
     pub(crate) fn take_engine_line(&self) -> bool {
-        core::mem::take(&mut self.state.lock().raised)
+        if core::mem::take(&mut self.state.lock().raised) {
+            return true;
+        }
+        self.engine_line.load(Ordering::Acquire) && Self::take(&self.spurious_irq)
     }
 
-    /// Counts one interrupt the driver's handler claimed.
-    pub(crate) fn count_irq(&self) {
+    /// Counts one interrupt delivered to the driver's handler: whether it
+    /// claimed it (`IRQ_HANDLED`). A claim while the engine has no event
+    /// pending (looked at after the handler, which pops nothing) is one
+    /// the interrupt core's spurious-interrupt detector could never see.
+    pub(crate) fn count_irq(&self, claimed: bool) {
+        if !claimed {
+            self.irqs_none.fetch_add(1, Relaxed);
+            return;
+        }
         self.irqs.fetch_add(1, Relaxed);
+        if self.state.lock().model.pending_events() == 0 {
+            self.irqs_spurious.fetch_add(1, Relaxed);
+        }
     }
 
     /// The driver masked (`true`) or unmasked the DARTs' interrupt lines.

@@ -54,7 +54,7 @@ impl RangeStore for KVecStore {
     }
 
     fn insert(&mut self, i: usize, range: (u64, u64)) -> Result {
-        self.0.reserve(1, GFP_KERNEL)?;
+        self.0.reserve(1, GFP_KERNEL_ACCOUNT)?;
         self.0.insert_within_capacity(i, range).map_err(|_| ENOMEM)
     }
 

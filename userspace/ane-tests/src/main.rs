@@ -1067,6 +1067,41 @@ fn completion_by_interrupt(d: &Device) -> TestResult {
     Ok(())
 }
 
+/// kernel-2 N13: interrupts on the engine's line with no event behind them
+/// (a shared or stuck line) are refused (`IRQ_NONE`, left to the interrupt
+/// core's spurious-interrupt detector), never claimed; the job still
+/// completes, by its own event interrupt or the safety poll.
+fn spurious_interrupts_not_claimed(d: &Device) -> TestResult {
+    require_h13(d)?;
+    require_fault_injection()?;
+    // Only with the opt-in completion interrupt (`ioctl_irq`).
+    if param_value(d, param::FEATURES)? & uapi::feature::COMPLETION_IRQ == 0 {
+        return Err(SKIP.into());
+    }
+    let (claimed, refused) = (sim_counter("irqs_spurious")?, sim_counter("irqs_none")?);
+    // The job runs 30 ms: the worker waits about 1 ms at a time, and each
+    // wait gives the simulator a chance to raise one spurious interrupt.
+    inject("exec_delay_ms", 30)?;
+    inject("spurious_irq", 10)?;
+    let st = run_sum(d);
+    let left = std::fs::read_to_string(format!("{SIM_DEBUGFS}/spurious_irq"));
+    inject("spurious_irq", 0)?;
+    inject("exec_delay_ms", 0)?;
+    let st = st?;
+    check!(st == ane::device::JobStatus::Done, "job: {st:?}");
+    let claimed = sim_counter("irqs_spurious")? - claimed;
+    let refused = sim_counter("irqs_none")? - refused;
+    check!(
+        claimed == 0,
+        "the handler claimed {claimed} interrupt(s) with no event pending ({refused} refused)"
+    );
+    check!(
+        refused > 0,
+        "no spurious interrupt reached the handler (left: {left:?})"
+    );
+    Ok(())
+}
+
 /// `--suspend`: jobs are queued, the system goes through a sleep cycle
 /// (`/sys/power/pm_test` = devices: the devices suspend and resume), and
 /// every job ends DONE. The driver reports how many jobs it held queued
@@ -3008,6 +3043,10 @@ fn main() -> ExitCode {
         (
             "completion by interrupt or polling",
             completion_by_interrupt,
+        ),
+        (
+            "spurious interrupts are refused, not claimed",
+            spurious_interrupts_not_claimed,
         ),
         (
             "an idle engine runs the job in EXEC; a running one goes to the worker",

@@ -243,7 +243,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // fail, since a `ManuallyDrop` field dropped with a value that never
         // reached its box would leak what `data` holds (found by fault
         // injection: the device reference of every BO).
-        let new = KBox::<Self>::new_uninit(GFP_KERNEL)?.write(Self {
+        let new = KBox::<Self>::new_uninit(GFP_KERNEL_ACCOUNT)?.write(Self {
             obj: Opaque::zeroed(),
             data: ManuallyDrop::new(data),
             pinned: AtomicBool::new(false),

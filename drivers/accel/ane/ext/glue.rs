@@ -124,6 +124,11 @@ extern "C" {
         len: usize,
     );
     pub(crate) fn ane_glue_cond_resched();
+    /// `ctx` points to `ANE_GLUE_SHA256_CTX_BYTES` bytes, 8-byte aligned.
+    pub(crate) fn ane_glue_sha256_init(ctx: *mut c_void);
+    pub(crate) fn ane_glue_sha256_update(ctx: *mut c_void, data: *const u8, len: usize);
+    pub(crate) fn ane_glue_sha256_final(ctx: *mut c_void, out: *mut u8);
+    pub(crate) fn ane_glue_sha256(data: *const u8, len: usize, out: *mut u8);
     pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
     pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
     pub(crate) fn ane_glue_boost_end(b: *mut c_void);

@@ -55,7 +55,7 @@ impl IommuDomain {
                 (*sgt.as_raw()).sgl,
                 (*sgt.as_raw()).orig_nents,
                 prot,
-                bindings::GFP_KERNEL,
+                bindings::GFP_KERNEL_ACCOUNT,
             )
         };
         if mapped < 0 {

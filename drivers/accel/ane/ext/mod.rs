@@ -29,6 +29,7 @@
 //!   module-registered platform devices (the simulator).
 //! - [`pm`]: runtime PM references and power-domain attach.
 //! - [`rtkit`]: an RTKit session with a coprocessor (`apple_rtkit`).
+//! - [`sha256`]: SHA-256 from the kernel's crypto library.
 //! - [`time`]: absolute monotonic time for deadlines.
 
 pub mod accel;
@@ -46,5 +47,6 @@ pub mod param;
 pub mod platform;
 pub mod pm;
 pub mod rtkit;
+pub mod sha256;
 pub mod time;
 pub mod workqueue;

@@ -270,17 +270,25 @@ struct State {
 /// The digest key of a program given as `(id, bo, offset, size)` parts:
 /// each section's id and size, then its bytes.
 fn digest_parts<'a>(parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>) -> Result<[u8; 32]> {
-    let mut digest = ProgramDigest::new();
+    let mut digest = ProgramDigest::new(crate::ext::sha256::Sha256::new());
     let mut chunk = [0u8; 256];
     for (id, bo, offset, size) in parts {
         digest.section(u64::from(id), size).map_err(|_| EINVAL)?;
         let mut done = 0u64;
+        let mut since = 0u64;
         while done < size {
             let n = core::cmp::min(size - done, chunk.len() as u64) as usize;
             let c = chunk.get_mut(..n).ok_or(EINVAL)?;
             gem::read(bo, offset.checked_add(done).ok_or(EINVAL)?, c)?;
             digest.update(c).map_err(|_| EINVAL)?;
             done += n as u64;
+            // Sections are up to hundreds of MiB: yield the CPU between
+            // pieces on kernels without preemption (kernel-2 N9).
+            since += n as u64;
+            if since >= gem::RESCHED_BYTES {
+                crate::ext::gem::cond_resched();
+                since = 0;
+            }
         }
     }
     digest.finish().map_err(|_| EINVAL)
@@ -487,10 +495,16 @@ impl Firmware {
                 "simulated coprocessor: the firmware pin is not checked\n"
             );
         } else {
-            pin.check(bytes).map_err(|e| {
-                dev_err!(pdev, "firmware pin: {:?}\n", e);
-                "the firmware file is not the pinned macOS 13.5 image"
-            })?;
+            // The digest with the kernel's own SHA-256 (lib/crypto).
+            pin.check_shape(bytes)
+                .and_then(|_| {
+                    pin.check_found_digest(crate::ext::sha256::digest(bytes))
+                        .map_err(image::FirmwareError::from)
+                })
+                .map_err(|e| {
+                    dev_err!(pdev, "firmware pin: {:?}\n", e);
+                    "the firmware file is not the pinned macOS 13.5 image"
+                })?;
         }
         // Where the core will start: a latched RVBAR's entry, where the
         // image is aliased; reading RVBAR needs the islands up and a core

@@ -24,9 +24,11 @@
 //!   in the file or in memory, thread states inside their command, and at
 //!   most one entry point, which must lie inside a segment. It returns an
 //!   [`Image`] summary.
-//! - [`Pin::check_summary`], [`Pin::check_size`] and [`Pin::check_digest`]
-//!   compare against a [`Pin`]; [`Pin::check`] runs everything in the
-//!   cheapest order.
+//! - [`Pin::check_summary`], [`Pin::check_size`] and
+//!   [`Pin::check_found_digest`] compare against a [`Pin`];
+//!   [`Pin::check_shape`] runs all but the digest in the cheapest order
+//!   (the module hashes with the kernel's library), [`Pin::check`] (host
+//!   build) everything.
 //!
 //! The entry is the `pc` of the `LC_UNIXTHREAD` ARM_THREAD_STATE64 (or the
 //! `entryoff` of an `LC_MAIN`, which the pin refuses). Where the ASC really
@@ -613,20 +615,35 @@ impl Pin {
         }
     }
 
-    /// Checks the SHA-256 of the whole file.
-    pub fn check_digest(&self, bytes: &[u8]) -> Result<(), PinError> {
-        let found = sha256::digest(bytes);
+    /// Checks `found`, the SHA-256 of the whole file (the module computes
+    /// it with the kernel's crypto library).
+    pub fn check_found_digest(&self, found: [u8; sha256::DIGEST_LEN]) -> Result<(), PinError> {
         if found != self.sha256 {
             return Err(PinError::Digest { found });
         }
         Ok(())
     }
 
-    /// Every check, cheapest first: size, structure, shape, SHA-256.
-    pub fn check(&self, bytes: &[u8]) -> Result<Image, FirmwareError> {
+    /// Checks the SHA-256 of the whole file (host build).
+    #[cfg(not(ane_kernel))]
+    pub fn check_digest(&self, bytes: &[u8]) -> Result<(), PinError> {
+        self.check_found_digest(sha256::digest(bytes))
+    }
+
+    /// Every check but the digest, cheapest first: size, structure, shape.
+    pub fn check_shape(&self, bytes: &[u8]) -> Result<Image, FirmwareError> {
         self.check_size(bytes.len())?;
         let image = parse(bytes)?;
         self.check_summary(&image)?;
+        Ok(image)
+    }
+
+    /// Every check, cheapest first: size, structure, shape, SHA-256 (host
+    /// build; the module runs [`Self::check_shape`] and then
+    /// [`Self::check_found_digest`] with the kernel's hash).
+    #[cfg(not(ane_kernel))]
+    pub fn check(&self, bytes: &[u8]) -> Result<Image, FirmwareError> {
+        let image = self.check_shape(bytes)?;
         self.check_digest(bytes)?;
         Ok(image)
     }

@@ -10,7 +10,8 @@
 //! legacy "ChMan" rings in a shared 'IPC ' surface, ringing an IPI doorbell
 //! (`shared/reference/seed-repos.md` §3, `hw.md` §3). The parts:
 //!
-//! - [`sha256`]: SHA-256, for the firmware pin and the program digest;
+//! - [`sha256`]: the SHA-256 interface of the firmware pin and the program
+//!   digest (the module hashes with the kernel's crypto library);
 //! - [`image`]: structural checks of the firmware Mach-O and its pin;
 //! - [`patch`]: the runtime patches iBoot applies to the image it preloads,
 //!   replayed on the driver's own staged copy;

@@ -57,7 +57,9 @@
 //! (RT, the LOAD's digest loop).
 
 use super::bytes::{put_u16, put_u32, put_u64, u16_at, u32_at, u64_at};
-use super::sha256::{Sha256, DIGEST_LEN};
+#[cfg(not(ane_kernel))]
+use super::sha256::Sha256;
+use super::sha256::{Hasher, DIGEST_LEN};
 
 /// The PROCEDURE_CALL cookie: the only value that ran on hardware (OA-RT
 /// `#define ANE_CALL_COOKIE 0xADD0`, every call of OA-IP on T6021).
@@ -656,22 +658,20 @@ pub enum DigestError {
 
 /// The program digest, streamed: [`Self::section`] announces each section's
 /// id and size, then [`Self::update`] feeds exactly that many bytes (in as
-/// many pieces as convenient, e.g. the seed's 1 MiB chunks).
+/// many pieces as convenient, e.g. the seed's 1 MiB chunks). `H` computes
+/// the SHA-256 (the kernel's crypto library in the module).
 #[derive(Clone, Debug, Default)]
-pub struct ProgramDigest {
+pub struct ProgramDigest<H> {
     /// The hash so far.
-    sha: Sha256,
+    sha: H,
     /// Bytes the current section still expects.
     remaining: u64,
 }
 
-impl ProgramDigest {
-    /// A digest over no section yet.
-    pub const fn new() -> Self {
-        ProgramDigest {
-            sha: Sha256::new(),
-            remaining: 0,
-        }
+impl<H: Hasher> ProgramDigest<H> {
+    /// A digest over no section yet, computed with `sha` (fresh).
+    pub const fn new(sha: H) -> Self {
+        ProgramDigest { sha, remaining: 0 }
     }
 
     /// Starts a section: hashes `{u64 id, u64 size}`.
@@ -709,7 +709,10 @@ impl ProgramDigest {
     }
 }
 
-/// The digest of sections given as `(id, bytes)`, in the order given.
+/// The digest of sections given as `(id, bytes)`, in the order given
+/// (host build: the module streams [`ProgramDigest`] with the kernel's
+/// hash).
+#[cfg(not(ane_kernel))]
 pub fn program_digest(sections: &[(u32, &[u8])]) -> [u8; DIGEST_LEN] {
     let mut sha = Sha256::new();
     for (id, bytes) in sections {
@@ -951,7 +954,7 @@ mod tests {
             program_digest(&[(1, &b"a"[..]), (2, &b"bc"[..])])
         );
         // Streaming in chunks gives the same value.
-        let mut s = ProgramDigest::new();
+        let mut s = ProgramDigest::new(Sha256::new());
         s.section(2, a.len() as u64).unwrap();
         s.update(&a[..5]).unwrap();
         s.update(&a[5..]).unwrap();
@@ -972,7 +975,7 @@ mod tests {
 
     #[test]
     fn digest_stream_misuse() {
-        let mut s = ProgramDigest::new();
+        let mut s = ProgramDigest::new(Sha256::new());
         s.section(1, 4).unwrap();
         assert_eq!(s.update(&[0; 5]), Err(DigestError::Overrun));
         s.update(&[0; 3]).unwrap();

@@ -1,25 +1,42 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
-//! SHA-256 (FIPS 180-4), streaming, without allocation.
+//! SHA-256: what the firmware pin and the program digest need of it.
 //!
 //! Two users: the firmware pin (the T6021 image is identified by its
 //! SHA-256, `seed-repos.md` §3.2) and the program digest that keys the
-//! driver's program cache (`seed-repos.md` §2, PROG_LOAD). The kernel's
-//! crypto API would do, but this module is shared with the host build and
-//! the simulator, and 5 MiB of firmware hash in well under a second.
+//! driver's program cache (`seed-repos.md` §2, PROG_LOAD). Both take the
+//! hash as a [`Hasher`]: the kernel module hashes with the kernel's own
+//! crypto library (`sha256_init`/`sha256_update`/`sha256_final` of
+//! `<crypto/sha2.h>`, `ext::sha256`), so none of the computation below is
+//! built into it (`cfg(ane_kernel)`, in both of its flavours). The
+//! streaming [`Sha256`] here (FIPS 180-4, without allocation) serves the
+//! host build only: userspace (the program and receipt digests, the
+//! firmware tools) and the host tests of the users above.
 
 /// Bytes of a digest.
 pub const DIGEST_LEN: usize = 32;
 
+/// A streaming SHA-256 computation: the kernel's library in the module,
+/// [`Sha256`] on the host.
+pub trait Hasher {
+    /// Feeds `bytes`.
+    fn update(&mut self, bytes: &[u8]);
+    /// The digest of everything fed.
+    fn finalize(self) -> [u8; DIGEST_LEN];
+}
+
 /// Bytes of one compression block.
+#[cfg(not(ane_kernel))]
 const BLOCK: usize = 64;
 
+#[cfg(not(ane_kernel))]
 /// The initial hash value (the first 32 bits of the fractional parts of the
 /// square roots of the first eight primes).
 const H0: [u32; 8] = [
     0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
 ];
 
+#[cfg(not(ane_kernel))]
 /// The round constants (cube roots of the first 64 primes).
 const K: [u32; 64] = [
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -32,6 +49,7 @@ const K: [u32; 64] = [
     0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
 ];
 
+#[cfg(not(ane_kernel))]
 /// A running SHA-256 computation.
 #[derive(Clone, Debug)]
 pub struct Sha256 {
@@ -45,12 +63,14 @@ pub struct Sha256 {
     total: u64,
 }
 
+#[cfg(not(ane_kernel))]
 impl Default for Sha256 {
     fn default() -> Self {
         Self::new()
     }
 }
 
+#[cfg(not(ane_kernel))]
 impl Sha256 {
     /// A computation over no bytes yet.
     pub const fn new() -> Self {
@@ -121,6 +141,18 @@ impl Sha256 {
     }
 }
 
+#[cfg(not(ane_kernel))]
+impl Hasher for Sha256 {
+    fn update(&mut self, bytes: &[u8]) {
+        Sha256::update(self, bytes);
+    }
+
+    fn finalize(self) -> [u8; DIGEST_LEN] {
+        Sha256::finalize(self)
+    }
+}
+
+#[cfg(not(ane_kernel))]
 /// The SHA-256 digest of `data`.
 pub fn digest(data: &[u8]) -> [u8; DIGEST_LEN] {
     let mut h = Sha256::new();
@@ -128,6 +160,7 @@ pub fn digest(data: &[u8]) -> [u8; DIGEST_LEN] {
     h.finalize()
 }
 
+#[cfg(not(ane_kernel))]
 /// Compresses one block into `state`.
 fn compress(state: &mut [u32; 8], block: &[u8; BLOCK]) {
     // The message schedule, kept as a rolling window of 16 words.

@@ -46,7 +46,9 @@ pub use decode::{Program, RegImage, RegMask, StreamHeader, Td};
 pub use error::{ChainFault, Dma, TdError};
 pub use header::Header;
 pub use regs::{Block, DataFormat, Field, Reg};
-pub use validate::{BufferError, ProgramSummary, SlotInfo, SlotMask, SlotUsage, MAX_DMA_EXTENT};
+pub use validate::{
+    BufferError, ProgramSummary, SlotInfo, SlotMask, SlotUsage, MAX_DMA_EXTENT, TDS_PER_TICK,
+};
 
 /// Bytes of the TD header (words W0..W9).
 pub const HEADER_SIZE: u32 = 0x28;

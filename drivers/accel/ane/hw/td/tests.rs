@@ -1859,3 +1859,36 @@ fn eleven_word_header_skips_its_extra_word() {
         Some(Block::Common.base() + 4)
     );
 }
+
+/// `n` copies of the synthetic add chained every 0x300 bytes, as
+/// [`synthetic_chain`] chains two.
+fn synthetic_chain_of(n: u32) -> Vec<u8> {
+    let td = synthetic_add_td();
+    let mut p = vec![0u8; 0x300 * (n as usize - 1) + td.len()];
+    for k in 0..n as usize {
+        p[0x300 * k..0x300 * k + td.len()].copy_from_slice(&td);
+        let at = 0x300 * k;
+        if k + 1 < n as usize {
+            wr32(&mut p, at, k as u32);
+            wr32(&mut p, at + 4, header::NEXT_SIZE.put(0, 0x9C));
+            wr32(&mut p, at + 0x1C, (0x300 * (k + 1)) as u32);
+        } else {
+            wr32(&mut p, at, 0x0300_0000 | k as u32);
+        }
+    }
+    p
+}
+
+/// kernel-2 N9: validating a long stream gives the caller a chance to
+/// yield the CPU every `TDS_PER_TICK` TDs (the kernel's `cond_resched()`),
+/// and the result is the same as without.
+#[test]
+fn long_stream_validation_ticks() {
+    let n = 3 * TDS_PER_TICK + 5;
+    let p = synthetic_chain_of(n);
+    let prog = Program::new(&p, TD_SIZE_STANDARD, n).unwrap();
+    let mut ticks = 0u32;
+    let with = prog.validate_with(|| ticks += 1).unwrap();
+    assert_eq!(ticks, n / TDS_PER_TICK);
+    assert_eq!(with, prog.validate().unwrap());
+}

@@ -616,14 +616,32 @@ fn check_dma(
     Ok(())
 }
 
+/// TDs [`Program::validate_with`] checks between two calls of its `tick`
+/// (at most 128 KiB of stream, at `MAX_TD_SIZE`).
+pub const TDS_PER_TICK: u32 = 64;
+
 impl Program<'_> {
     /// Validates the whole program; see the module documentation for the
     /// rules. Runs in time linear in the program's length.
     pub fn validate(&self) -> Result<ProgramSummary, TdError> {
+        self.validate_with(|| {})
+    }
+
+    /// [`Self::validate`], calling `tick` after every [`TDS_PER_TICK`] TDs:
+    /// the kernel yields the CPU there (`cond_resched()`), since a stream
+    /// of up to `MAX_TD_COUNT` TDs takes long on a kernel without
+    /// preemption (kernel-2 N9).
+    pub fn validate_with(&self, mut tick: impl FnMut()) -> Result<ProgramSummary, TdError> {
         let mut sum = ProgramSummary::new(self.td_size(), self.td_count());
         let mut image = RegImage::new();
         let last = self.td_count().saturating_sub(1);
+        let mut since = 0u32;
         for td in self.tds() {
+            since += 1;
+            if since == TDS_PER_TICK {
+                tick();
+                since = 0;
+            }
             let td = td?;
             let h = td.header();
             check_header(&td, &h, last, self.td_size())?;

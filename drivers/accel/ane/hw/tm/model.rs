@@ -408,6 +408,11 @@ impl TmModel {
         self.dart_storms
     }
 
+    /// Events pending on both lines (what the event counts read).
+    pub fn pending_events(&self) -> usize {
+        self.lines.iter().map(|f| f.len).sum()
+    }
+
     /// Pushes seen.
     pub fn pushes(&self) -> u32 {
         self.pushes

@@ -176,6 +176,38 @@ fn pop_all(r: &impl Regs, mut seen: impl FnMut(usize, Event)) -> Result<u32, Ove
     Ok(popped)
 }
 
+/// What a completion interrupt's handler finds on the engine (kernel-2
+/// N13): whether the interrupt can be the engine's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqStatus {
+    /// A DART latched a fault (its error word): no engine register was
+    /// read, the worker ends the job.
+    DartFault(u32),
+    /// Events are pending on a line: the engine's interrupt.
+    Events,
+    /// No event pending: not the engine's (or already popped by the
+    /// worker's last look), so the handler leaves it to the interrupt
+    /// core's spurious-interrupt accounting.
+    Nothing,
+}
+
+/// Reads the status a completion interrupt handler judges by: the DARTs'
+/// error registers first (record: "DART fault containment": engine reads
+/// may hang after a fault), then the two lines' event counts (record:
+/// "Event count, line 0 / 1", read before every pop by every reference;
+/// the count is only read, nothing is popped or acknowledged).
+pub fn irq_status(r: &impl Regs, darts: &impl Dart) -> IrqStatus {
+    if let Some(e) = darts.fault() {
+        return IrqStatus::DartFault(e);
+    }
+    for line in 0..mgr::EVT_LINES {
+        if r.read32(evt_reg(line, mgr::EVT_COUNT)) != 0 {
+            return IrqStatus::Events;
+        }
+    }
+    IrqStatus::Nothing
+}
+
 /// Pops every pending event of both lines, handing each to `seen`, then
 /// acknowledges once (record: "Completion"). Returns how many were popped.
 pub fn drain(r: &impl Regs, seen: impl FnMut(usize, Event)) -> Result<u32, Overflow> {

@@ -841,3 +841,28 @@ fn a_done_job_makes_no_more_accesses_than_omarchy_ane() {
     );
     assert_eq!((reads, writes), (18 + 2, 43), "{}", log.join("\n"));
 }
+
+/// kernel-2 N13: the completion interrupt's handler claims an interrupt
+/// only when the engine has events pending (or a DART faulted, judged
+/// without an engine read); an idle engine's line is not its.
+#[test]
+fn irq_status_claims_only_pending_events() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    assert_eq!(seq::irq_status(&r, &ModelDart(&r)), seq::IrqStatus::Nothing);
+    seq::push(&r, &job(0x41, 1));
+    assert_eq!(seq::irq_status(&r, &ModelDart(&r)), seq::IrqStatus::Events);
+    // Reading the status pops nothing: the worker's look still completes.
+    let mut c = Completion::new(0x41, 1);
+    assert_eq!(wait(&r, &ModelDart(&r), &mut c, 10).0, Progress::Done);
+    assert_eq!(seq::irq_status(&r, &ModelDart(&r)), seq::IrqStatus::Nothing);
+    assert!(seq::retire(&r, QUEUE, 0x41));
+    // After a DART fault no engine register is read.
+    r.inject.set(Some(Inject::DartFault));
+    seq::push(&r, &job(0x42, 1));
+    assert!(matches!(
+        seq::irq_status(&r, &ModelDart(&r)),
+        seq::IrqStatus::DartFault(e) if e & DART_ERROR_FLAG != 0
+    ));
+    assert_eq!(r.model.borrow().lockups(), 0);
+}
