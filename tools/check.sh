@@ -238,7 +238,7 @@ arm_dtb() {
 # and the H13 suites under each alternative the record leaves open for the
 # task manager (alt_h13: the ack, the pop, the network id, T6001's drain).
 suite_a=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,suspend
-suite_b=ioctl_t6021,unbind_open,fw_t6021,fw_alt_t6021,node_shapes,probe
+suite_b=ioctl_t6021,unbind_open,open_probe,fw_t6021,fw_alt_t6021,node_shapes,probe
 # Limits (seconds) are four times or more what each run took on the 2-core
 # machine the README's figures come from.
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
