@@ -1849,14 +1849,28 @@ fn idle_engine_runs_in_exec(d: &Device) -> TestResult {
     inject("exec", 0)?;
     let mut a = r.exec_args();
     let ran = raw::exec(d.fd(), &mut a);
+    let returned = ane::device::monotonic_ns();
     inject("exec", 1)?;
     ran.map_err(|e| format!("EXEC: {e}"))?;
-    let mut w = past(a.job_id);
+    // Its end is stamped before EXEC returned (the submitting thread ended
+    // it, not the worker), also when the idle bit reads late (simulator
+    // alternative 32768): a wait with a deadline, not a race with the
+    // worker (the end stamp is the kernel's CLOCK_MONOTONIC).
+    let mut w = uapi::Wait {
+        job_id: a.job_id,
+        timeout_ns: returned + JOB_TIMEOUT_NS,
+        ..Default::default()
+    };
     let got = raw::wait(d.fd(), &mut w);
     check!(
         got.is_ok() && w.status == uapi::job_status::DONE,
-        "a job that ended at its push, right after EXEC: {got:?}, status {}",
+        "a job that ended at its push: {got:?}, status {}",
         w.status
+    );
+    check!(
+        w.ended_ns as i64 <= returned,
+        "a job that ended at its push ended {} ns after EXEC returned (the worker ended it)",
+        w.ended_ns as i64 - returned
     );
     check!(
         w.queued_ns <= w.started_ns && w.started_ns <= w.ended_ns,

@@ -489,10 +489,14 @@ impl H13 {
         }
     }
 
-    /// One look at a pushed job: the DARTs, then both event lines, then the
-    /// idle bit. Does not wait.
+    /// The submitting thread's look at the job it pushed: one look (the
+    /// DARTs, then both event lines, then the idle bit), and if both lines
+    /// carried the finish word but the idle bit is not set yet, up to
+    /// [`seq::IDLE_LOOKS`] more at once (the idle bit may read late: the
+    /// record's Open item 4), so a job that ended at its push ends here
+    /// under either reading. Does not wait.
     pub(crate) fn look(&self, a: &mut Active) -> Progress {
-        a.seq.completion.poll(&self.mmio, &Darts(&self.darts))
+        seq::first_look(&mut a.seq.completion, &self.mmio, &Darts(&self.darts))
     }
 
     /// Looks at a pushed job until it ended or its time is up, waiting

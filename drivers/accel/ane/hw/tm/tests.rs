@@ -208,6 +208,75 @@ fn idle_lag_is_waited_out() {
     assert_eq!(polls, 4);
 }
 
+/// Open item 4 (simulator alternative 32768): a job that ended at its push
+/// but whose idle bit reads late is still done at the submitting thread's
+/// first look ([`seq::first_look`]), not handed to the worker; a job still
+/// running is not looked at more than once there.
+#[test]
+fn a_job_done_at_its_push_is_done_at_the_first_look_under_idle_lag() {
+    for lag in [0, 3, seq::IDLE_LOOKS] {
+        let b = Behaviour {
+            idle_lag: lag,
+            ..Behaviour::DEFAULT
+        };
+        let r = regs(false, b);
+        seq::enable(&r);
+        seq::push(&r, &job(0x40, 2));
+        let mut c = Completion::new(0x40, 2);
+        assert_eq!(
+            seq::first_look(&mut c, &r, &seq::NoDart),
+            Progress::Done,
+            "idle lag {lag}"
+        );
+    }
+    // Later than that: the worker's paced polls see it.
+    let b = Behaviour {
+        idle_lag: seq::IDLE_LOOKS + 1,
+        ..Behaviour::DEFAULT
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    seq::push(&r, &job(0x40, 2));
+    let mut c = Completion::new(0x40, 2);
+    assert_eq!(seq::first_look(&mut c, &r, &seq::NoDart), Progress::Running);
+    assert_eq!(wait(&r, &seq::NoDart, &mut c, 2).0, Progress::Done);
+    // A job still running costs one look.
+    let r = regs(false, Behaviour::DEFAULT);
+    r.model.borrow_mut().set_defer(true);
+    seq::enable(&r);
+    seq::push(&r, &job(0x40, 1));
+    let counted = Counting {
+        r: &r,
+        reads: core::cell::Cell::new(0),
+    };
+    let mut c = Completion::new(0x40, 1);
+    assert_eq!(
+        seq::first_look(&mut c, &counted, &seq::NoDart),
+        Progress::Running
+    );
+    let one_look = counted.reads.get();
+    counted.reads.set(0);
+    assert_eq!(c.poll(&counted, &seq::NoDart), Progress::Running);
+    assert_eq!(one_look, counted.reads.get(), "one look, not more");
+}
+
+/// Counts the reads of a [`ModelRegs`].
+struct Counting<'a, F: FnMut(&model::Job) -> Ran> {
+    r: &'a ModelRegs<F>,
+    reads: core::cell::Cell<u32>,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> Regs for Counting<'_, F> {
+    fn read32(&self, off: usize) -> u32 {
+        self.reads.set(self.reads.get() + 1);
+        self.r.read32(off)
+    }
+
+    fn write32(&self, off: usize, val: u32) {
+        self.r.write32(off, val);
+    }
+}
+
 #[test]
 fn a_short_pop_leaves_the_event_in_place() {
     let r = regs(false, Behaviour::DEFAULT);
