@@ -1143,7 +1143,12 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         engine_state(&d)? == uapi::engine_state::READY,
         "not ready at start"
     );
-    let hold = if awake { Some(Awake::hold(&d)?) } else { None };
+    // Held awake through the failure, so the one power cycle between the
+    // push and the job's end is the recovery's own: the record's order
+    // (OA-TM `ane_tm_recover`) starts with a forced cycle of every power
+    // domain, which stops the failed job's DMA (issue 25 point 5).
+    let hold = Awake::hold(&d)?;
+    let downs = sim_counter("power_downs")?;
     inject(what, 1)?;
     let st = run_sum(&d)?;
     // Neither finishes: a timeout either way (the latches are no verdict).
@@ -1151,6 +1156,17 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         st == ane::device::JobStatus::Timeout,
         "{what}: job ended {st:?}"
     );
+    let cycles = sim_counter("power_downs")? - downs;
+    check!(
+        cycles == 1,
+        "{what}: the recovery power-cycled the engine {cycles} times, want 1 (forced, before the drain)"
+    );
+    let hold = if awake {
+        Some(hold)
+    } else {
+        drop(hold);
+        None
+    };
     let state = engine_state(&d)?;
     check!(
         state == uapi::engine_state::WEDGED_REBIND,
