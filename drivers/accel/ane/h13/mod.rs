@@ -632,8 +632,8 @@ impl H13 {
         self.state.store(state, Ordering::Release);
         let mut host = Recovering {
             h13: self,
-            dart_waits: 100,
-            polls: 10_000,
+            dart_since: None,
+            idle_since: None,
         };
         let got = seq::recover(&self.mmio, &Darts(&self.darts), &mut host);
         if matches!(got, seq::Recovered::Idle | seq::Recovered::Busy) {
@@ -848,10 +848,20 @@ impl JobHost for Host<'_> {
 /// The driver's side of [`seq::recover`].
 struct Recovering<'a> {
     h13: &'a H13,
-    /// Looks left at a DART fault latch, 1 ms apart.
-    dart_waits: u32,
-    /// Looks left at the idle bit, 100 µs apart (1 s, OA's bound).
-    polls: u32,
+    /// Since when a DART fault latch is waited for (looks 1 ms apart, for
+    /// up to 100 ms).
+    dart_since: Option<Instant<Monotonic>>,
+    /// Since when the idle bit is polled (looks 100 µs apart, for up to
+    /// 1 s, OA's `readl_poll_timeout` bound). Both bounds are times, not
+    /// counts: a loaded machine's sleeps run long, and a count of them
+    /// kept a failed job from ending for tens of seconds.
+    idle_since: Option<Instant<Monotonic>>,
+}
+
+/// Whether `bound` has passed since `since` (started now if not yet).
+fn elapsed_past(since: &mut Option<Instant<Monotonic>>, bound: Delta) -> bool {
+    let start = *since.get_or_insert_with(Instant::<Monotonic>::now);
+    start.elapsed() > bound
 }
 
 impl seq::RecoveryHost for Recovering<'_> {
@@ -871,8 +881,7 @@ impl seq::RecoveryHost for Recovering<'_> {
     }
 
     fn wait_dart(&mut self) -> bool {
-        self.dart_waits = self.dart_waits.saturating_sub(1);
-        if self.dart_waits == 0 {
+        if elapsed_past(&mut self.dart_since, Delta::from_millis(100)) {
             pr_err!("recovery: a DART fault stays latched after the power cycle\n");
             return false;
         }
@@ -886,9 +895,11 @@ impl seq::RecoveryHost for Recovering<'_> {
     }
 
     fn pause(&mut self) -> bool {
-        self.polls = self.polls.saturating_sub(1);
+        if elapsed_past(&mut self.idle_since, Delta::from_millis(1000)) {
+            return false;
+        }
         fsleep(Delta::from_micros(100));
-        self.polls > 0
+        true
     }
 }
 
