@@ -8,7 +8,8 @@
 //!
 //! An H13 job submitted while the engine is idle and nothing is queued is
 //! pushed by the submitting thread itself, which then takes one look at
-//! it: a job that is already done then is completed right there, with no
+//! it (a few more at once if only the idle bit is missing, which may read
+//! late): a job that is already done then is completed right there, with no
 //! hop to another thread (the latency the EXEC+WAIT benchmark measures).
 //! A job still running after that look is handed, with the engine, to the
 //! worker, which looks until it ends.

@@ -20,7 +20,8 @@
 //! `dart_line`
 //! (times the event interrupt was raised on the DART's line), `lockups`
 //! (engine register reads made while a DART fault was latched: on hardware
-//! each would hang the SoC), `accesses` (register accesses of the engine
+//! each would hang the SoC), `power_downs` (times the engine lost power:
+//! runtime suspends and the recovery's forced cycles), `accesses` (register accesses of the engine
 //! and DART windows; `reads` and `writes` split them) and `ns` (time spent
 //! inside them, counted only while
 //! `timing` is 1: reading the clock twice per access costs about a tenth of
@@ -154,6 +155,10 @@ pub(crate) struct SimEngine {
     dart_line: File<Atomic<u32>>,
     #[pin]
     lockups: File<Atomic<u32>>,
+    /// Times the engine lost power (runtime suspends, and the recovery's
+    /// forced power cycles).
+    #[pin]
+    power_downs: File<Atomic<u32>>,
     /// Register accesses of the engine and DART windows (the benchmark
     /// reports them per job).
     #[pin]
@@ -262,6 +267,7 @@ impl SimEngine {
                 irqs_none <- dir.read_only_file(c"irqs_none", Atomic::<u32>::new(0)),
                 dart_line <- dir.read_only_file(c"dart_line", Atomic::<u32>::new(0)),
                 lockups <- dir.read_only_file(c"lockups", Atomic::<u32>::new(0)),
+                power_downs <- dir.read_only_file(c"power_downs", Atomic::<u32>::new(0)),
                 accesses <- dir.read_only_file(c"accesses", Atomic::<u32>::new(0)),
                 reads <- dir.read_only_file(c"reads", Atomic::<u32>::new(0)),
                 writes <- dir.read_only_file(c"writes", Atomic::<u32>::new(0)),
@@ -399,6 +405,8 @@ impl SimEngine {
         s.powered = false;
         s.due = None;
         Self::track(&mut s);
+        drop(s);
+        self.power_downs.fetch_add(1, Relaxed);
     }
 
     /// Power-up (runtime resume).

@@ -1183,7 +1183,12 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         engine_state(&d)? == uapi::engine_state::READY,
         "not ready at start"
     );
-    let hold = if awake { Some(Awake::hold(&d)?) } else { None };
+    // Held awake through the failure, so the one power cycle between the
+    // push and the job's end is the recovery's own: the record's order
+    // (OA-TM `ane_tm_recover`) starts with a forced cycle of every power
+    // domain, which stops the failed job's DMA (issue 25 point 5).
+    let hold = Awake::hold(&d)?;
+    let downs = sim_counter("power_downs")?;
     inject(what, 1)?;
     let st = run_sum(&d)?;
     // Neither finishes: a timeout either way (the latches are no verdict).
@@ -1191,6 +1196,17 @@ fn wedge_and_rebind(what: &str) -> TestResult {
         st == ane::device::JobStatus::Timeout,
         "{what}: job ended {st:?}"
     );
+    let cycles = sim_counter("power_downs")? - downs;
+    check!(
+        cycles == 1,
+        "{what}: the recovery power-cycled the engine {cycles} times, want 1 (forced, before the drain)"
+    );
+    let hold = if awake {
+        Some(hold)
+    } else {
+        drop(hold);
+        None
+    };
     let state = engine_state(&d)?;
     check!(
         state == uapi::engine_state::WEDGED_REBIND,
@@ -1889,14 +1905,28 @@ fn idle_engine_runs_in_exec(d: &Device) -> TestResult {
     inject("exec", 0)?;
     let mut a = r.exec_args();
     let ran = raw::exec(d.fd(), &mut a);
+    let returned = ane::device::monotonic_ns();
     inject("exec", 1)?;
     ran.map_err(|e| format!("EXEC: {e}"))?;
-    let mut w = past(a.job_id);
+    // Its end is stamped before EXEC returned (the submitting thread ended
+    // it, not the worker), also when the idle bit reads late (simulator
+    // alternative 32768): a wait with a deadline, not a race with the
+    // worker (the end stamp is the kernel's CLOCK_MONOTONIC).
+    let mut w = uapi::Wait {
+        job_id: a.job_id,
+        timeout_ns: returned + JOB_TIMEOUT_NS,
+        ..Default::default()
+    };
     let got = raw::wait(d.fd(), &mut w);
     check!(
         got.is_ok() && w.status == uapi::job_status::DONE,
-        "a job that ended at its push, right after EXEC: {got:?}, status {}",
+        "a job that ended at its push: {got:?}, status {}",
         w.status
+    );
+    check!(
+        w.ended_ns as i64 <= returned,
+        "a job that ended at its push ended {} ns after EXEC returned (the worker ended it)",
+        w.ended_ns as i64 - returned
     );
     check!(
         w.queued_ns <= w.started_ns && w.started_ns <= w.ended_ns,

@@ -28,17 +28,19 @@
 //!
 //! Containment: a job that timed out or faulted may still be running, so
 //! its buffers stay mapped and its address space attached ([`Held`]) until
-//! the engine is proven stopped, which a power cycle does on both SoCs (the
-//! next runtime suspend cuts the engine's power domains). The engine takes
-//! jobs again when the task manager is usable: on T8103 after that power
-//! cycle (it loses its state); on T6001, which keeps the task manager in
-//! retention, only after a new binding: the record's drain runs, but even
-//! when it brings the idle bit back the record saw later jobs compute
-//! garbage. The DARTs' interrupt lines are masked from the first push
-//! after a power-up and unmasked only after the next power cycle (T8103),
-//! never while the engine may still raise its event interrupt. At
-//! unbind, buffers of a job that was never proven stopped are leaked and
-//! the module pinned, rather than freed under a possibly running engine.
+//! the engine is proven stopped, which a power cycle does on both SoCs.
+//! The recovery runs at once, on both SoCs in the record's order (OA-TM
+//! `ane_tm_recover`): a forced power cycle of the device and every power
+//! domain, their state checked, the drain, the idle poll. The engine takes
+//! jobs again when the task manager is usable: on T8103 when it then reads
+//! idle (the cycle reset it); on T6001, which keeps the task manager in
+//! retention, only after a new binding: even when the idle bit comes back
+//! the record saw later jobs compute garbage. The DARTs' interrupt lines
+//! are masked from the first push after a power-up and unmasked only after
+//! the next power cycle (T8103), never while the engine may still raise
+//! its event interrupt. At unbind, buffers of a job that was never proven
+//! stopped are leaked and the module pinned, rather than freed under a
+//! possibly running engine.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
@@ -507,10 +509,14 @@ impl H13 {
         }
     }
 
-    /// One look at a pushed job: the DARTs, then both event lines, then the
-    /// idle bit. Does not wait.
+    /// The submitting thread's look at the job it pushed: one look (the
+    /// DARTs, then both event lines, then the idle bit), and if both lines
+    /// carried the finish word but the idle bit is not set yet, up to
+    /// [`seq::IDLE_LOOKS`] more at once (the idle bit may read late: the
+    /// record's Open item 4), so a job that ended at its push ends here
+    /// under either reading. Does not wait.
     pub(crate) fn look(&self, a: &mut Active) -> Progress {
-        a.seq.completion.poll(&self.mmio, &Darts(&self.darts))
+        seq::first_look(&mut a.seq.completion, &self.mmio, &Darts(&self.darts))
     }
 
     /// Looks at a pushed job until it ended or its time is up, waiting
@@ -621,7 +627,17 @@ impl H13 {
 
     /// Marks the engine as taking no jobs and recovers it as the SoC
     /// allows (the device is powered: the failed job's runtime-PM reference
-    /// is still held).
+    /// is still held). Both SoCs run the record's recovery at once
+    /// ([`seq::recover`], OA-TM `ane_tm_recover`): a forced power cycle of
+    /// the device and every power domain (no power, no DMA), their state
+    /// checked, then the drain and the idle poll. T8103 is ready again when
+    /// the task manager reads idle. T6001 never is until it is bound again,
+    /// whatever the recovery shows: omarchy-ane saw its task manager kept
+    /// in retention through such a cycle and tasks dispatched afterwards
+    /// "complete but compute nondeterministic garbage" (OA-TM), and only a
+    /// module reload cured it (OA-T6001-RCPT); a wrong answer is worse than
+    /// EIO. The cycle still runs there: it stops the failed job's DMA and
+    /// leaves the engine in the state the record's reload recovered from.
     fn recover(&self, why: Progress) {
         // No job is taken from here on, until the engine is proven usable.
         let state = match self.recovery {
@@ -632,92 +648,48 @@ impl H13 {
             _ => engine_state::WEDGED_REBIND,
         };
         self.state.store(state, Ordering::Release);
-        let how = match (self.recovery, why) {
+        let mut host = Recovering {
+            h13: self,
+            dart_since: None,
+            idle_since: None,
+        };
+        let got = seq::recover(&self.mmio, &Darts(&self.darts), &mut host);
+        if matches!(got, seq::Recovered::Idle | seq::Recovered::Busy) {
+            // The drain enabled the task manager: it may raise its event
+            // interrupt again, and only a later power cycle proves that the
+            // failed job is not running (the queues were started again).
+            self.enabled.store(true, Ordering::Release);
+            self.held.lock().cycled = false;
+        }
+        let how = match (self.recovery, got) {
+            (Recovery::PowerCycle, seq::Recovered::Idle) => {
+                pr_info!("engine power-cycled, task manager drained and idle; the engine is ready\n");
+                let freed = core::mem::take(&mut self.held.lock().jobs);
+                self.free_held(freed);
+                self.state.store(engine_state::READY, Ordering::Release);
+                self.recovering.store(false, Ordering::Release);
+                return;
+            }
             (Recovery::PowerCycle, _) => {
-                if self.recover_cycled() {
-                    pr_info!("engine power-cycled, task manager drained and idle; the engine is ready\n");
-                    let freed = core::mem::take(&mut self.held.lock().jobs);
-                    self.free_held(freed);
-                    self.state.store(engine_state::READY, Ordering::Release);
-                    self.recovering.store(false, Ordering::Release);
-                    return;
-                }
                 self.state
                     .store(engine_state::WEDGED_REBIND, Ordering::Release);
                 self.recovering.store(false, Ordering::Release);
                 "the power cycle did not bring the task manager back idle: unbind and bind the device"
             }
-            (_, Progress::DartFault(_)) => {
-                "no engine register may be read after a DART fault and the task manager keeps its state: unbind and bind the device"
+            (_, seq::Recovered::Idle) => {
+                "power-cycled and drained, the task manager reads idle, but the record saw jobs after such a recovery compute garbage: unbind and bind the device"
             }
-            _ => {
-                // The record's drain, for what it shows (the idle bit, the
-                // latches). Even when the idle bit comes back the engine
-                // takes no more jobs: on T6001 omarchy-ane saw tasks
-                // dispatched after its recovery "complete but compute
-                // nondeterministic garbage" (OA-TM `ane_tm_recover`), and
-                // only a module reload cured it. A wrong answer is worse
-                // than EIO.
-                if self.drain_retained() {
-                    "the task manager drained and reads idle, but the record saw jobs after such a recovery compute garbage: unbind and bind the device"
-                } else {
-                    "the task manager stays busy after the drain (its state is kept in retention, or a DART faulted): unbind and bind the device"
-                }
+            (_, seq::Recovered::Busy) => {
+                "power-cycled and drained, the task manager stays busy (its state is kept in retention): unbind and bind the device"
+            }
+            (_, seq::Recovered::DartLatched) => {
+                "a DART fault stays latched after the power cycle, no engine register was read: unbind and bind the device"
+            }
+            (_, seq::Recovered::PowerFailed) => {
+                "the power cycle failed, no engine register was touched after it: unbind and bind the device"
             }
         };
-        pr_err!("engine stopped taking jobs; {}\n", how);
-    }
-
-    /// T8103: the record's recovery, at once (never left to an autosuspend
-    /// any client's activity could postpone): the device and each of its
-    /// power domains cycled and their state checked, then up to 100 ms
-    /// (1 ms steps) for the DARTs' owner to clear a fault latch, then the
-    /// drain and the idle poll. Whether the task manager came back idle.
-    fn recover_cycled(&self) -> bool {
-        if let Err(e) = self.pm.cycle() {
-            pr_err!("recovery: the power cycle failed: {:?}\n", e);
-            return false;
-        }
-        if !self.powered.load(Ordering::Acquire) {
-            pr_err!("recovery: the device did not power up again\n");
-            return false;
-        }
-        let darts = Darts(&self.darts);
-        let start = Instant::<Monotonic>::now();
-        while seq::Dart::fault(&darts).is_some() {
-            if start.elapsed() > Delta::from_millis(100) {
-                pr_err!("recovery: a DART fault stays latched after the power cycle\n");
-                return false;
-            }
-            fsleep(Delta::from_millis(1));
-        }
-        // The power-up unmasked the DART lines (`resume`); the drain enables
-        // the task manager, which may then raise its interrupt, so they are
-        // masked again first (hw-2 risk 8).
-        self.mask_darts();
-        if !self.drain_retained() {
-            return false;
-        }
-        // The drain enabled the task manager.
-        self.enabled.store(true, Ordering::Release);
-        true
-    }
-
-    /// T6001: the record's drain, then up to 1 s (100 µs steps) for the idle
-    /// bit, looking at the DARTs before every engine read. Whether the task
-    /// manager came back idle.
-    fn drain_retained(&self) -> bool {
-        // Bounded by the clock, not by a count of sleeps: a sleep lasts
-        // longer than asked (timer slack, a loaded or emulated machine), and
-        // 10,000 of them took 18 s in a loaded QEMU guest.
-        let start = Instant::<Monotonic>::now();
-        seq::recover_retained(&self.mmio, &Darts(&self.darts), || {
-            if start.elapsed() > Delta::from_secs(1) {
-                return false;
-            }
-            fsleep(Delta::from_micros(100));
-            true
-        })
+        pr_err!("engine stopped taking jobs after {:?}; {}\n", why, how);
     }
 
     /// At unbind, after the last job: frees what a power cycle proved safe,
@@ -887,6 +859,64 @@ impl JobHost for Host<'_> {
                 fsleep(Delta::from_millis(i64::from(IRQ_POLL_MS)));
             }
         }
+        true
+    }
+}
+
+/// The driver's side of [`seq::recover`].
+struct Recovering<'a> {
+    h13: &'a H13,
+    /// Since when a DART fault latch is waited for (looks 1 ms apart, for
+    /// up to 100 ms).
+    dart_since: Option<Instant<Monotonic>>,
+    /// Since when the idle bit is polled (looks 100 µs apart, for up to
+    /// 1 s, OA's `readl_poll_timeout` bound). Both bounds are times, not
+    /// counts: a loaded machine's sleeps run long, and a count of them
+    /// kept a failed job from ending for tens of seconds.
+    idle_since: Option<Instant<Monotonic>>,
+}
+
+/// Whether `bound` has passed since `since` (started now if not yet).
+fn elapsed_past(since: &mut Option<Instant<Monotonic>>, bound: Delta) -> bool {
+    let start = *since.get_or_insert_with(Instant::<Monotonic>::now);
+    start.elapsed() > bound
+}
+
+impl seq::RecoveryHost for Recovering<'_> {
+    fn power_cycle(&mut self) -> bool {
+        // The glue's cycle checks that the device and each domain are
+        // active again (the genpd state; the driver maps no pmgr words on
+        // H13), and `resume` then marked the engine powered.
+        if let Err(e) = self.h13.pm.cycle() {
+            pr_err!("recovery: the power cycle failed: {:?}\n", e);
+            return false;
+        }
+        if !self.h13.powered.load(Ordering::Acquire) {
+            pr_err!("recovery: the device did not power up again\n");
+            return false;
+        }
+        true
+    }
+
+    fn wait_dart(&mut self) -> bool {
+        if elapsed_past(&mut self.dart_since, Delta::from_millis(100)) {
+            pr_err!("recovery: a DART fault stays latched after the power cycle\n");
+            return false;
+        }
+        fsleep(Delta::from_millis(1));
+        true
+    }
+
+    fn mask_darts(&mut self) {
+        // The power-up unmasked the DART lines on T8103 (`resume`).
+        self.h13.mask_darts();
+    }
+
+    fn pause(&mut self) -> bool {
+        if elapsed_past(&mut self.idle_since, Delta::from_millis(1000)) {
+            return false;
+        }
+        fsleep(Delta::from_micros(100));
         true
     }
 }

@@ -31,7 +31,11 @@
 //!   a hung task is recovered; on T6001 ([`TmModel::new`] `retention`) the
 //!   task manager keeps its state in retention, a hung task stays hung
 //!   through power cycles and the drain sequence (OA tried it; it did not
-//!   recover), and only a new binding (a fresh model) clears it.
+//!   recover), and only a new binding (a fresh model) clears it; the
+//!   alternatives [`Behaviour::revive_garbage`] (the drain revives it, but
+//!   nothing computed afterwards is right) and [`Behaviour::cycle_resets`]
+//!   (a power cycle resets it after all) play the readings the record
+//!   does not support.
 
 use super::seq::Regs;
 use super::{mgr, tm_reg, tq, tq_reg, LATCH_HEALTHY, TM_BASE, TQ_BASE, TQ_COUNT, TQ_STRIDE};
@@ -71,6 +75,12 @@ pub struct Behaviour {
     /// (OA-TM, `ane_tm_recover`: after a cycle "tasks dispatched afterwards
     /// complete but compute nondeterministic garbage"; hw-2 §3 item 14).
     pub revive_garbage: bool,
+    /// T6001: a power cycle does reset the task manager, as on T8103 (the
+    /// record says it does not: OA-TM `ane_tm_recover`, "TQ_EN still reads
+    /// 0x3000 after a 20 ms and a 2 s gate"; the simulator plays the
+    /// other reading so a driver that would only be safe under one of
+    /// them fails a test).
+    pub cycle_resets: bool,
 }
 
 impl Behaviour {
@@ -85,13 +95,16 @@ impl Behaviour {
     pub const SIM_ONLY_NID_40: u32 = 1 << 16;
     /// `sim_fw_faults` bit: [`Behaviour::revive_garbage`].
     pub const SIM_REVIVE_GARBAGE: u32 = 1 << 17;
+    /// `sim_fw_faults` bit: [`Behaviour::cycle_resets`].
+    pub const SIM_CYCLE_RESETS: u32 = 1 << 19;
     /// Every task-manager bit of `sim_fw_faults` (the firmware model's
     /// [`crate::hw::fw::model::Faults`] take the others).
     pub const SIM_BITS: u32 = Self::SIM_ACK_KEEPS_IRQ
         | Self::SIM_POP_ON_INFO
         | Self::SIM_EVERY_TASK
         | Self::SIM_ONLY_NID_40
-        | Self::SIM_REVIVE_GARBAGE;
+        | Self::SIM_REVIVE_GARBAGE
+        | Self::SIM_CYCLE_RESETS;
 
     /// The behaviour the simulator's `sim_fw_faults` bits choose (the
     /// record's plain reading for bits not in [`Behaviour::SIM_BITS`]).
@@ -104,6 +117,7 @@ impl Behaviour {
             pop_on_info: bits & Self::SIM_POP_ON_INFO != 0,
             only_nid_40: bits & Self::SIM_ONLY_NID_40 != 0,
             revive_garbage: bits & Self::SIM_REVIVE_GARBAGE != 0,
+            cycle_resets: bits & Self::SIM_CYCLE_RESETS != 0,
         }
     }
 
@@ -115,6 +129,7 @@ impl Behaviour {
         pop_on_info: false,
         only_nid_40: false,
         revive_garbage: false,
+        cycle_resets: false,
     };
 }
 
@@ -354,9 +369,10 @@ impl TmModel {
     }
 
     /// Power loss and power-up: on T8103 every register and event is lost;
-    /// in retention (T6001) nothing changes.
+    /// in retention (T6001) nothing changes, unless
+    /// [`Behaviour::cycle_resets`].
     pub fn power_cycle(&mut self) {
-        if self.retention {
+        if self.retention && !self.behaviour.cycle_resets {
             // The registers are kept, a hung task's wedge with them, but
             // without power nothing runs: no DMA after this.
             self.busy = false;
@@ -372,7 +388,7 @@ impl TmModel {
             self.defer,
         );
         let (dart_masked, dart_storms) = (self.dart_masked, self.dart_storms);
-        *self = Self::new(false, b);
+        *self = Self::new(self.retention, b);
         self.dart_masked = dart_masked;
         self.dart_storms = dart_storms;
         self.defer = defer;

@@ -291,6 +291,12 @@ impl Completion {
         self.lines.get(line).copied().unwrap_or(false)
     }
 
+    /// Whether both lines carried the finish word (the job is done once
+    /// the idle bit shows too).
+    pub fn events_finished(&self) -> bool {
+        self.lines.iter().all(|l| *l)
+    }
+
     /// Takes one popped event of `line`.
     pub fn take(&mut self, line: usize, ev: Event) {
         if ev.info == self.finish {
@@ -314,7 +320,7 @@ impl Completion {
         if let Err(o) = drain(r, |line, ev| self.take(line, ev)) {
             return Progress::Wedged(o);
         }
-        if self.lines.iter().all(|l| *l) && idle(r) {
+        if self.events_finished() && idle(r) {
             Progress::Done
         } else {
             Progress::Running
@@ -488,6 +494,28 @@ pub fn run_job(
     Ok(end_job(r, s, progress))
 }
 
+/// Looks the submitting thread takes at once, beyond its first, at a job
+/// whose finish word both lines carried but whose idle bit is not set yet
+/// (record, Open item 4: whether the idle bit can read late is not known),
+/// before it hands the job to the worker and its paced polls: a job that
+/// ended at its push is then completed in EXEC under either reading.
+pub const IDLE_LOOKS: u32 = 8;
+
+/// The submitting thread's look at the job it just pushed (see
+/// [`IDLE_LOOKS`]): one look, and while both lines carried the finish word
+/// but the idle bit is not set, up to [`IDLE_LOOKS`] more at once. Does
+/// not wait.
+pub fn first_look(c: &mut Completion, r: &impl Regs, d: &impl Dart) -> Progress {
+    let mut p = c.poll(r, d);
+    for _ in 0..IDLE_LOOKS {
+        if p != Progress::Running || !c.events_finished() {
+            break;
+        }
+        p = c.poll(r, d);
+    }
+    p
+}
+
 /// The shortest pause between two looks at a running job, in µs.
 pub const POLL_MIN_US: u64 = 20;
 
@@ -549,5 +577,67 @@ pub fn recover_retained(r: &impl Regs, d: &impl Dart, mut pause: impl FnMut() ->
         if !pause() {
             return false;
         }
+    }
+}
+
+/// What the driver does around the recovery's register sequence
+/// ([`recover`]).
+pub trait RecoveryHost {
+    /// Power-cycles the engine now (the device and every power domain it
+    /// is attached to, forced off and on again) and checks that each is
+    /// powered afterwards; `false`: the cycle failed or a domain is not
+    /// on, and no engine register may be touched.
+    fn power_cycle(&mut self) -> bool;
+    /// Waits before the next look at a DART fault latch that is still set
+    /// after the power cycle; `false`: give up.
+    fn wait_dart(&mut self) -> bool;
+    /// Masks the DARTs' interrupt lines unless they are masked already
+    /// (the drain enables the task manager, which may then raise its
+    /// event interrupt on them).
+    fn mask_darts(&mut self);
+    /// Waits before the next look at the idle bit; `false`: give up.
+    fn pause(&mut self) -> bool;
+}
+
+/// How [`recover`] left the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovered {
+    /// The power cycle failed or left a domain off: no engine register
+    /// was touched after it.
+    PowerFailed,
+    /// A DART fault stayed latched after the power cycle: no engine
+    /// register was read.
+    DartLatched,
+    /// The drain ran (or overflowed) and the idle bit never came back.
+    Busy,
+    /// The drain ran and the task manager reads idle; it is enabled.
+    Idle,
+}
+
+/// The recovery after a failed job, on either H13 SoC, in the record's
+/// order (OA-TM `ane_tm_recover`, which ran on T8103 and T6001): a forced
+/// power cycle of every power domain, a check that each is on again
+/// before any engine access, then (the DARTs looked at first, waiting for
+/// their owner to clear a fault latch the engine left) the drain
+/// ([`retention_drain`], which ends with the enable) and a poll for the
+/// idle bit. What the engine may do next is the caller's decision: on
+/// T8103 the cycle resets the task manager and `Idle` means ready; on
+/// T6001 the record saw neither the cycle nor the drain make it compute
+/// correctly again, so the caller takes no more jobs whatever this
+/// returns.
+pub fn recover(r: &impl Regs, d: &impl Dart, host: &mut impl RecoveryHost) -> Recovered {
+    if !host.power_cycle() {
+        return Recovered::PowerFailed;
+    }
+    while d.fault().is_some() {
+        if !host.wait_dart() {
+            return Recovered::DartLatched;
+        }
+    }
+    host.mask_darts();
+    if recover_retained(r, d, || host.pause()) {
+        Recovered::Idle
+    } else {
+        Recovered::Busy
     }
 }

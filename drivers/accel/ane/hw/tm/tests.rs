@@ -208,6 +208,75 @@ fn idle_lag_is_waited_out() {
     assert_eq!(polls, 4);
 }
 
+/// Open item 4 (simulator alternative 32768): a job that ended at its push
+/// but whose idle bit reads late is still done at the submitting thread's
+/// first look ([`seq::first_look`]), not handed to the worker; a job still
+/// running is not looked at more than once there.
+#[test]
+fn a_job_done_at_its_push_is_done_at_the_first_look_under_idle_lag() {
+    for lag in [0, 3, seq::IDLE_LOOKS] {
+        let b = Behaviour {
+            idle_lag: lag,
+            ..Behaviour::DEFAULT
+        };
+        let r = regs(false, b);
+        seq::enable(&r);
+        seq::push(&r, &job(0x40, 2));
+        let mut c = Completion::new(0x40, 2);
+        assert_eq!(
+            seq::first_look(&mut c, &r, &seq::NoDart),
+            Progress::Done,
+            "idle lag {lag}"
+        );
+    }
+    // Later than that: the worker's paced polls see it.
+    let b = Behaviour {
+        idle_lag: seq::IDLE_LOOKS + 1,
+        ..Behaviour::DEFAULT
+    };
+    let r = regs(false, b);
+    seq::enable(&r);
+    seq::push(&r, &job(0x40, 2));
+    let mut c = Completion::new(0x40, 2);
+    assert_eq!(seq::first_look(&mut c, &r, &seq::NoDart), Progress::Running);
+    assert_eq!(wait(&r, &seq::NoDart, &mut c, 2).0, Progress::Done);
+    // A job still running costs one look.
+    let r = regs(false, Behaviour::DEFAULT);
+    r.model.borrow_mut().set_defer(true);
+    seq::enable(&r);
+    seq::push(&r, &job(0x40, 1));
+    let counted = Counting {
+        r: &r,
+        reads: core::cell::Cell::new(0),
+    };
+    let mut c = Completion::new(0x40, 1);
+    assert_eq!(
+        seq::first_look(&mut c, &counted, &seq::NoDart),
+        Progress::Running
+    );
+    let one_look = counted.reads.get();
+    counted.reads.set(0);
+    assert_eq!(c.poll(&counted, &seq::NoDart), Progress::Running);
+    assert_eq!(one_look, counted.reads.get(), "one look, not more");
+}
+
+/// Counts the reads of a [`ModelRegs`].
+struct Counting<'a, F: FnMut(&model::Job) -> Ran> {
+    r: &'a ModelRegs<F>,
+    reads: core::cell::Cell<u32>,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> Regs for Counting<'_, F> {
+    fn read32(&self, off: usize) -> u32 {
+        self.reads.set(self.reads.get() + 1);
+        self.r.read32(off)
+    }
+
+    fn write32(&self, off: usize, val: u32) {
+        self.r.write32(off, val);
+    }
+}
+
 #[test]
 fn a_short_pop_leaves_the_event_in_place() {
     let r = regs(false, Behaviour::DEFAULT);
@@ -480,6 +549,117 @@ fn a_revived_t6001_completes_jobs_without_computing() {
     assert_eq!(computed.get(), 1, "but computed nothing");
 }
 
+/// A recovery host that power-cycles the model (or fails to) and waits
+/// silently; it counts the cycles.
+struct QuietRecovery<'a, F: FnMut(&model::Job) -> Ran> {
+    r: &'a ModelRegs<F>,
+    cycle_ok: bool,
+    cycles: u32,
+    polls: u32,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> seq::RecoveryHost for QuietRecovery<'_, F> {
+    fn power_cycle(&mut self) -> bool {
+        self.cycles += 1;
+        if self.cycle_ok {
+            self.r.model.borrow_mut().power_cycle();
+        }
+        self.cycle_ok
+    }
+
+    fn wait_dart(&mut self) -> bool {
+        false
+    }
+
+    fn mask_darts(&mut self) {}
+
+    fn pause(&mut self) -> bool {
+        self.polls = self.polls.saturating_sub(1);
+        self.polls > 0
+    }
+}
+
+/// Issue 25 point 5: T6001's recovery is the record's (OA-TM
+/// `ane_tm_recover`): the forced power cycle comes first, then the drain.
+/// Under the record's reading (the cycle keeps the task manager in
+/// retention) the idle bit never comes back; under the simulator's other
+/// reading (`cycle_resets`) the cycle resets it and jobs compute again.
+/// The driver takes no job after either (`H13::recover`); the guest's
+/// `--wedge` runs check that under both.
+#[test]
+fn t6001_recovery_cycles_the_power_first_under_either_reading() {
+    for cycle_resets in [false, true] {
+        let b = Behaviour {
+            cycle_resets,
+            ..Behaviour::DEFAULT
+        };
+        let computed = core::cell::Cell::new(0u32);
+        let r = ModelRegs::new(TmModel::new(true, b), |_: &model::Job| {
+            computed.set(computed.get() + 1);
+            Ran::Finished
+        });
+        seq::enable(&r);
+        r.inject.set(Some(Inject::Hang));
+        let mut host = QuietHost { polls: 3 };
+        let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+        assert_eq!(end.progress, Progress::Running);
+        assert!(r.model.borrow().busy(), "the hung task may still run DMA");
+        let mut rec = QuietRecovery {
+            r: &r,
+            cycle_ok: true,
+            cycles: 0,
+            polls: 5,
+        };
+        let got = seq::recover(&r, &ModelDart(&r), &mut rec);
+        assert_eq!(rec.cycles, 1, "one forced power cycle");
+        assert!(!r.model.borrow().busy(), "no power, no DMA");
+        let want = if cycle_resets {
+            seq::Recovered::Idle
+        } else {
+            seq::Recovered::Busy
+        };
+        assert_eq!(got, want, "cycle_resets {cycle_resets}");
+        if cycle_resets {
+            let mut host = QuietHost { polls: 10 };
+            let end =
+                seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+            assert_eq!((end.progress, computed.get()), (Progress::Done, 1));
+        }
+    }
+}
+
+/// A power cycle that fails (or leaves a domain off) ends the recovery
+/// before any engine register is touched (OA-TM `ane_ps_verify_on`: no
+/// engine access before the islands read on).
+#[test]
+fn no_engine_access_after_a_failed_power_cycle() {
+    for retention in [false, true] {
+        let r = regs(retention, Behaviour::DEFAULT);
+        seq::enable(&r);
+        r.inject.set(Some(Inject::Hang));
+        let mut host = QuietHost { polls: 3 };
+        let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+        assert_eq!(end.progress, Progress::Running);
+        let t = Trace {
+            r: &r,
+            log: RefCell::new(Vec::new()),
+        };
+        let mut rec = QuietRecovery {
+            r: &r,
+            cycle_ok: false,
+            cycles: 0,
+            polls: 5,
+        };
+        let got = seq::recover(&t, &t, &mut rec);
+        assert_eq!(got, seq::Recovered::PowerFailed);
+        assert_eq!(
+            t.log.into_inner(),
+            Vec::<String>::new(),
+            "retention {retention}"
+        );
+    }
+}
+
 // The MMIO trace of a canonical job, compared with the sequence written in
 // docs/hardware-record.md.
 
@@ -604,6 +784,44 @@ fn driver_job<F: FnMut(&model::Job) -> Ran>(
     }
 }
 
+/// The driver's side of the recovery for the trace ([`seq::recover`]):
+/// notes each hook and lets the idle poll go on `polls` times.
+struct TraceRecovery<'a, 'b, F: FnMut(&model::Job) -> Ran> {
+    t: &'a Trace<'b, F>,
+    retention: bool,
+    polls: u32,
+}
+
+impl<F: FnMut(&model::Job) -> Ran> seq::RecoveryHost for TraceRecovery<'_, '_, F> {
+    fn power_cycle(&mut self) -> bool {
+        self.t
+            .note("forced power cycle of the device and every power domain, each checked on");
+        self.t.r.model.borrow_mut().power_cycle();
+        if !self.retention {
+            // What `H13::resume` does on T8103 (not `seq`): the task
+            // manager lost its interrupt enables with the power.
+            self.t.note("unmask the DART lines");
+            self.t.r.model.borrow_mut().set_dart_masked(false);
+        }
+        true
+    }
+
+    fn wait_dart(&mut self) -> bool {
+        panic!("no DART fault in the canonical trace")
+    }
+
+    fn mask_darts(&mut self) {
+        self.t.note("mask the DART lines");
+        self.t.r.model.borrow_mut().set_dart_masked(true);
+    }
+
+    fn pause(&mut self) -> bool {
+        self.polls = self.polls.saturating_sub(1);
+        self.t.note("pause");
+        self.polls > 0
+    }
+}
+
 /// The canonical trace: enable, one job, completion, retire, then one job
 /// that hangs and the SoC's recovery, then the next job.
 fn canonical(retention: bool) -> Vec<String> {
@@ -620,23 +838,20 @@ fn canonical(retention: bool) -> Vec<String> {
     r.inject.set(Some(Inject::Hang));
     assert_eq!(driver_job(&t, &job(JOB_NID, 1), 2), Progress::Running);
     t.note("recovery");
-    if retention {
-        let mut polls = 2;
-        let back = seq::recover_retained(&t, &t, || {
-            t.note("pause");
-            polls -= 1;
-            polls > 0
-        });
-        assert!(!back, "OA: the drain does not revive T6001");
+    let mut host = TraceRecovery {
+        t: &t,
+        retention,
+        polls: 2,
+    };
+    let got = seq::recover(&t, &t, &mut host);
+    let want = if retention {
+        // OA: the cycle keeps T6001's task manager in retention and the
+        // drain does not revive it.
+        seq::Recovered::Busy
     } else {
-        t.note("power cycle (runtime PM), then enable before the next job");
-        r.model.borrow_mut().power_cycle();
-        // What `H13::resume` does on T8103 (not `seq`): the task manager
-        // lost its interrupt enables with the power.
-        t.note("unmask the DART lines");
-        r.model.borrow_mut().set_dart_masked(false);
-        seq::enable(&t);
-    }
+        seq::Recovered::Idle
+    };
+    assert_eq!(got, want);
     t.log.into_inner()
 }
 
