@@ -688,23 +688,46 @@ fn unreachable_rung(name: &str) -> Outcome {
 /// (`Err` when unreadable).
 type H13File<'a> = Option<(&'a Path, &'a std::io::Result<Vec<u8>>)>;
 
-/// Runs a recorded program once: every input filled with the value it
-/// had when it ran, the output poisoned, one job with `timeout`, every
-/// output element compared with the recorded result.
-fn run_recorded(
-    dev: &ane::device::Device,
+/// Vets a file given as a recorded H13 program: its sha256 must be one
+/// the record pins. Returns the record's entry and the sha256, or the
+/// message (with the pinned programs) why it is not run.
+pub fn vet_h13(
     path: &Path,
     bytes: &[u8],
+) -> Result<(&'static ane::recorded::Recorded, String), String> {
+    let sha = ane::program::sha256_hex(bytes);
+    ane::recorded::by_sha256(&sha).map(|r| (r, sha.clone())).ok_or_else(|| {
+        format!(
+            "{} (sha256 {sha}) is not a program the hardware record shows running on hardware; nothing was run",
+            path.display()
+        )
+    })
+}
+
+/// The programs the record pins, for messages.
+pub fn h13_pins() -> String {
+    ane::recorded::H13
+        .iter()
+        .map(|r| format!("{} (sha256 {})", r.file, r.sha256))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// Runs a recorded program once on `runner` (a device session or the
+/// host model): every input filled with the value it had when it ran,
+/// the output poisoned, one run with `timeout`, every output element
+/// compared with the recorded result.
+pub fn run_recorded(
+    runner: &mut dyn session::Runner,
+    prog: &crate::program::ProgramFile,
     r: &ane::recorded::Recorded,
     timeout: Duration,
 ) -> Result<String, String> {
-    let prog = crate::program::ProgramFile::parse(path, bytes).map_err(|e| e.to_string())?;
-    let mut s = session::Session::new(dev, &prog).map_err(|e| e.to_string())?;
     let mut next_input = r.inputs.iter();
     let mut outputs = Vec::new();
     for (i, t) in prog.tensors.iter().enumerate() {
         if t.direction == ane::hwx::Direction::Output {
-            s.poison(i).map_err(|e| e.to_string())?;
+            runner.poison(i).map_err(|e| e.to_string())?;
             outputs.push(i);
             continue;
         }
@@ -712,14 +735,15 @@ fn run_recorded(
             .next()
             .ok_or("more inputs than the record ran it with")?;
         let dense: Vec<u8> = (0..t.elements()).flat_map(|_| v.to_le_bytes()).collect();
-        s.write_tensor(&prog, i, &dense)
+        runner
+            .write_tensor(prog, i, &dense)
             .map_err(|e| e.to_string())?;
     }
-    let took = s
+    let took = runner
         .run_once(ane::hw::uapi::priority::NORMAL, timeout)
         .map_err(|e| e.to_string())?;
     for i in outputs {
-        let out = s.read_tensor(&prog, i).map_err(|e| e.to_string())?;
+        let out = runner.read_tensor(prog, i).map_err(|e| e.to_string())?;
         let bad = out
             .chunks_exact(2)
             .filter(|h| u16::from_le_bytes([h[0], h[1]]) != r.expect)
@@ -743,11 +767,7 @@ fn run_recorded(
 /// program ([`ane::recorded::stand_in`]). A given file the record does
 /// not pin is not run: the rung fails and says what to supply.
 fn job(root: &Path, timeout: Duration, h13: H13File<'_>, rows: &mut Vec<ProgramRow>) -> Outcome {
-    let pins = ane::recorded::H13
-        .iter()
-        .map(|r| format!("{} (sha256 {})", r.file, r.sha256))
-        .collect::<Vec<_>>()
-        .join(" or ");
+    let pins = h13_pins();
     // The file is vetted before the device is opened: an unpinned one is
     // never run.
     let recorded = match h13 {
@@ -758,13 +778,12 @@ fn job(root: &Path, timeout: Duration, h13: H13File<'_>, rows: &mut Vec<ProgramR
                     format!("supply a program the hardware record pins: {pins}"),
                 )
             })?;
-            let sha = ane::program::sha256_hex(bytes);
-            let Some(r) = ane::recorded::by_sha256(&sha) else {
-                return Err((
-                    format!("{} (sha256 {sha}) is not a program the hardware record shows running on hardware; nothing was run", path.display()),
+            let (r, sha) = vet_h13(path, bytes).map_err(|e| {
+                (
+                    e,
                     format!("supply one it pins: {pins} (../shared/fixtures of the project; docs/first-contact.md), or omit --h13-program"),
-                ));
-            };
+                )
+            })?;
             Some((path, bytes, sha, r))
         }
         None => None,
@@ -778,7 +797,12 @@ fn job(root: &Path, timeout: Duration, h13: H13File<'_>, rows: &mut Vec<ProgramR
     let mut detail = Vec::new();
     match recorded {
         Some((path, bytes, sha, r)) => {
-            let res = run_recorded(&dev, path, bytes, r, timeout);
+            let res = crate::program::ProgramFile::parse(path, bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|prog| {
+                    let mut s = session::Session::new(&dev, &prog).map_err(|e| e.to_string())?;
+                    run_recorded(&mut s, &prog, r, timeout)
+                });
             rows.push(ProgramRow {
                 rung: "job",
                 program: path.display().to_string(),
