@@ -122,7 +122,7 @@ if [ -f /fixtures/sum.anec ]; then
 	ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor-6001.json \
 		--h13-program /fixtures/sum.anec > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor on T6001 failed"; }
 	cat /tmp/doctor.txt
-	grep -q "T6001" /tmp/doctor-6001.json || fail "doctor on T6001: the receipt does not name the SoC"
+	grep -q "simulated device T600[01] (M1 Pro/Max)" /tmp/doctor-6001.json || fail "doctor on T6001: the receipt does not name the SoC"
 	doctor_observes /tmp/doctor-6001.json T6001 9
 	modprobe -r ane
 fi
