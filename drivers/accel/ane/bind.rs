@@ -57,9 +57,10 @@ pub(crate) struct AneBound {
     /// H14: keeps the device powered while the coprocessor runs (its power
     /// domains include the coprocessor's).
     _awake: Option<ext::pm::PmRef>,
-    /// H14: the debugfs directory `ane-<device>` and its `firmware` file
-    /// (why a start failed: diagnostics, kept out of the UAPI).
-    _fw_debugfs: Option<(Dir, Pin<KBox<debugfs::File<h14::FwReport>>>)>,
+    /// The debugfs directory `ane-<device>`: `observations` (what normal
+    /// operation read, for the first owner's receipt) and, H14, `firmware`
+    /// (why a start failed): diagnostics, kept out of the UAPI.
+    _debugfs: Option<DebugFiles>,
     #[cfg(ane_test)]
     sim: Option<Arc<sim::SimEngine>>,
     _reg: accel::Registration<AneDriver>,
@@ -377,7 +378,7 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         engine: Some(engine),
         fw: None,
         _awake: None,
-        _fw_debugfs: None,
+        _debugfs: debug_files(dev, Observations::H13(h13.clone()), None),
         #[cfg(ane_test)]
         sim: _sim,
         _reg: reg,
@@ -478,22 +479,60 @@ fn fw_reserve(soc: &SocInfo, align: u64) -> (u64, u64) {
     (fw, programs)
 }
 
-/// H14: the debugfs directory `ane-<device name>` with the file `firmware`
+/// The debugfs directory of a bound device and its files.
+struct DebugFiles {
+    _dir: Dir,
+    _observations: Option<Pin<KBox<debugfs::File<Observations>>>>,
+    _firmware: Option<Pin<KBox<debugfs::File<h14::FwReport>>>>,
+}
+
+/// The debugfs file `observations`: the device's observation record
+/// (`hw::obs`), what normal operation read (event words, STATUS words,
+/// DART error words and latches of failed jobs, timings, power
+/// transitions; on T6021 the start's scratch values and the calls), as
+/// `key value` lines. Reading it touches no register.
+pub(crate) enum Observations {
+    /// An H13 device.
+    H13(Arc<H13>),
+    /// An H14 device.
+    Fw(Arc<h14::Firmware>),
+}
+
+impl core::fmt::Debug for Observations {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Observations::H13(h) => h.observations().write(f),
+            Observations::Fw(fw) => fw.observations().write(f),
+        }
+    }
+}
+
+/// The debugfs directory `ane-<device name>` with the file `observations`
+/// ([`Observations`]) and, for an H14 device, `firmware`
 /// ([`h14::FwReport`]). Debugfs is optional: without it (not configured,
-/// out of memory) the device works and logs the failure alone.
-fn fw_debugfs(
+/// out of memory) the device works, and the doctor says what it could not
+/// read.
+fn debug_files(
     dev: &device::Device,
-    fw: &Arc<h14::Firmware>,
-) -> Option<(Dir, Pin<KBox<debugfs::File<h14::FwReport>>>)> {
+    obs: Observations,
+    fw: Option<&Arc<h14::Firmware>>,
+) -> Option<DebugFiles> {
     let name = dev.name().to_str().ok()?;
     let name = CString::try_from_fmt(fmt!("ane-{name}")).ok()?;
     let dir = Dir::new(&name);
-    let file = KBox::pin_init(
-        dir.read_only_file(c"firmware", h14::FwReport(fw.clone())),
-        GFP_KERNEL,
-    )
-    .ok()?;
-    Some((dir, file))
+    let observations = KBox::pin_init(dir.read_only_file(c"observations", obs), GFP_KERNEL).ok();
+    let firmware = fw.and_then(|fw| {
+        KBox::pin_init(
+            dir.read_only_file(c"firmware", h14::FwReport(fw.clone())),
+            GFP_KERNEL,
+        )
+        .ok()
+    });
+    Some(DebugFiles {
+        _dir: dir,
+        _observations: observations,
+        _firmware: firmware,
+    })
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
@@ -548,7 +587,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         },
         if simulated { ", simulated" } else { "" }
     );
-    let debugfs = fw_debugfs(dev, &firmware);
+    let debugfs = debug_files(dev, Observations::Fw(firmware.clone()), Some(&firmware));
     Ok(AneBound {
         soc,
         irq: None,
@@ -556,7 +595,7 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         engine: Some(engine),
         fw: Some(firmware),
         _awake: awake,
-        _fw_debugfs: debugfs,
+        _debugfs: debugfs,
         #[cfg(ane_test)]
         sim: None,
         _reg: reg,

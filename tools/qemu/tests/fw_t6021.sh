@@ -98,6 +98,25 @@ cat /tmp/doctor.txt
 [ "$rc" = 0 ] || fail "doctor with an acknowledged H14 program: exit $rc, not 0"
 grep -q "^ok   job .*; 0 of 32768 output bytes written" /tmp/doctor.txt || fail "doctor: the H14 job rung did not run, or the simulator wrote output"
 grep -q "^skip parity " /tmp/doctor.txt || fail "doctor: parity ran on the firmware backend"
+# The receipt carries the driver's T6021 observation record (issue 25
+# point 8): the scratch values the release read at READY and DONE and the
+# CONFIG_GET word are the simulated firmware's (hw::fw::model
+# ModelConfig::DEFAULT: SCRATCH0 4, SCRATCH1 0x1043f, SCRATCH3 0x10000,
+# configuration 0x14), the same the driver logged, and the call the job
+# rung made is counted done.
+r=/tmp/doctor.json
+grep -q '"read": true' "$r" || { cat "$r"; fail "T6021 doctor: observation record not read"; }
+expect_eq "T6021 generation" "$(obs_value generation "$r")" h14
+expect_eq "T6021 SCRATCH0 at READY" "$(obs_value boot.scratch0 "$r")" 0x4
+expect_eq "T6021 SCRATCH1 at READY" "$(obs_value boot.scratch1 "$r")" 0x1043f
+expect_eq "T6021 SCRATCH3 at READY" "$(obs_value boot.scratch3 "$r")" 0x10000
+logged=$(dmesg | sed -n 's/.*ANE firmware running (boot ordinal \([0-9]*\), configuration \(0x[0-9a-f]*\)).*/\1 \2/p' | tail -n 1)
+expect_eq "T6021 configuration word as logged" "$(obs_value boot.config "$r")" "${logged#* }"
+expect_eq "T6021 SCRATCH1 + 1 = the logged ordinal" "$(($(obs_value boot.scratch1 "$r") + 1))" "${logged% *}"
+expect_eq "T6021 last call status" "$(obs_value last_call.status "$r")" 0x0
+[ "$(obs_value calls_done "$r")" -ge 1 ] || fail "T6021: the doctor's call is not counted"
+[ "$(obs_value host.sm_buffers "$r")" -ge 1 ] || fail "T6021: no SHAREDMALLOC buffer counted"
+grep -A3 '"name": "boot.scratch1",' "$r" | grep -q '"15"' || fail "T6021: boot.scratch1 not tagged with open item 15"
 if [ -f /fixtures/tinygrad_sum.hwx ]; then
 	rc=0
 	ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json \

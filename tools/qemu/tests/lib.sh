@@ -64,3 +64,39 @@ sum_inputs() {
 # for real hardware) is not what a test may hinge on. A hung job still
 # fails, and the run's own limit bounds the total (tools/check.sh).
 GUEST_JOB_TIMEOUT_MS=120000
+
+# obs_value KEY RECEIPT: the value of field KEY of the doctor receipt's
+# observation record (empty when absent).
+obs_value() {
+	grep -A1 "\"name\": \"$1\"," "$2" | sed -n 's/^ *"value": "\(.*\)",$/\1/p' | head -n 1
+}
+
+# doctor_observes RECEIPT SOC_LABEL: the H13 observation record of a doctor
+# run whose first pushed job met the simulator's injected stale event
+# (`ane-sim/stale`: a foreign-id event 0x05c00000 on both lines during
+# the job) carries the values the simulator produced: the foreign word
+# on both lines, every job of the run (the recorded sum, the stand-in,
+# seven parity cells) done with network id 0x40 and each look timed, and
+# the recorded program's row saying it ran on hardware per the record.
+doctor_observes() {
+	r=$1
+	grep -q '"read": true' "$r" || { cat "$r"; fail "$2 doctor: observation record not read"; }
+	expect_eq "$2 generation" "$(obs_value generation "$r")" h13
+	expect_eq "$2 foreign events (the simulator's injected word, both lines)" "$(obs_value events_foreign "$r")" 2
+	expect_eq "$2 jobs" "$(obs_value jobs "$r")" "$3"
+	expect_eq "$2 jobs done" "$(obs_value jobs_done "$r")" "$3"
+	expect_eq "$2 last job's network id" "$(obs_value last.nid "$r")" 0x40
+	expect_eq "$2 last job's outcome" "$(obs_value last.outcome "$r")" done
+	expect_eq "$2 last job's STATUS" "$(obs_value last.status_last "$r")" 0x1
+	obs_value last.event.0 "$r" | grep -q '^line=0 kind=finish info=0x540' ||
+		fail "$2: the last job's first event is not its finish word on line 0"
+	obs_value last.event.1 "$r" | grep -q '^line=1 kind=finish info=0x540' ||
+		fail "$2: the last job's second event is not its finish word on line 1"
+	[ "$(obs_value job_ns_max "$r")" -gt 0 ] || fail "$2: no job time"
+	[ "$(obs_value looks_max "$r")" -ge 1 ] || fail "$2: no looks"
+	grep -A3 '"name": "events_foreign",' "$r" | grep -q '"1",' || fail "$2: events_foreign not tagged with open item 1"
+	grep -B2 -A3 '"sha256": "012e092cf4701754364e6ad7e5853841107d05bf8db2702db8365e14c4c5af8f"' "$r" |
+		grep -q '"ran_on_hardware": true' || fail "$2: the recorded sum's row does not say it ran on hardware"
+	grep -A4 '"program": "add_1x64"' "$r" | grep -q '"ran_on_hardware": false' ||
+		fail "$2: the stand-in's row does not say it never ran"
+}

@@ -26,14 +26,43 @@ done
 head -c 1 /tmp/info.json | grep -q '{' || fail "info --json is not an object"
 
 # doctor: every rung passes on the simulated T8103 (no device tree; the
-# firmware rung does not apply), and the receipt says so.
-ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor.json > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
+# firmware rung does not apply), and the receipt says so. The job rung runs
+# the program the record shows running on an M1 first (tinygrad's sum as
+# sum.anec, issue 25 point 1), then the project-built stand-in; the
+# receipt carries the driver's observation record (point 8), checked
+# against what the simulator produced: the first job meets an injected
+# foreign-id event.
+doctor_args="--timeout-ms $GUEST_JOB_TIMEOUT_MS --receipt /tmp/doctor.json"
+if [ -f /fixtures/sum.anec ]; then
+	doctor_args="$doctor_args --h13-program /fixtures/sum.anec"
+fi
+echo 1 > /sys/kernel/debug/ane-sim/stale
+ane-probe doctor $doctor_args > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor failed"; }
 cat /tmp/doctor.txt
 for rung in soc kernel module device node job parity; do
 	grep -q "^ok   $rung " /tmp/doctor.txt || fail "doctor: rung $rung did not pass"
 done
 grep -q "^skip firmware" /tmp/doctor.txt || fail "doctor: the firmware rung ran on H13"
 grep -q '"verdict": "pass"' /tmp/doctor.json || fail "doctor receipt: no pass"
+if [ -f /fixtures/sum.anec ]; then
+	grep -q "^ok   job .*sum.anec (ran on hardware per the record)" /tmp/doctor.txt ||
+		fail "doctor: the recorded program did not run first"
+	doctor_observes /tmp/doctor.json T8103 9
+	# A second run adds its jobs to the same record: counts, not constants.
+	ane-probe doctor $doctor_args > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "second doctor failed"; }
+	expect_eq "T8103 jobs after two doctor runs" "$(obs_value jobs /tmp/doctor.json)" 18
+	expect_eq "T8103 foreign events after two runs (no new injection)" "$(obs_value events_foreign /tmp/doctor.json)" 2
+	# A file the record does not pin is never run.
+	rc=0
+	ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor-x.json \
+		--h13-program /fixtures/relu.anec > /tmp/doctor.txt || rc=$?
+	expect_eq "doctor with an unpinned H13 program: exit code" "$rc" 1
+	grep -q "^FAIL job .*not a program the hardware record shows running on hardware; nothing was run" /tmp/doctor.txt ||
+		{ cat /tmp/doctor.txt; fail "doctor: an unpinned H13 program was not refused"; }
+	expect_eq "jobs after the refused doctor run" "$(obs_value jobs /tmp/doctor-x.json)" 18
+else
+	echo "SKIPPED: /fixtures/sum.anec is absent (the recorded program, the observation checks)"
+fi
 
 # parity on the device and on the model: every cell exact.
 for mode in "" "--model"; do
@@ -84,6 +113,19 @@ ane-probe frobnicate 2> /dev/null || rc=$?
 expect_eq "unknown command exit code" "$rc" 2
 
 modprobe -r ane
+
+# The doctor on a simulated T6001 (issue 25 point 8): the same record,
+# observed through the retention task manager's driver path.
+if [ -f /fixtures/sum.anec ]; then
+	modprobe ane sim_soc=0x6001
+	echo 1 > /sys/kernel/debug/ane-sim/stale
+	ane-probe doctor --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --receipt /tmp/doctor-6001.json \
+		--h13-program /fixtures/sum.anec > /tmp/doctor.txt || { cat /tmp/doctor.txt; fail "doctor on T6001 failed"; }
+	cat /tmp/doctor.txt
+	grep -q "simulated device T600[01] (M1 Pro/Max)" /tmp/doctor-6001.json || fail "doctor on T6001: the receipt does not name the SoC"
+	doctor_observes /tmp/doctor-6001.json T6001 9
+	modprobe -r ane
+fi
 # Without a device: parity on the model still works, on the device it is
 # "no device" (exit 4).
 ane-probe parity --model > /dev/null

@@ -84,6 +84,13 @@ pub struct DoctorArgs {
     /// H14 job rung needs this acknowledgement today.
     #[arg(long)]
     h14_unpinned: bool,
+    /// M1 (H13): a program whose exact bytes ran on an M1 according to
+    /// the hardware record (`ane::recorded`, pinned by sha256: tinygrad's
+    /// sum as `sum.anec` or `tinygrad_sum.hwx`); the job rung runs it
+    /// first. Without it the job rung runs the closest project-built
+    /// program and says so; a file the record does not pin is not run.
+    #[arg(long, value_name = "FILE")]
+    h13_program: Option<PathBuf>,
 }
 
 /// H14 programs the hardware record pins, as (name, sha256): the job
@@ -246,6 +253,26 @@ pub struct Rung {
     pub ms: f64,
 }
 
+/// One program the `job` or `parity` rung ran.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgramRow {
+    /// The rung.
+    pub rung: &'static str,
+    /// The program: a parity cell's name, or the file.
+    pub program: String,
+    /// The sha256 of the file, for a file.
+    pub sha256: Option<String>,
+    /// Whether this exact program ran on hardware per
+    /// docs/hardware-record.md.
+    pub ran_on_hardware: bool,
+    /// The record's source for that, or why it never ran.
+    pub provenance: String,
+    /// `pass` (matched its reference) or `fail`.
+    pub verdict: &'static str,
+    /// What happened.
+    pub detail: String,
+}
+
 /// The receipt.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
@@ -254,6 +281,12 @@ pub struct Report {
     pub header: Header,
     /// Every rung, in ladder order.
     pub rungs: Vec<Rung>,
+    /// Every program the `job` and `parity` rungs ran, in order, each
+    /// with whether it ran on hardware per the record.
+    pub programs: Vec<ProgramRow>,
+    /// The driver's observation record, read after the ladder, each
+    /// field tagged with the open items it answers (`observe`).
+    pub observations: crate::observe::Observations,
     /// `pass` when every rung that applies passed, else `fail`.
     pub verdict: &'static str,
 }
@@ -651,45 +684,187 @@ fn unreachable_rung(name: &str) -> Outcome {
     ))
 }
 
-/// Rung 6: the smallest parity cell, as one tiny job.
-fn job(root: &Path, timeout: Duration) -> Outcome {
+/// The recorded program given with `--h13-program`: its path and bytes
+/// (`Err` when unreadable).
+type H13File<'a> = Option<(&'a Path, &'a std::io::Result<Vec<u8>>)>;
+
+/// Vets a file given as a recorded H13 program: its sha256 must be one
+/// the record pins. Returns the record's entry and the sha256, or the
+/// message (with the pinned programs) why it is not run.
+pub fn vet_h13(
+    path: &Path,
+    bytes: &[u8],
+) -> Result<(&'static ane::recorded::Recorded, String), String> {
+    let sha = ane::program::sha256_hex(bytes);
+    ane::recorded::by_sha256(&sha).map(|r| (r, sha.clone())).ok_or_else(|| {
+        format!(
+            "{} (sha256 {sha}) is not a program the hardware record shows running on hardware; nothing was run",
+            path.display()
+        )
+    })
+}
+
+/// The programs the record pins, for messages.
+pub fn h13_pins() -> String {
+    ane::recorded::H13
+        .iter()
+        .map(|r| format!("{} (sha256 {})", r.file, r.sha256))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+/// Runs a recorded program once on `runner` (a device session or the
+/// host model): every input filled with the value it had when it ran,
+/// the output poisoned, one run with `timeout`, every output element
+/// compared with the recorded result.
+pub fn run_recorded(
+    runner: &mut dyn session::Runner,
+    prog: &crate::program::ProgramFile,
+    r: &ane::recorded::Recorded,
+    timeout: Duration,
+) -> Result<String, String> {
+    let mut next_input = r.inputs.iter();
+    let mut outputs = Vec::new();
+    for (i, t) in prog.tensors.iter().enumerate() {
+        if t.direction == ane::hwx::Direction::Output {
+            runner.poison(i).map_err(|e| e.to_string())?;
+            outputs.push(i);
+            continue;
+        }
+        let v = next_input
+            .next()
+            .ok_or("more inputs than the record ran it with")?;
+        let dense: Vec<u8> = (0..t.elements()).flat_map(|_| v.to_le_bytes()).collect();
+        runner
+            .write_tensor(prog, i, &dense)
+            .map_err(|e| e.to_string())?;
+    }
+    let took = runner
+        .run_once(ane::hw::uapi::priority::NORMAL, timeout)
+        .map_err(|e| e.to_string())?;
+    for i in outputs {
+        let out = runner.read_tensor(prog, i).map_err(|e| e.to_string())?;
+        let bad = out
+            .chunks_exact(2)
+            .filter(|h| u16::from_le_bytes([h[0], h[1]]) != r.expect)
+            .count();
+        if bad != 0 {
+            return Err(format!(
+                "{bad} of {} output elements differ from the recorded result {:#06x}",
+                out.len() / 2,
+                r.expect
+            ));
+        }
+    }
+    Ok(format!(
+        "done in {:.3} ms; every output element is the recorded result",
+        took.as_secs_f64() * 1e3
+    ))
+}
+
+/// Rung 6 on H13: first the recorded program (`--h13-program`), when
+/// given and pinned by the record; then the closest project-built
+/// program ([`ane::recorded::stand_in`]). A given file the record does
+/// not pin is not run: the rung fails and says what to supply.
+fn job(root: &Path, timeout: Duration, h13: H13File<'_>, rows: &mut Vec<ProgramRow>) -> Outcome {
+    let pins = h13_pins();
+    // The file is vetted before the device is opened: an unpinned one is
+    // never run.
+    let recorded = match h13 {
+        Some((path, bytes)) => {
+            let bytes = bytes.as_ref().map_err(|e| {
+                (
+                    format!("cannot read the H13 program {}: {e}", path.display()),
+                    format!("supply a program the hardware record pins: {pins}"),
+                )
+            })?;
+            let (r, sha) = vet_h13(path, bytes).map_err(|e| {
+                (
+                    e,
+                    format!("supply one it pins: {pins} (../shared/fixtures of the project; docs/first-contact.md), or omit --h13-program"),
+                )
+            })?;
+            Some((path, bytes, sha, r))
+        }
+        None => None,
+    };
     let dev = session::open_device(root, None).map_err(|e| {
         (
             format!("cannot open the device: {e}"),
             "see rung `node`".into(),
         )
     })?;
-    // A program that ran on hardware per the record first; none is
-    // recorded yet, so the smallest project-built cell.
-    let cells = parity::cells();
-    let Some(cell) = cells
-        .iter()
-        .min_by_key(|c| (!c.provenance().ran_on_hardware, c.name.len()))
-    else {
-        return Err(("no parity cell".into(), "a build problem".into()));
-    };
-    let ran = cell.provenance().source;
+    let mut detail = Vec::new();
+    match recorded {
+        Some((path, bytes, sha, r)) => {
+            let res = crate::program::ProgramFile::parse(path, bytes)
+                .map_err(|e| e.to_string())
+                .and_then(|prog| {
+                    let mut s = session::Session::new(&dev, &prog).map_err(|e| e.to_string())?;
+                    run_recorded(&mut s, &prog, r, timeout)
+                });
+            rows.push(ProgramRow {
+                rung: "job",
+                program: path.display().to_string(),
+                sha256: Some(sha),
+                ran_on_hardware: r.provenance.ran_on_hardware,
+                provenance: r.provenance.source.into(),
+                verdict: if res.is_ok() { "pass" } else { "fail" },
+                detail: res.clone().unwrap_or_else(|e| e),
+            });
+            match res {
+                Ok(d) => detail.push(format!("{} (ran on hardware per the record): {d}", r.file)),
+                Err(e) => {
+                    return Err((
+                        format!("{}, the program the record shows running on an M1: {e}", r.file),
+                        "`ane-probe info` shows the engine state; attach this receipt and `dmesg` to issue 25".into(),
+                    ))
+                }
+            }
+        }
+        None => detail.push(format!(
+            "no recorded program given (--h13-program FILE, one of {pins}): ran the closest project-built program instead"
+        )),
+    }
+    let cell = ane::recorded::stand_in();
+    let p = cell.provenance();
     let mut exec = DeviceExecutor::new(&dev);
     exec.timeout = timeout;
-    let r = parity::run_cell(cell, &mut exec);
-    match (r.verdict, &r.error) {
-        (Verdict::Fail, Some(e)) => Err((
-            format!("{}: {e}", cell.name),
-            "`ane-probe info` shows the engine state; attach this receipt and `dmesg` to a bug report".into(),
-        )),
-        (Verdict::Fail, None) => Err((
-            format!("{}: the output differs from the CPU reference", cell.name),
-            "attach this receipt to a bug report".into(),
+    let r = parity::run_cell(&cell, &mut exec);
+    let res = match (r.verdict, &r.error) {
+        (Verdict::Fail, Some(e)) => Err(format!("{}: {e}", cell.name)),
+        (Verdict::Fail, None) => Err(format!(
+            "{}: the output differs from the CPU reference",
+            cell.name
         )),
         _ => Ok(format!(
-            "{} ran and matched the CPU reference (program provenance: {ran})",
+            "{} (the recorded sum's operation and shape, built by this project; never ran on hardware) ran and matched the CPU reference",
             cell.name
+        )),
+    };
+    rows.push(ProgramRow {
+        rung: "job",
+        program: cell.name.into(),
+        sha256: None,
+        ran_on_hardware: p.ran_on_hardware,
+        provenance: p.source.into(),
+        verdict: if res.is_ok() { "pass" } else { "fail" },
+        detail: res.clone().unwrap_or_else(|e| e),
+    });
+    match res {
+        Ok(d) => {
+            detail.push(d);
+            Ok(detail.join("; "))
+        }
+        Err(e) => Err((
+            e,
+            "`ane-probe info` shows the engine state; attach this receipt and `dmesg` to a bug report".into(),
         )),
     }
 }
 
-/// Rung 7: every parity cell.
-fn parity_all(root: &Path, timeout: Duration) -> Outcome {
+/// Rung 7: every parity cell, in first-contact order.
+fn parity_all(root: &Path, timeout: Duration, rows: &mut Vec<ProgramRow>) -> Outcome {
     let dev = session::open_device(root, None).map_err(|e| {
         (
             format!("cannot open the device: {e}"),
@@ -698,11 +873,30 @@ fn parity_all(root: &Path, timeout: Duration) -> Outcome {
     })?;
     let mut exec = DeviceExecutor::new(&dev);
     exec.timeout = timeout;
-    let cells = parity::cells();
+    let cells = parity::first_contact_order(parity::cells(), |c| c.provenance().ran_on_hardware);
     let results: Vec<_> = cells
         .iter()
         .map(|c| parity::run_cell(c, &mut exec))
         .collect();
+    for (c, r) in cells.iter().zip(&results) {
+        let p = c.provenance();
+        rows.push(ProgramRow {
+            rung: "parity",
+            program: c.name.into(),
+            sha256: None,
+            ran_on_hardware: p.ran_on_hardware,
+            provenance: p.source.into(),
+            verdict: if r.verdict == Verdict::Fail {
+                "fail"
+            } else {
+                "pass"
+            },
+            detail: r
+                .error
+                .clone()
+                .unwrap_or_else(|| format!("max {} ulp", r.max_ulp)),
+        });
+    }
     let failed: Vec<&str> = results
         .iter()
         .filter(|r| r.verdict == Verdict::Fail)
@@ -767,6 +961,7 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
         .as_ref()
         .map(|p| (p.as_path(), std::fs::read(p)));
     let mut vetted = None;
+    let mut programs = Vec::new();
     let on_firmware = match fw.as_deref() {
         Some("none") | None if !l.failed => {
             l.skip("firmware", "this SoC runs no firmware under Linux");
@@ -787,7 +982,27 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
     };
     if on_firmware {
         match &vetted {
-            Some(p) => l.rung("job", || job_h14(&ctx.root, timeout, p)),
+            Some(p) => {
+                l.rung("job", || job_h14(&ctx.root, timeout, p));
+                if let (Some(r), Some((path, bytes))) = (l.rungs.last(), &h14) {
+                    let sha = bytes.as_ref().ok().map(|b| ane::program::sha256_hex(b));
+                    let pinned = sha
+                        .as_deref()
+                        .and_then(|s| PINNED_H14.iter().find(|(_, h)| *h == s));
+                    programs.push(ProgramRow {
+                        rung: "job",
+                        program: path.display().to_string(),
+                        sha256: sha.clone(),
+                        ran_on_hardware: pinned.is_some(),
+                        provenance: match pinned {
+                            Some((name, _)) => format!("ran on hardware: pinned by the hardware record as {name}"),
+                            None => "not verified: the hardware record pins no sha256 for any H14 program (run with --h14-unpinned)".into(),
+                        },
+                        verdict: if r.verdict == Verdict3::Pass { "pass" } else { "fail" },
+                        detail: r.detail.clone(),
+                    });
+                }
+            }
             // The firmware rung failed: the ladder records the skip.
             None => l.rung("job", || unreachable_rung("job")),
         }
@@ -800,13 +1015,34 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
             l.rung("parity", || unreachable_rung("parity"));
         }
     } else {
-        l.rung("job", || job(&ctx.root, timeout));
-        l.rung("parity", || parity_all(&ctx.root, timeout));
+        let h13 = args
+            .h13_program
+            .as_ref()
+            .map(|p| (p.clone(), std::fs::read(p)));
+        l.rung("job", || {
+            job(
+                &ctx.root,
+                timeout,
+                h13.as_ref().map(|(p, b)| (p.as_path(), b)),
+                &mut programs,
+            )
+        });
+        l.rung("parity", || parity_all(&ctx.root, timeout, &mut programs));
     }
     let failed = l.failed;
+    // What the driver observed, read last so that it includes the jobs of
+    // the rungs above (also after a failure: then it matters most).
+    let node = info
+        .accel_nodes
+        .iter()
+        .find(|a| a.state.as_ref().is_some_and(|s| s.opened))
+        .map(|a| PathBuf::from(&a.path));
+    let observations = crate::observe::read(node.as_deref());
     let report = Report {
         header: Header::new(SCHEMA, 1, &ctx.root),
         rungs: l.rungs,
+        programs,
+        observations,
         verdict: if failed { "fail" } else { "pass" },
     };
     let json = serde_json::to_string_pretty(&report)?;
@@ -828,6 +1064,30 @@ pub fn doctor(ctx: &Ctx, args: &DoctorArgs) -> Result<u8, Error> {
             if let Some(n) = &r.next {
                 println!("     next: {n}");
             }
+        }
+        for p in &report.programs {
+            println!(
+                "     program {} ({}): {}; {}",
+                p.program,
+                p.rung,
+                p.verdict,
+                if p.ran_on_hardware {
+                    "ran on hardware per the record"
+                } else {
+                    "never ran on hardware"
+                }
+            );
+        }
+        let o = &report.observations;
+        match (&o.path, o.read) {
+            (Some(path), true) => println!(
+                "observations: {} fields from {path}, each tagged with the open items it answers",
+                o.fields.len()
+            ),
+            _ => println!(
+                "observations: not read: {} (the receipt lacks the driver's observation record)",
+                o.why_not.as_deref().unwrap_or("?")
+            ),
         }
         println!("receipt: {}", receipt.display());
     }
@@ -895,6 +1155,93 @@ mod tests {
             firmware("running", Some((Path::new("/cell"), &h13)), true, &mut v).unwrap_err();
         assert!(d.contains("H14 program"), "{d}");
         assert!(v.is_none());
+    }
+
+    /// Issue 25 point 1: a file given as the H13 program that the record
+    /// does not pin is never run: the rung fails before the device is
+    /// opened (no device here), naming the pinned programs; no row is
+    /// written for it.
+    #[test]
+    fn an_unpinned_h13_program_is_never_run() {
+        let root = Path::new("/nonexistent-root");
+        let mut rows = Vec::new();
+        let bytes: std::io::Result<Vec<u8>> = Ok(b"not the recorded sum".to_vec());
+        let (d, next) = job(
+            root,
+            Duration::from_millis(1),
+            Some((Path::new("/x.anec"), &bytes)),
+            &mut rows,
+        )
+        .unwrap_err();
+        assert!(
+            d.contains(
+                "not a program the hardware record shows running on hardware; nothing was run"
+            ),
+            "{d}"
+        );
+        assert!(next.contains(ane::recorded::H13[0].sha256), "{next}");
+        assert!(rows.is_empty());
+        // The pinned bytes pass the vetting and reach the device, which
+        // is absent here.
+        if let Some(p) = ane::fixtures::path("sum.anec") {
+            let bytes = std::fs::read(&p);
+            let (d, _) = job(
+                root,
+                Duration::from_millis(1),
+                Some((&p, &bytes)),
+                &mut rows,
+            )
+            .unwrap_err();
+            assert!(d.contains("cannot open the device"), "{d}");
+        }
+    }
+
+    /// The receipt's schema: the programs rows say whether each program
+    /// ran on hardware with the source, and the observation record keeps
+    /// each field with the open items it answers.
+    #[test]
+    fn receipt_carries_program_rows_and_tagged_observations() {
+        let r = ane::recorded::H13[0];
+        let text = "schema ane-observations 1\ngeneration h13\njobs 3\nevents_foreign 2\nlast.latches none\n";
+        let report = Report {
+            header: Header::new(SCHEMA, 1, Path::new("/")),
+            rungs: Vec::new(),
+            programs: vec![ProgramRow {
+                rung: "job",
+                program: r.file.into(),
+                sha256: Some(r.sha256.into()),
+                ran_on_hardware: true,
+                provenance: r.provenance.source.into(),
+                verdict: "pass",
+                detail: "done".into(),
+            }],
+            observations: crate::observe::Observations {
+                read: true,
+                path: Some("/sys/kernel/debug/ane-ane/observations".into()),
+                why_not: None,
+                fields: crate::observe::parse(text).unwrap(),
+            },
+            verdict: "pass",
+        };
+        let v = serde_json::to_value(&report).unwrap();
+        assert_eq!(v["schema"], SCHEMA);
+        let row = &v["programs"][0];
+        assert_eq!(row["ran_on_hardware"], true);
+        assert!(row["provenance"]
+            .as_str()
+            .unwrap()
+            .contains("eiln's DRM driver"));
+        assert_eq!(row["sha256"], r.sha256);
+        let fields = v["observations"]["fields"].as_array().unwrap();
+        assert_eq!(fields.len(), 4);
+        for f in fields {
+            assert!(f["name"].is_string() && f["value"].is_string(), "{f}");
+            assert!(!f["answers"].as_array().unwrap().is_empty(), "{f}");
+        }
+        assert_eq!(fields[2]["name"], "events_foreign");
+        assert_eq!(fields[2]["value"], "2");
+        assert_eq!(fields[3]["answers"], serde_json::json!(["5", "12"]));
+        assert_eq!(v["observations"]["read"], true);
     }
 
     /// The record pins no H14 program: a valid container runs only with

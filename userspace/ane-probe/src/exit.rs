@@ -143,6 +143,10 @@ pub enum Error {
         /// The valid names, comma-separated.
         valid: String,
     },
+    /// `parity --h13-program`: a file the hardware record does not pin
+    /// (or that cannot be read); nothing was run.
+    #[error("{0}")]
+    Unrecorded(String),
     /// `mlp`'s dimensions cannot be built (names the argument and value).
     #[error("mlp: {0}")]
     Mlp(#[from] ane::mlp::MlpError),
@@ -172,6 +176,7 @@ impl Error {
             | Error::Write { .. }
             | Error::System(_)
             | Error::UnknownCell { .. }
+            | Error::Unrecorded(_)
             | Error::Mlp(_)
             | Error::Firmware(_) => USAGE,
             Error::Program(ProgramError::Read { .. }) => USAGE,

@@ -64,6 +64,7 @@ mod firmware;
 mod ipsw;
 mod mlp;
 mod npy;
+mod observe;
 mod parity;
 mod program;
 mod progress;

@@ -27,6 +27,29 @@ pub struct ParityArgs {
     /// Only these cells, comma-separated [default: all].
     #[arg(long, value_name = "NAME,…", value_delimiter = ',')]
     cells: Vec<String>,
+    /// First run this program, one whose exact bytes ran on an M1 per the
+    /// hardware record (pinned by sha256: tinygrad's sum as `sum.anec` or
+    /// `tinygrad_sum.hwx`), with the inputs it ran with, against the
+    /// result it gave; a file the record does not pin is refused (exit 2).
+    #[arg(long, value_name = "FILE")]
+    h13_program: Option<std::path::PathBuf>,
+}
+
+/// The recorded program `parity --h13-program` ran before the cells.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordedRow {
+    /// The file.
+    pub program: String,
+    /// Its sha256.
+    pub sha256: String,
+    /// Whether this exact program ran on hardware per the record.
+    pub ran_on_hardware: bool,
+    /// The record's source.
+    pub provenance: &'static str,
+    /// `exact` (every element the recorded result) or `fail`.
+    pub verdict: &'static str,
+    /// What happened.
+    pub detail: String,
 }
 
 /// The `schema` of `parity --json`.
@@ -113,6 +136,8 @@ pub struct Report {
     pub executor: String,
     /// The device (absent with `--model`).
     pub device: Option<DeviceInfo>,
+    /// The recorded program run first (`--h13-program`), if any.
+    pub recorded: Option<RecordedRow>,
     /// Every cell run, in table order.
     pub cells: Vec<Row>,
     /// `pass` when no cell failed, else `fail`.
@@ -155,13 +180,57 @@ fn run_all(cells: &[Cell], exec: &mut dyn Executor, bar: &Progress) -> Vec<CellR
 /// `ane-probe parity`.
 pub fn parity(ctx: &Ctx, args: &ParityArgs) -> Result<u8, Error> {
     let cells = select_cells(&args.cells)?;
+    // The recorded program is vetted before anything runs.
+    let recorded = match &args.h13_program {
+        None => None,
+        Some(path) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| Error::Unrecorded(format!("--h13-program {}: {e}", path.display())))?;
+            let (r, sha) = crate::doctor::vet_h13(path, &bytes).map_err(|e| {
+                Error::Unrecorded(format!(
+                    "--h13-program: {e}; the record pins {}",
+                    crate::doctor::h13_pins()
+                ))
+            })?;
+            let prog = crate::program::ProgramFile::parse(path, &bytes)?;
+            Some((path.clone(), sha, r, prog))
+        }
+    };
+    let record_row = |path: &std::path::Path,
+                      sha: &str,
+                      r: &ane::recorded::Recorded,
+                      res: Result<String, String>| RecordedRow {
+        program: path.display().to_string(),
+        sha256: sha.into(),
+        ran_on_hardware: r.provenance.ran_on_hardware,
+        provenance: r.provenance.source,
+        verdict: if res.is_ok() { "exact" } else { "fail" },
+        detail: res.unwrap_or_else(|e| e),
+    };
+    let mut recorded_row = None;
     let bar_wanted = progress::wanted(ctx.json);
     let (executor, device, results) = if args.target.model {
+        if let Some((path, sha, r, prog)) = &recorded {
+            let res = crate::session::ModelSession::new(prog)
+                .map_err(|e| e.to_string())
+                .and_then(|mut m| {
+                    crate::doctor::run_recorded(&mut m, prog, r, args.target.timeout())
+                });
+            recorded_row = Some(record_row(path, sha, r, res));
+        }
         let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
         let r = run_all(&cells, &mut ModelExecutor::new(), &bar);
         ("model", None, r)
     } else {
         let (dev, info) = args.target.open(ctx)?;
+        if let Some((path, sha, r, prog)) = &recorded {
+            let res = crate::session::Session::new(&dev, prog)
+                .map_err(|e| e.to_string())
+                .and_then(|mut s| {
+                    crate::doctor::run_recorded(&mut s, prog, r, args.target.timeout())
+                });
+            recorded_row = Some(record_row(path, sha, r, res));
+        }
         let mut exec = DeviceExecutor::new(&dev);
         exec.timeout = args.target.timeout();
         let bar = Progress::new(cells.len() as u64, "parity", bar_wanted);
@@ -169,11 +238,13 @@ pub fn parity(ctx: &Ctx, args: &ParityArgs) -> Result<u8, Error> {
         ("device", Some(info), r)
     };
     let rows: Vec<Row> = results.iter().map(Row::new).collect();
-    let failed = results.iter().any(|r| r.verdict == Verdict::Fail);
+    let failed = results.iter().any(|r| r.verdict == Verdict::Fail)
+        || recorded_row.as_ref().is_some_and(|r| r.verdict == "fail");
     let report = Report {
         header: Header::new(SCHEMA, 1, &ctx.root),
         executor: executor.into(),
         device,
+        recorded: recorded_row,
         cells: rows,
         verdict: if failed { "fail" } else { "pass" },
     };
@@ -222,6 +293,20 @@ fn print_table(r: &Report, results: &[CellResult]) {
     match &r.device {
         Some(d) => println!("executor: device {d}"),
         None => println!("executor: engine model (host)"),
+    }
+    if let Some(rec) = &r.recorded {
+        println!(
+            "recorded program {} (sha256 {}): {}: {}; {}",
+            rec.program,
+            rec.sha256,
+            rec.verdict,
+            rec.detail,
+            if rec.ran_on_hardware {
+                "ran on hardware per the record"
+            } else {
+                "never ran on hardware"
+            }
+        );
     }
     let rows: Vec<Vec<String>> = results
         .iter()

@@ -193,6 +193,50 @@ fn parity_usage_errors_exit_2() {
     assert!(e.contains("not a usable ANE device"), "{e}");
 }
 
+/// Issue 25 point 1: `parity --h13-program` runs the program the record
+/// shows running on an M1 first, with the inputs it ran with, and its row
+/// says so with the source; a file the record does not pin is refused
+/// before anything runs (exit 2).
+#[test]
+fn parity_runs_the_recorded_program_first() {
+    let Some(p) = fixture("sum.anec") else {
+        return;
+    };
+    let p = p.to_str().unwrap();
+    let o = probe(&[
+        "--json",
+        "parity",
+        "--model",
+        "--cells",
+        "select",
+        "--h13-program",
+        p,
+    ]);
+    assert_eq!(code(&o), 0, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &v["recorded"];
+    assert_eq!(r["verdict"], "exact", "{r}");
+    assert_eq!(r["ran_on_hardware"], true);
+    assert_eq!(r["sha256"], ane::recorded::H13[0].sha256);
+    assert!(r["provenance"]
+        .as_str()
+        .unwrap()
+        .contains("eiln's DRM driver"));
+    assert_eq!(v["cells"][0]["ran_on_hardware"], false);
+    let o = probe(&["parity", "--model", "--cells", "select", "--h13-program", p]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("ran on hardware per the record"), "{out}");
+    let Some(relu) = fixture("relu.anec") else {
+        return;
+    };
+    let e = usage_error(&["parity", "--model", "--h13-program", relu.to_str().unwrap()]);
+    assert!(
+        e.contains("not a program the hardware record shows running on hardware"),
+        "{e}"
+    );
+    assert!(e.contains(ane::recorded::H13[0].sha256), "{e}");
+}
+
 #[test]
 fn mlp_on_the_model_passes() {
     let o = probe(&["mlp", "--model"]);

@@ -44,6 +44,7 @@ pub mod hwx;
 pub mod mlp;
 pub mod parity;
 pub mod program;
+pub mod recorded;
 pub mod reference;
 pub mod system;
 pub mod tensor;

@@ -797,6 +797,27 @@ pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
     parse_fw_report(&text).map_err(|e| format!("{path}: {e}"))
 }
 
+/// The debugfs observation record (`hw::obs`, the driver's
+/// `observations` file) of the device behind `/dev/accel/<node>`, as
+/// text; why not when it cannot be read (debugfs is root's).
+pub fn observations_text(node: &Path) -> std::result::Result<(String, String), String> {
+    let name = node
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or("no node name")?;
+    let dev = fs::read_link(format!("/sys/class/accel/{name}/device"))
+        .map_err(|e| format!("/sys/class/accel/{name}/device: {e}"))?;
+    let dev = dev
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or("no device name")?;
+    let path = format!("/sys/kernel/debug/ane-{dev}/observations");
+    let text = fs::read_to_string(&path).map_err(|e| {
+        format!("{path}: {e} (debugfs is readable by root only: run the doctor with sudo; is debugfs mounted at /sys/kernel/debug?)")
+    })?;
+    Ok((path, text))
+}
+
 /// Whether the device behind `/dev/accel/<node>` is bound without a
 /// device-tree node: the test flavour's simulated ANE.
 fn node_simulated(node: &Path) -> bool {

@@ -53,6 +53,7 @@ use kernel::{
 use crate::ext::io::IoWindow;
 use crate::ext::pm::RuntimePm;
 use crate::hw::dart;
+use crate::hw::obs::{H13Obs, JobObs, JobOutcome};
 use crate::hw::soc::Recovery;
 use crate::hw::tm::{
     self,
@@ -207,6 +208,11 @@ pub(crate) struct H13 {
     waiting: Mutex<Waiting>,
     #[pin]
     wake: CondVar,
+    /// What normal operation read, for the first owner's receipt
+    /// (`hw::obs`; debugfs `observations`). A leaf lock, held only to
+    /// copy a record in or out.
+    #[pin]
+    obs: Mutex<H13Obs>,
 }
 
 impl H13 {
@@ -246,9 +252,15 @@ impl H13 {
                     masked: false,
                 }),
                 wake <- new_condvar!(),
+                obs <- new_mutex!(H13Obs::default()),
             }),
             GFP_KERNEL,
         )
+    }
+
+    /// A copy of the observation record (debugfs `observations`).
+    pub(crate) fn observations(&self) -> H13Obs {
+        *self.obs.lock()
     }
 
     /// Whether the engine takes jobs: an `engine_state` value.
@@ -278,6 +290,7 @@ impl H13 {
     /// (T8103) and is enabled again before the next job, not here (the
     /// driver core also resumes a device just to unbind it).
     pub(crate) fn resume(&self) {
+        self.obs.lock().resumed();
         self.enabled.store(false, Ordering::Release);
         self.powered.store(true, Ordering::Release);
         if self.recovery == Recovery::PowerCycle {
@@ -325,6 +338,7 @@ impl H13 {
     /// running interrupt handler, which touches no register once this
     /// returned.
     pub(crate) fn suspend(&self) {
+        self.obs.lock().suspended();
         self.powered.store(false, Ordering::Release);
         self.enabled.store(false, Ordering::Release);
         // Without power the engine runs nothing, on either SoC: buffers
@@ -540,9 +554,11 @@ impl H13 {
         let Active {
             seq: started,
             res,
-            pushed: _,
+            pushed,
         } = a;
+        let (nid, td_count) = (tm::JOB_NID, res.program.td_count);
         let end = seq::end_job(&self.mmio, started, progress);
+        self.observe(&end, nid, td_count, pushed);
         #[cfg(ane_test)]
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
@@ -594,6 +610,35 @@ impl H13 {
                 Outcome::new(job_status::TIMEOUT, f)
             }
         }
+    }
+
+    /// Notes what one job's sequence read in the observation record: its
+    /// words and counts, and the time from its push to now. No register
+    /// is read for it.
+    fn observe(&self, end: &seq::JobEnd, nid: u8, td_count: u32, pushed: Instant<Monotonic>) {
+        let outcome = match end.progress {
+            Progress::Done => JobOutcome::Done,
+            Progress::Running => JobOutcome::Timeout,
+            Progress::Wedged(_) => JobOutcome::Wedged,
+            Progress::DartFault(_) => JobOutcome::DartFault,
+        };
+        let j = JobObs {
+            number: 0,
+            nid,
+            td_count,
+            outcome,
+            looks: end.seen.looks,
+            ns: u64::try_from(pushed.elapsed().as_nanos()).unwrap_or(0),
+            status_first: end.seen.status_first,
+            status_last: end.seen.status_last,
+            dart_error: match end.progress {
+                Progress::DartFault(e) => e,
+                _ => 0,
+            },
+            latches: end.after,
+            events: end.seen.events,
+        };
+        self.obs.lock().job(j);
     }
 
     /// Keeps a failed job's buffers (its address space stays attached) and

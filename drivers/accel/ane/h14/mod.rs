@@ -34,7 +34,7 @@ use kernel::{
     prelude::*,
     str::CString,
     sync::{aref::ARef, new_mutex, Arc, Mutex},
-    time::{delay::fsleep, Delta},
+    time::{delay::fsleep, Delta, Instant, Monotonic},
 };
 
 use crate::ext::{accel::Device, io::IoWindow};
@@ -46,6 +46,7 @@ use crate::hw::fw::{
     msg::{self, CallArgs, IoRef, ProgramDigest, SectionRef},
     patch, regs,
 };
+use crate::hw::obs::{CallEnd, FwBoot, FwObs};
 use crate::hw::uapi::{fw_state, job_status};
 use crate::vm::{Mapping, Vm};
 use crate::AneDriver;
@@ -328,6 +329,11 @@ pub(crate) struct Firmware {
     /// never waits behind a running call (kernel-2 N5, old 1.10).
     #[pin]
     diag: Mutex<(u64, Option<Captured>)>,
+    /// What normal operation read, for the first owner's receipt
+    /// (`hw::obs`; debugfs `observations`): apart from `state`, so a read
+    /// never waits behind a running call. A leaf lock.
+    #[pin]
+    obs: Mutex<FwObs>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
     /// Commands the firmware refused in order (the first is logged).
@@ -382,6 +388,7 @@ impl Firmware {
                     parked: KVec::new(),
                 }),
                 diag <- new_mutex!((0, None)),
+                obs <- new_mutex!(FwObs::default()),
                 fw_state: AtomicU64::new(fw_state::OFF),
                 refused: AtomicU64::new(0),
                 vm,
@@ -428,6 +435,11 @@ impl Firmware {
         (fail_step, captured)
     }
 
+    /// A copy of the observation record (debugfs `observations`).
+    pub(crate) fn observations(&self) -> FwObs {
+        *self.obs.lock()
+    }
+
     /// Starts the firmware (probe). Failures are recorded, not returned:
     /// the device stays bound in the failed state, which GET_PARAM reports;
     /// the failed step and the captured registers are in debugfs
@@ -444,7 +456,11 @@ impl Firmware {
         rtkit: bool,
     ) {
         let mut st = self.state.lock();
+        let t0 = Instant::<Monotonic>::now();
         let r = self.start_locked(dev, pdev, &mut st);
+        if let Some(b) = self.obs.lock().boot.as_mut() {
+            b.ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
+        }
         if let Err(e) = r {
             self.set_state(fw_state::FAILED);
             dev_err!(pdev, "ANE firmware not started: {}\n", e);
@@ -578,6 +594,17 @@ impl Firmware {
             booted.ordinal,
             word
         );
+        // Values the release read anyway, kept for the receipt.
+        self.obs.lock().boot = Some(FwBoot {
+            scratch0: booted.scratch0,
+            scratch1: booted.ordinal.wrapping_sub(1),
+            scratch3: booted.scratch3,
+            fw_address: booted.fw_address,
+            cpu_status: booted.cpu_status,
+            rvbar_latched: booted.rvbar_latched,
+            config: word,
+            ns: 0,
+        });
         st.host = Some(host);
         st.dev = Some(dev.into());
         self.set_state(fw_state::RUNNING);
@@ -814,6 +841,8 @@ impl Firmware {
             return (job_status::FAULT, false);
         };
         let mut sent = false;
+        let mut stats = None;
+        let t0 = Instant::<Monotonic>::now();
         let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
@@ -829,11 +858,30 @@ impl Firmware {
             )?;
             if answer.status != 0 {
                 // Refused in order: no finish event follows.
+                stats = Some(host.stats());
                 return Ok(answer.status);
             }
-            host.wait_finish(ctx, cookie, self.finish_polls, REPLY_POLL_US)
-                .map(|_| 0)
+            let r = host
+                .wait_finish(ctx, cookie, self.finish_polls, REPLY_POLL_US)
+                .map(|_| 0);
+            stats = Some(host.stats());
+            r
         });
+        {
+            let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
+            let mut o = self.obs.lock();
+            o.call(
+                match r {
+                    Ok(0) => CallEnd::Done,
+                    Ok(s) => CallEnd::Refused(u32::from(s)),
+                    Err(_) => CallEnd::Failed,
+                },
+                ns,
+            );
+            if let Some(h) = stats {
+                o.host = h;
+            }
+        }
         let status = match r {
             Ok(0) => job_status::DONE,
             Ok(status) => {

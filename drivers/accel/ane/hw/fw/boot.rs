@@ -503,6 +503,8 @@ pub struct Booted {
     pub scratch0: u32,
     /// The boot ordinal (SCRATCH1 + 1 at READY).
     pub ordinal: u32,
+    /// SCRATCH3 at READY (the heap bytes the firmware asked for).
+    pub scratch3: u32,
     /// SCRATCH1:0 at DONE (kept raw, never dereferenced).
     pub fw_address: u64,
     /// RVBAR was latched (and left alone).
@@ -610,6 +612,7 @@ pub fn boot<P: Regs + Pmgr + Delay + FwMem>(
         table,
         scratch0: prep.scratch0,
         ordinal: prep.ordinal,
+        scratch3: prep.scratch3,
         fw_address,
         rvbar_latched,
         cpu_status: p.read32(regs::CPU_STATUS),
@@ -711,6 +714,8 @@ struct Prepared {
     scratch0: u32,
     /// The ordinal.
     ordinal: u32,
+    /// SCRATCH3.
+    scratch3: u32,
 }
 
 /// Allocates one buffer and checks it.
@@ -788,6 +793,7 @@ fn prepare<P: Regs + FwMem + ?Sized>(p: &mut P, cfg: &BootConfig) -> Result<Prep
         heap,
         scratch0: s0,
         ordinal,
+        scratch3: s3,
     })
 }
 

@@ -8,6 +8,7 @@
 //! MMIO-trace test are exactly the ones the driver writes. Each function
 //! says which part of `docs/hardware-record.md` it follows.
 
+use super::super::obs;
 use super::{
     evt_reg, finish_word, mgr, size_field, tm_reg, tq, tq_reg, EVT_COUNT_MAX, TQ_COUNT, TQ_PRIORITY,
 };
@@ -145,7 +146,13 @@ pub fn latches(r: &impl Regs) -> [u32; 3] {
 
 /// Whether the task manager reports idle.
 pub fn idle(r: &impl Regs) -> bool {
-    r.read32(tm_reg(mgr::STATUS)) & mgr::STATUS_IDLE != 0
+    status(r) & mgr::STATUS_IDLE != 0
+}
+
+/// The task manager's STATUS word (one read; [`idle`] tests its idle
+/// bit).
+pub fn status(r: &impl Regs) -> u32 {
+    r.read32(tm_reg(mgr::STATUS))
 }
 
 /// A line reporting more pending events than the FIFO can hold: the task
@@ -268,6 +275,23 @@ pub struct Completion {
     lines: [bool; mgr::EVT_LINES],
     /// What else the lines carried.
     pub strays: Strays,
+    /// What the driver read on the way, for the observation record
+    /// (`hw::obs`): no access is made for it.
+    pub seen: Seen,
+}
+
+/// What the looks at one job read, kept for the observation record
+/// (`hw::obs`): values the sequence reads anyway.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// Looks taken ([`Completion::poll`] calls).
+    pub looks: u32,
+    /// The first STATUS word read.
+    pub status_first: Option<u32>,
+    /// The last STATUS word read.
+    pub status_last: Option<u32>,
+    /// Every event drained before the push and popped since.
+    pub events: obs::EventLog,
 }
 
 impl Completion {
@@ -278,7 +302,18 @@ impl Completion {
             nid,
             lines: [false; mgr::EVT_LINES],
             strays: Strays::default(),
+            seen: Seen::default(),
         }
+    }
+
+    /// Notes an event drained before the push (left from before this
+    /// job).
+    pub fn take_stale(&mut self, line: usize, ev: Event) {
+        self.seen.events.push(obs::Seen {
+            line: line as u8,
+            kind: obs::EventKind::Stale,
+            ev,
+        });
     }
 
     /// The word that finishes each line.
@@ -299,28 +334,45 @@ impl Completion {
 
     /// Takes one popped event of `line`.
     pub fn take(&mut self, line: usize, ev: Event) {
-        if ev.info == self.finish {
+        let kind = if ev.info == self.finish {
             if let Some(l) = self.lines.get_mut(line) {
                 *l = true;
             }
+            obs::EventKind::Finish
         } else if super::event_nid(ev.info) == self.nid {
             self.strays.intermediate += 1;
+            obs::EventKind::Intermediate
         } else {
             self.strays.foreign += 1;
             self.strays.last_foreign = ev.info;
-        }
+            obs::EventKind::Foreign
+        };
+        self.seen.events.push(obs::Seen {
+            line: line as u8,
+            kind,
+            ev,
+        });
     }
 
     /// Looks at the DARTs, then (if none faulted) pops what the lines carry
     /// and, once both finished, checks the idle bit.
     pub fn poll(&mut self, r: &impl Regs, dart: &impl Dart) -> Progress {
+        self.seen.looks = self.seen.looks.saturating_add(1);
         if let Some(e) = dart.fault() {
             return Progress::DartFault(e);
         }
         if let Err(o) = drain(r, |line, ev| self.take(line, ev)) {
             return Progress::Wedged(o);
         }
-        if self.events_finished() && idle(r) {
+        if !self.events_finished() {
+            return Progress::Running;
+        }
+        let st = status(r);
+        if self.seen.status_first.is_none() {
+            self.seen.status_first = Some(st);
+        }
+        self.seen.status_last = Some(st);
+        if st & mgr::STATUS_IDLE != 0 {
             Progress::Done
         } else {
             Progress::Running
@@ -417,6 +469,8 @@ pub struct JobEnd {
     pub after: Option<[u32; 3]>,
     /// Events that were not the finish word.
     pub strays: Strays,
+    /// What the looks read, for the observation record.
+    pub seen: Seen,
 }
 
 /// A pushed job, between [`start_job`] and [`end_job`].
@@ -439,14 +493,15 @@ pub fn start_job(
     if let Some(e) = d.fault() {
         return Err(NotStarted::DartFault(e));
     }
-    drain(r, |_, _| {}).map_err(NotStarted::Wedged)?;
+    let mut completion = Completion::new(p.nid, p.td_count);
+    drain(r, |line, ev| completion.take_stale(line, ev)).map_err(NotStarted::Wedged)?;
     if !host.stamp(p.nid) {
         return Err(NotStarted::Unstamped);
     }
     host.mask_darts();
     push(r, p);
     Ok(Started {
-        completion: Completion::new(p.nid, p.td_count),
+        completion,
         queue: p.queue,
         nid: p.nid,
     })
@@ -471,6 +526,7 @@ pub fn end_job(r: &impl Regs, s: Started, progress: Progress) -> JobEnd {
         progress,
         after,
         strays: s.completion.strays,
+        seen: s.completion.seen,
     }
 }
 

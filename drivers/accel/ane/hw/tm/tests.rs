@@ -10,6 +10,7 @@ use std::format;
 use std::string::String;
 use std::vec::Vec;
 
+use super::super::obs;
 use super::model::{Behaviour, Inject, ModelRegs, Ran, TmModel, DART_ERROR, DART_ERROR_FLAG};
 use super::seq::{self, Completion, Dart, Progress, Push, Regs};
 use super::*;
@@ -1080,4 +1081,51 @@ fn irq_status_claims_only_pending_events() {
         seq::IrqStatus::DartFault(e) if e & DART_ERROR_FLAG != 0
     ));
     assert_eq!(r.model.borrow().lockups(), 0);
+}
+
+/// Issue 25 point 8: a job records, for the observation record, exactly
+/// the words its sequence read: the events drained before the push
+/// (stale), the events popped while it ran (finish, foreign), the STATUS
+/// words of its idle checks and its looks. The words are the model's,
+/// not constants: a late event posted before the push comes back as the
+/// stale word, the model's injected foreign word as foreign, and the
+/// finish word carries the job's id and last task.
+#[test]
+fn a_job_records_the_words_its_sequence_read() {
+    let r = regs(false, Behaviour::DEFAULT);
+    seq::enable(&r);
+    r.model.borrow_mut().post_late(task_word(0x33, 5));
+    r.inject.set(Some(Inject::Stale));
+    let mut host = QuietHost { polls: 10 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 3)).expect("started");
+    assert_eq!(end.progress, Progress::Done);
+    let seen = end.seen;
+    let kinds: Vec<_> = seen
+        .events
+        .kept()
+        .iter()
+        .map(|s| (s.line, s.kind, s.ev.info))
+        .collect();
+    let foreign = task_word(JOB_NID.wrapping_add(0x80), 0);
+    assert_eq!(
+        kinds,
+        [
+            (0, obs::EventKind::Stale, task_word(0x33, 5)),
+            (1, obs::EventKind::Stale, task_word(0x33, 5)),
+            (0, obs::EventKind::Foreign, foreign),
+            (0, obs::EventKind::Finish, finish_word(JOB_NID, 3)),
+            (1, obs::EventKind::Foreign, foreign),
+            (1, obs::EventKind::Finish, finish_word(JOB_NID, 3)),
+        ]
+    );
+    assert_eq!(seen.looks, 1);
+    assert_eq!(seen.status_first, Some(mgr::STATUS_IDLE));
+    assert_eq!(seen.status_last, Some(mgr::STATUS_IDLE));
+    // A job that never finishes reads no STATUS: nothing is invented.
+    r.inject.set(Some(Inject::Hang));
+    let mut host = QuietHost { polls: 4 };
+    let end = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+    assert_eq!(end.progress, Progress::Running);
+    assert_eq!((end.seen.looks, end.seen.status_first), (4, None));
+    assert_eq!(end.seen.events.total, 0);
 }
