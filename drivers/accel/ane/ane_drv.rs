@@ -324,7 +324,7 @@ ane_module! {
     },
     sim_fw_faults: u32 {
         default: 0,
-        description: "Test flavour only: faults and alternatives the simulated T602x firmware (hw::fw::model::Faults bits) and H13 task manager (hw::tm::model::Behaviour::SIM_BITS, 8192..131072) play; read at bind",
+        description: "Test flavour only: faults and alternatives the simulated T602x firmware (hw::fw::model::Faults), its memory (hw::mem::Coherence::SIM_BITS) and the H13 task manager (hw::tm::model::Behaviour::SIM_BITS) play; read at bind",
     },
     sim_fw_finish_delay: u32 {
         default: 0,

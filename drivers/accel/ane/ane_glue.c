@@ -23,6 +23,7 @@
 #include <linux/capability.h>
 #include <linux/cpufreq.h>
 #include <linux/device.h>
+#include <linux/dma-mapping.h>
 #include <linux/firmware.h>
 #include <linux/highmem.h>
 #include <linux/interrupt.h>
@@ -40,6 +41,7 @@
 #include <linux/pm_runtime.h>
 #include <linux/slab.h>
 #include <linux/soc/apple/rtkit.h>
+#include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <drm/drm_accel.h>
 #include <drm/drm_file.h>
@@ -805,6 +807,51 @@ void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size
 			size_t len)
 {
 	memcpy_page(dst, dst_off, src, src_off, len);
+}
+
+/*
+ * A write-combined kernel mapping of @count pages (Normal non-cacheable on
+ * arm64: the attribute the DMA API's coherent allocator gives the CPU side
+ * of a device that is not DMA-coherent). NULL on failure. The caller
+ * cleaned the pages' cacheable linear alias first (on hardware,
+ * ane_glue_clean_for_device) and never accesses them through it.
+ */
+void *ane_glue_vmap_wc(struct page **pages, unsigned int count)
+{
+	return vmap(pages, count, VM_MAP, pgprot_writecombine(PAGE_KERNEL));
+}
+
+void ane_glue_vunmap(const void *addr)
+{
+	vunmap(addr);
+}
+
+/*
+ * Copies through such a mapping (the caller checked the range). As for
+ * the page copies above, the device or userspace may write the memory
+ * meanwhile; the bytes copied are then unspecified.
+ */
+void ane_glue_wc_copy(void *dst, const void *src, size_t len)
+{
+	memcpy(dst, src, len);
+}
+
+/*
+ * Writes back the CPU's cached lines of the pages in @sgt to memory, as
+ * arch_dma_prep_coherent() does for dma_alloc_coherent() on a device that
+ * is not DMA-coherent: a DMA-API mapping towards the device (its sync
+ * cleans the lines) in the device's default domain, which the device does
+ * not use while the driver's own domain is attached, then unmapped again
+ * (towards the device, no CPU sync). No-op for a coherent device.
+ */
+int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt)
+{
+	int ret = dma_map_sgtable(dev, sgt, DMA_TO_DEVICE, 0);
+
+	if (ret)
+		return ret;
+	dma_unmap_sgtable(dev, sgt, DMA_TO_DEVICE, 0);
+	return 0;
 }
 
 /* cond_resched() is a macro: a long copy yields the CPU between pieces. */

@@ -14,6 +14,8 @@ struct device;
 struct drm_file;
 struct file_operations;
 struct platform_device;
+struct page;
+struct sg_table;
 
 /*
  * The driver's Rust callbacks (ext::platform). @probe returns 0 and the
@@ -88,6 +90,10 @@ void ane_glue_page_read(struct page *page, size_t offset, void *dst, size_t len)
 void ane_glue_page_write(struct page *page, size_t offset, const void *src, size_t len);
 void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size_t src_off,
 			size_t len);
+void *ane_glue_vmap_wc(struct page **pages, unsigned int count);
+void ane_glue_vunmap(const void *addr);
+void ane_glue_wc_copy(void *dst, const void *src, size_t len);
+int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt);
 void ane_glue_cond_resched(void);
 /* Bytes the Rust side reserves for a struct sha256_ctx (ext/sha256.rs,
  * CTX_BYTES, 8-byte aligned); ane_glue.c checks it at build time. */

@@ -400,9 +400,13 @@ fn h14_resources(
         let (reg, base, _) = sim_shape(soc);
         soc.check_engine(reg, base)
             .map_err(|r| refuse(pdev.device(), soc, r))?;
-        let pt = sim::SimPageTable::new()?;
+        let faults = ext::param::get(module_parameters::sim_fw_faults.value());
+        // The alternatives for a firmware and engine that do not snoop the
+        // CPU's caches (`hw::mem::Coherence`): open on T602x only, the
+        // record proves the H13 attributes.
+        let pt = sim::SimPageTable::with_coherence(hw::mem::Coherence::from_sim_bits(faults))?;
         let sim = sim::SimFw::new(
-            ext::param::get(module_parameters::sim_fw_faults.value()),
+            faults,
             ext::param::get(module_parameters::sim_fw_finish_delay.value()),
             &pt,
             h14_chip(soc)?,

@@ -181,7 +181,7 @@ fn create_mapped_as(
         return Err(ENOSPC);
     }
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
-    let bo = Bo::new(dev, len, data)?;
+    let bo = Bo::new(dev, len, data, dev.soc.mem.write_combined())?;
     let mapping = map(&bo)?;
     if !bo.mapping.populate(mapping) {
         return Err(EINVAL);
@@ -252,8 +252,12 @@ fn for_each_piece(
     Ok(())
 }
 
-/// Copies bytes of `bo` at `offset` into `buf`.
+/// Copies bytes of `bo` at `offset` into `buf` (a write-combined BO through
+/// its write-combined mapping, never the cacheable linear map).
 pub(crate) fn read(bo: &Bo, offset: u64, buf: &mut [u8]) -> Result {
+    if bo.write_combined() {
+        return bo.wc_read(usize::try_from(offset).map_err(|_| EINVAL)?, buf);
+    }
     let len = buf.len();
     for_each_piece(bo, offset, len, |page, in_page, at, n| {
         let dst = buf.get_mut(at..at + n).ok_or(EINVAL)?;
@@ -262,8 +266,12 @@ pub(crate) fn read(bo: &Bo, offset: u64, buf: &mut [u8]) -> Result {
     })
 }
 
-/// Copies `buf` into `bo` at `offset`.
+/// Copies `buf` into `bo` at `offset` (as [`read`] for a write-combined
+/// BO).
 pub(crate) fn write(bo: &Bo, offset: u64, buf: &[u8]) -> Result {
+    if bo.write_combined() {
+        return bo.wc_write(usize::try_from(offset).map_err(|_| EINVAL)?, buf);
+    }
     for_each_piece(bo, offset, buf.len(), |page, in_page, at, n| {
         let src = buf.get(at..at + n).ok_or(EINVAL)?;
         // SAFETY: `bo` is alive, so its pages are pinned.
@@ -278,7 +286,9 @@ pub(crate) const RESCHED_BYTES: u64 = 1 << 20;
 /// to page: one pass over the bytes, without a bounce buffer, one
 /// `memcpy` per page-sized piece, yielding the CPU every
 /// [`RESCHED_BYTES`] (a program's weights are hundreds of MiB). `EINVAL`
-/// if a range is outside its BO or `src` and `dst` are the same BO.
+/// if a range is outside its BO, `src` and `dst` are the same BO, or one
+/// is write-combined and the other not (a device's BOs share one memory
+/// type). Write-combined BOs are copied mapping to mapping.
 pub(crate) fn copy(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
     if core::ptr::eq(src, dst) {
         return Err(EINVAL);
@@ -286,6 +296,9 @@ pub(crate) fn copy(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> 
     let fits = |off: u64, bo: &Bo| off.checked_add(len).is_some_and(|e| e <= bo.size() as u64);
     if !fits(src_off, src) || !fits(dst_off, dst) {
         return Err(EINVAL);
+    }
+    if src.write_combined() || dst.write_combined() {
+        return copy_wc(src, src_off, dst, dst_off, len);
     }
     let (from, to) = (src.pages(), dst.pages());
     let (mut done, mut since) = (0u64, 0u64);
@@ -303,6 +316,24 @@ pub(crate) fn copy(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> 
         if since >= RESCHED_BYTES {
             crate::ext::gem::cond_resched();
             since = 0;
+        }
+    }
+    Ok(())
+}
+
+/// [`copy`] between two write-combined BOs (the caller checked the
+/// ranges): through their write-combined mappings, yielding the CPU every
+/// [`RESCHED_BYTES`].
+fn copy_wc(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(RESCHED_BYTES);
+        let at = |off: u64| usize::try_from(off + done).map_err(|_| EINVAL);
+        let n_us = usize::try_from(n).map_err(|_| EINVAL)?;
+        dst.wc_copy_from(at(dst_off)?, src, at(src_off)?, n_us)?;
+        done += n;
+        if done < len {
+            crate::ext::gem::cond_resched();
         }
     }
     Ok(())

@@ -68,6 +68,7 @@ use crate::ext::gem::PagePtr;
 use crate::ext::platform::PlatformDevice;
 use crate::hw::engine;
 use crate::hw::fw::model::{Faults, FwModel, ModelConfig, NullExecutor};
+use crate::hw::mem::{Coherence, MemType, STALE_BYTE};
 use crate::hw::soc::SocId;
 use crate::hw::tm::{
     self,
@@ -701,6 +702,8 @@ struct SimMap {
     /// The device may write it (a DMA write to a read-only mapping faults,
     /// as the DART's permission check does).
     writable: bool,
+    /// How the CPU maps it, for the [`Coherence`] alternatives.
+    mem: MemType,
 }
 
 /// The simulated engine's page table: what the engine's DMA translates
@@ -729,6 +732,9 @@ struct SimPt {
     /// freeing memory under a running engine.
     #[pin]
     live: Mutex<Option<Live>>,
+    /// Whether the device sees the CPU's cached lines and the CPU the
+    /// device's writes (`sim_fw_faults` bits of `hw::mem::Coherence`).
+    coherence: Coherence,
 }
 
 #[pinned_drop]
@@ -743,13 +749,23 @@ impl PinnedDrop for SimPt {
 }
 
 impl SimPageTable {
-    /// An empty page table.
+    /// An empty page table of a device that snoops the CPU's caches.
     pub(crate) fn new() -> Result<Self> {
+        Self::with_coherence(Coherence::default())
+    }
+
+    /// An empty page table whose device sees the CPU's caches as
+    /// `coherence` says: under its alternatives a device read of a buffer
+    /// the CPU maps cacheably returns [`STALE_BYTE`]s, and a device write
+    /// to one is lost to the CPU (the model keeps one copy of memory, what
+    /// the CPU sees, so the device's own later reads miss it too).
+    pub(crate) fn with_coherence(coherence: Coherence) -> Result<Self> {
         Ok(Self(Arc::pin_init(
             pin_init!(SimPt {
                 maps <- new_mutex!(KVec::new()),
                 device_wide: AtomicBool::new(false),
                 live <- new_mutex!(None),
+                coherence,
             }),
             GFP_KERNEL,
         )?))
@@ -783,8 +799,8 @@ impl SimPageTable {
     }
 
     /// Maps `pages` at `iova` (the caller allocated the range), writable by
-    /// the engine when `writable`.
-    pub(crate) fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
+    /// the engine when `writable`, mapped by the CPU as `mem` says.
+    pub(crate) fn map(&self, iova: u64, pages: &[PagePtr], writable: bool, mem: MemType) -> Result {
         MAP_CALLS.fetch_add(1, Ordering::Relaxed);
         let mut copy = KVec::with_capacity(pages.len(), GFP_KERNEL)?;
         for p in pages {
@@ -802,6 +818,7 @@ impl SimPageTable {
                 iova,
                 pages: copy,
                 writable,
+                mem,
             },
         )
         .map_err(|_| ENOMEM)
@@ -828,7 +845,8 @@ impl SimPageTable {
     }
 
     /// Runs `f` on each page-sized chunk of `[iova, iova + len)`: the page,
-    /// the offset in it and the chunk's offset and length in the transfer.
+    /// the offset in it, the chunk's offset and length in the transfer,
+    /// and the mapping's memory type.
     /// `EFAULT` if any byte is unmapped (the engine's translation fault), or
     /// mapped read-only and `write` (its permission fault).
     fn walk(
@@ -836,7 +854,7 @@ impl SimPageTable {
         iova: u64,
         len: usize,
         write: bool,
-        mut f: impl FnMut(&PagePtr, usize, usize, usize) -> Result,
+        mut f: impl FnMut(&PagePtr, usize, usize, usize, MemType) -> Result,
     ) -> Result {
         let maps = self.0.maps.lock();
         let mut done = 0usize;
@@ -853,7 +871,7 @@ impl SimPageTable {
             let page = m.pages.get((off / PAGE_SIZE) as usize).ok_or(EFAULT)?;
             let in_page = (off % PAGE_SIZE) as usize;
             let chunk = core::cmp::min(len - done, PAGE_SIZE as usize - in_page);
-            f(page, in_page, done, chunk)?;
+            f(page, in_page, done, chunk, m.mem)?;
             done += chunk;
         }
         Ok(())
@@ -862,8 +880,13 @@ impl SimPageTable {
     /// DMA read of `buf.len()` bytes at `iova`.
     pub(crate) fn read(&self, iova: u64, buf: &mut [u8]) -> Result {
         let len = buf.len();
-        self.walk(iova, len, false, |page, in_page, at, n| {
+        let coherence = self.0.coherence;
+        self.walk(iova, len, false, |page, in_page, at, n, mem| {
             let dst = buf.get_mut(at..at + n).ok_or(EFAULT)?;
+            if !coherence.device_sees_cpu_writes(mem) {
+                dst.fill(STALE_BYTE);
+                return Ok(());
+            }
             // SAFETY: The page belongs to a live mapping (we hold the table
             // lock, and BOs unmap before releasing their pages).
             unsafe { page.read(in_page, dst) }
@@ -872,7 +895,11 @@ impl SimPageTable {
 
     /// DMA write of `buf` at `iova`.
     pub(crate) fn write(&self, iova: u64, buf: &[u8]) -> Result {
-        self.walk(iova, buf.len(), true, |page, in_page, at, n| {
+        let coherence = self.0.coherence;
+        self.walk(iova, buf.len(), true, |page, in_page, at, n, mem| {
+            if !coherence.cpu_sees_device_writes(mem) {
+                return Ok(());
+            }
             let src = buf.get(at..at + n).ok_or(EFAULT)?;
             // SAFETY: As in `read`.
             unsafe { page.write(in_page, src) }
@@ -883,8 +910,8 @@ impl SimPageTable {
 /// The seam: the address-space code maps and unmaps through this table as
 /// it does through an IOMMU domain.
 impl SoftPageTable for SimPageTable {
-    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result {
-        SimPageTable::map(self, iova, pages, writable)
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool, mem: MemType) -> Result {
+        SimPageTable::map(self, iova, pages, writable, mem)
     }
 
     fn unmap(&self, iova: u64, size: u64) {

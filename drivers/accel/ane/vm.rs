@@ -28,6 +28,8 @@ use crate::ext::gem::Object;
 use crate::ext::gem::PagePtr;
 use crate::ext::iommu::IommuDomain;
 use crate::hw::iova::{AllocError, IovaAllocator, RangeStore};
+#[cfg(ane_test)]
+use crate::hw::mem::MemType;
 use crate::hw::soc::IovaWindow;
 
 /// Unmapped guard bytes after every buffer, in pages.
@@ -67,8 +69,10 @@ impl RangeStore for KVecStore {
 /// plugs in under the same address-space code the hardware path runs.
 #[cfg(ane_test)]
 pub(crate) trait SoftPageTable: Send + Sync {
-    /// Maps `pages` at `iova`.
-    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool) -> Result;
+    /// Maps `pages` at `iova`; the CPU maps them as `mem` says (the
+    /// simulator plays a device that does not snoop the CPU's caches on
+    /// it).
+    fn map(&self, iova: u64, pages: &[PagePtr], writable: bool, mem: MemType) -> Result;
     /// Unmaps `[iova, iova + size)`.
     fn unmap(&self, iova: u64, size: u64);
     /// Marks the table attached to the device for its lifetime.
@@ -97,9 +101,22 @@ impl AddressSpace {
         writable: bool,
     ) -> Result {
         match self {
-            AddressSpace::Iommu(d) => d.domain.map_object(iova, bo, writable),
+            AddressSpace::Iommu(d) => {
+                if bo.write_combined() {
+                    // Before the device may see the pages (`ext::dma`).
+                    crate::ext::dma::clean_for_device(&d.dev, bo)?;
+                }
+                d.domain.map_object(iova, bo, writable)
+            }
             #[cfg(ane_test)]
-            AddressSpace::Soft(pt) => pt.map(iova, bo.pages(), writable),
+            AddressSpace::Soft(pt) => {
+                let mem = if bo.write_combined() {
+                    MemType::WriteCombined
+                } else {
+                    MemType::Cached
+                };
+                pt.map(iova, bo.pages(), writable, mem)
+            }
         }
     }
 

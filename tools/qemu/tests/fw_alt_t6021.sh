@@ -8,6 +8,11 @@
 #   1536  both
 #   262144 ONLY_PRIORITY_2: a PROCEDURE_CALL of any priority but 2 (the
 #         only one that ran) is refused; run together with 1536
+#   2097152 + 4194304 (hw::mem::Coherence): the firmware and its engine do
+#         not snoop the CPU's caches: a device read of a buffer the CPU
+#         maps cacheably sees stale memory, a device write to one is lost
+#         to the CPU; run together with 263680 (6555136 in all). The
+#         driver's T602x buffers are write-combined, so nothing changes.
 # Under each, the ioctl suite, the H14 suite (an H13 stream refused by the
 # library and the kernel, calls of an H14 program complete and write
 # nothing) and the call faults pass. The driver's own choices must hold
@@ -15,7 +20,7 @@
 # differs (fails alone, or times out into quarantine).
 mkdir -p /lib/firmware/apple/ane
 ane-ioctl-tests --write-fw-image /lib/firmware/apple/ane/t602x_ane0_fw_selene_rc4x.macho
-for alt in ${FW_ALTERNATIVES:-0 512 1024 263680}; do
+for alt in ${FW_ALTERNATIVES:-0 512 1024 6555136}; do
 	modprobe ane sim_soc=0x6021 sim_fw_faults="$alt" bo_total_mb=64 bo_client_mb=32
 	[ -c /dev/accel/accel0 ] || fail "alternative $alt: no accel node"
 	ane-ioctl-tests --fw-expect running 0 no || fail "alternative $alt: the firmware does not run"

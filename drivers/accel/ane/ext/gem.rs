@@ -10,16 +10,21 @@
 //!
 //! Objects are created with their pages allocated and pinned, since the
 //! driver maps them into a device address space at creation. mmap goes
-//! through the DRM fake offset (`drm_gem_mmap` → the shmem helper) and maps
-//! cached (`set_map_wc(false)`: the device side is mapped `IOMMU_CACHE`, see
-//! `ext::iommu`). dma-buf export is refused: a buffer belongs to the file
-//! that created it.
+//! through the DRM fake offset (`drm_gem_mmap` → the shmem helper). An
+//! object is created cached or write-combined, as its device's memory type
+//! says (`crate::hw::mem::MemType`): a cached object is mapped cacheably to
+//! user space and copied through the kernel's linear map; a write-combined
+//! object is mapped write-combined to user space (the shmem helper's
+//! `map_wc`) and to the kernel (one `vmap` for its lifetime), and the kernel
+//! never touches it through the cacheable linear map. dma-buf export is
+//! refused: a buffer belongs to the file that created it.
 
 use core::{
+    ffi::c_void,
     marker::PhantomData,
     mem::ManuallyDrop,
     ptr::NonNull,
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{AtomicBool, AtomicPtr, Ordering},
 };
 
 use kernel::{
@@ -173,11 +178,14 @@ impl Drop for SgTable {
 ///
 /// `obj` is an initialised shmem object of a `Device<T>` whose funcs are
 /// `Self::FUNCS`, with its pages pinned; `data` is initialised until `free`.
+/// `wc` is null or a `vmap` of all the object's pages, write-combined,
+/// valid until `free`.
 #[repr(C)]
 pub struct Object<T: Driver, D: Send + Sync> {
     obj: Opaque<bindings::drm_gem_shmem_object>,
     data: ManuallyDrop<D>,
     pinned: AtomicBool,
+    wc: AtomicPtr<c_void>,
     _p: PhantomData<T>,
 }
 
@@ -236,9 +244,10 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
     };
 
     /// Creates an object of `size` bytes (a multiple of the page size) with
-    /// its pages allocated and pinned. `data` is dropped when the last
-    /// reference goes, before the pages are released.
-    pub fn new(dev: &Device<T>, size: usize, data: D) -> Result<ARef<Self>> {
+    /// its pages allocated and pinned, write-combined for the CPU when
+    /// `write_combined` (see the module documentation). `data` is dropped
+    /// when the last reference goes, before the pages are released.
+    pub fn new(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
         // The allocation first: `data` is moved in only once it cannot
         // fail, since a `ManuallyDrop` field dropped with a value that never
         // reached its box would leak what `data` holds (found by fault
@@ -247,16 +256,15 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             obj: Opaque::zeroed(),
             data: ManuallyDrop::new(data),
             pinned: AtomicBool::new(false),
+            wc: AtomicPtr::new(core::ptr::null_mut()),
             _p: PhantomData,
         });
         // SAFETY: `obj` is zeroed and not shared yet.
         unsafe {
             (*new.obj.get()).base.funcs = &Self::FUNCS;
-            // Cached CPU mappings: the device maps every BO with
-            // `IOMMU_CACHE` (see `ext::iommu`), and a write-combined user
-            // mapping next to the kernel's cacheable linear map would be a
-            // mismatched alias.
-            (*new.obj.get()).set_map_wc(false);
+            // User mmaps (the shmem helper's fault handler) take the
+            // object's memory type.
+            (*new.obj.get()).set_map_wc(write_combined);
         }
         // SAFETY: `dev` is a live DRM device, `obj` a zeroed shmem object.
         if let Err(e) = kernel::error::to_result(unsafe {
@@ -276,7 +284,78 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // SAFETY: `obj` is an initialised shmem object.
         kernel::error::to_result(unsafe { bindings::drm_gem_shmem_pin(obj.obj.get()) })?;
         obj.pinned.store(true, Ordering::Release);
+        if write_combined {
+            let count = u32::try_from(obj.pages().len()).map_err(|_| E2BIG)?;
+            // SAFETY: The pages are pinned (above) and `pages` holds `count`
+            // entries; the mapping is undone in `free_callback`, before the
+            // pin is dropped. On failure `obj` is dropped, which unpins.
+            let wc = unsafe { glue::ane_glue_vmap_wc((*obj.obj.get()).pages, count) };
+            if wc.is_null() {
+                return Err(ENOMEM);
+            }
+            obj.wc.store(wc, Ordering::Release);
+        }
         Ok(obj)
+    }
+
+    /// Whether the object is write-combined for the CPU.
+    pub fn write_combined(&self) -> bool {
+        !self.wc.load(Ordering::Acquire).is_null()
+    }
+
+    /// The address of byte `offset` of the write-combined kernel mapping,
+    /// `len` bytes of which lie inside the object: `EINVAL` for a cached
+    /// object or a range outside it.
+    fn wc_at(&self, offset: usize, len: usize) -> Result<*mut u8> {
+        let base = self.wc.load(Ordering::Acquire);
+        if base.is_null() {
+            return Err(EINVAL);
+        }
+        match offset.checked_add(len) {
+            // SAFETY: `offset` lies within the mapping of `size` bytes.
+            Some(end) if end <= self.size() => Ok(unsafe { base.cast::<u8>().add(offset) }),
+            _ => Err(EINVAL),
+        }
+    }
+
+    /// Copies `dst.len()` bytes at `offset` out of a write-combined object,
+    /// through its write-combined mapping. `EINVAL` for a cached object or
+    /// a range outside it.
+    pub fn wc_read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        let src = self.wc_at(offset, dst.len())?;
+        // SAFETY: `src` is valid for `dst.len()` bytes while `self` lives
+        // (the mapping goes in `free`); `dst` is not the object's memory.
+        // No Rust reference to the object's memory is formed: userspace and
+        // the device may write it meanwhile (see the comment above the
+        // first `PagePtr` impl).
+        unsafe { glue::ane_glue_wc_copy(dst.as_mut_ptr().cast(), src.cast(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copies `src` into a write-combined object at `offset`, through its
+    /// write-combined mapping. `EINVAL` as for [`Object::wc_read`].
+    pub fn wc_write(&self, offset: usize, src: &[u8]) -> Result {
+        let dst = self.wc_at(offset, src.len())?;
+        // SAFETY: As in `wc_read`; `src` is valid for `src.len()` reads.
+        unsafe { glue::ane_glue_wc_copy(dst.cast(), src.as_ptr().cast(), src.len()) };
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `src_off` of the write-combined `src` into
+    /// this write-combined object at `offset`, mapping to mapping.
+    /// `EINVAL` for a cached object, a range outside its object, or `src`
+    /// being this object.
+    pub fn wc_copy_from(&self, offset: usize, src: &Self, src_off: usize, len: usize) -> Result {
+        if core::ptr::eq(self, src) {
+            return Err(EINVAL);
+        }
+        let to = self.wc_at(offset, len)?;
+        let from = src.wc_at(src_off, len)?;
+        // SAFETY: Both ranges are valid while their objects live; the two
+        // objects differ, so do their mappings, and the ranges do not
+        // overlap. Concurrent writers: as in `wc_read`.
+        unsafe { glue::ane_glue_wc_copy(to.cast(), from.cast(), len) };
+        Ok(())
     }
 
     /// The raw `struct drm_gem_object`.
@@ -359,10 +438,15 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
     extern "C" fn free_callback(obj: *mut bindings::drm_gem_object) {
         let this = obj.cast::<Self>();
         // SAFETY: The last reference is gone: nothing else uses the object.
-        // `data` goes first (it may still use the pages), then the pin taken
-        // in `new`, then the shmem state, then the allocation.
+        // `data` goes first (it may still use the pages), then the
+        // write-combined mapping and the pin taken in `new`, then the shmem
+        // state, then the allocation.
         unsafe {
             ManuallyDrop::drop(&mut (*this).data);
+            let wc = (*this).wc.load(Ordering::Acquire);
+            if !wc.is_null() {
+                glue::ane_glue_vunmap(wc);
+            }
             if (*this).pinned.load(Ordering::Acquire) {
                 bindings::drm_gem_shmem_unpin((*this).obj.get());
             }

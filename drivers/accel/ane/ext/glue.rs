@@ -123,6 +123,13 @@ extern "C" {
         src_off: usize,
         len: usize,
     );
+    pub(crate) fn ane_glue_vmap_wc(pages: *mut *mut bindings::page, count: c_uint) -> *mut c_void;
+    pub(crate) fn ane_glue_vunmap(addr: *const c_void);
+    pub(crate) fn ane_glue_wc_copy(dst: *mut c_void, src: *const c_void, len: usize);
+    pub(crate) fn ane_glue_clean_for_device(
+        dev: *mut bindings::device,
+        sgt: *mut bindings::sg_table,
+    ) -> c_int;
     pub(crate) fn ane_glue_cond_resched();
     /// `ctx` points to `ANE_GLUE_SHA256_CTX_BYTES` bytes, 8-byte aligned.
     pub(crate) fn ane_glue_sha256_init(ctx: *mut c_void);

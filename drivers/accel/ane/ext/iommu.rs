@@ -33,9 +33,12 @@ impl IommuDomain {
     }
 
     /// Maps all of `bo` at `iova`, readable by the device (and writable
-    /// when `writable`) and cacheable (`IOMMU_CACHE`: the DART marks the pages coherent with the
-    /// CPU's caches, which is how the references ran T8103 and T6001 with
-    /// cached CPU mappings), in one call over the object's scatter list.
+    /// when `writable`), in one call over the object's scatter list. A
+    /// cached object is mapped `IOMMU_CACHE` (the DART marks the pages
+    /// coherent with the CPU's caches, which is how the references ran
+    /// T8103 and T6001 with cached CPU mappings); a write-combined one is
+    /// not, as the DMA API maps a device that is not DMA-coherent (how the
+    /// record ran T6021; `crate::hw::mem`).
     pub fn map_object<T: Driver, D: Send + Sync>(
         &self,
         iova: u64,
@@ -45,7 +48,12 @@ impl IommuDomain {
         let sgt = bo.sg_table()?;
         let iova_ul = usize::try_from(iova).map_err(|_| EINVAL)?;
         let write = if writable { bindings::IOMMU_WRITE } else { 0 };
-        let prot = (bindings::IOMMU_READ | write | bindings::IOMMU_CACHE) as i32;
+        let cache = if bo.write_combined() {
+            0
+        } else {
+            bindings::IOMMU_CACHE
+        };
+        let prot = (bindings::IOMMU_READ | write | cache) as i32;
         // SAFETY: The domain is live; `sgt` describes the object's pinned
         // pages.
         let mapped = unsafe {

@@ -27,6 +27,7 @@ pub mod dart;
 pub mod engine;
 pub mod fw;
 pub mod iova;
+pub mod mem;
 pub mod obs;
 pub mod soc;
 pub mod td;

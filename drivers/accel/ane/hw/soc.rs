@@ -18,6 +18,7 @@
 //!   `[0x4000, 0xe000_0000)`; the same window is used for H14 buffers, whose
 //!   firmware sits far above it at 1 TiB.
 
+use crate::hw::mem::MemType;
 use core::ffi::CStr;
 
 /// ANE hardware generation.
@@ -146,6 +147,9 @@ pub struct SocInfo {
     pub engine_base: u64,
     /// What the driver can do after a job timed out or faulted.
     pub recovery: Recovery,
+    /// The memory type of every buffer the engine or the firmware touches
+    /// (what ran per SoC: [`crate::hw::mem`]).
+    pub mem: MemType,
 }
 
 /// How the task manager is brought back after a timeout or an error latch.
@@ -208,6 +212,7 @@ pub static T8103: SocInfo = SocInfo {
     domain_counts: &[5],
     engine_base: 0x2_6bc0_4000,
     recovery: Recovery::PowerCycle,
+    mem: MemType::Cached,
 };
 
 /// M1 Pro / M1 Max.
@@ -225,6 +230,7 @@ pub static T6000: SocInfo = SocInfo {
     domain_counts: &[4, 5],
     engine_base: 0x2_85c0_4000,
     recovery: Recovery::Rebind,
+    mem: MemType::Cached,
 };
 
 /// M2 Pro.
@@ -249,6 +255,7 @@ pub static T6020: SocInfo = SocInfo {
     domain_counts: &[8],
     engine_base: 0x2_8400_0000,
     recovery: Recovery::Firmware,
+    mem: MemType::WriteCombined,
 };
 
 /// M2 Max.
@@ -273,6 +280,7 @@ pub static T6021: SocInfo = SocInfo {
     domain_counts: &[8],
     engine_base: 0x2_8400_0000,
     recovery: Recovery::Firmware,
+    mem: MemType::WriteCombined,
 };
 
 /// Why a device-tree node is refused before any register is touched.
