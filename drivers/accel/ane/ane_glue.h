@@ -88,6 +88,10 @@ void ane_glue_page_read(struct page *page, size_t offset, void *dst, size_t len)
 void ane_glue_page_write(struct page *page, size_t offset, const void *src, size_t len);
 void ane_glue_page_copy(struct page *dst, size_t dst_off, struct page *src, size_t src_off,
 			size_t len);
+void ane_glue_page_zero(struct page *page, size_t offset, size_t len);
+struct drm_gem_object;
+int ane_glue_shmem_fill(struct drm_gem_object *obj,
+			int (*fill)(void *ctx, unsigned long index, struct page *page), void *ctx);
 void ane_glue_cond_resched(void);
 struct ane_glue_boost;
 struct ane_glue_boost *ane_glue_boost_new(unsigned int idle_ms);

@@ -123,6 +123,16 @@ extern "C" {
         src_off: usize,
         len: usize,
     );
+    pub(crate) fn ane_glue_page_zero(page: *mut c_void, offset: usize, len: usize);
+    pub(crate) fn ane_glue_shmem_fill(
+        obj: *mut bindings::drm_gem_object,
+        fill: unsafe extern "C" fn(
+            ctx: *mut c_void,
+            index: core::ffi::c_ulong,
+            page: *mut c_void,
+        ) -> c_int,
+        ctx: *mut c_void,
+    ) -> c_int;
     pub(crate) fn ane_glue_cond_resched();
     pub(crate) fn ane_glue_boost_new(idle_ms: c_uint) -> *mut c_void;
     pub(crate) fn ane_glue_boost_begin(b: *mut c_void);
