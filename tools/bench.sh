@@ -27,7 +27,7 @@ kdir=$("$ANE_TOP/tools/kernel/build.sh" x86_64 7.3 bench) || die "kernel build f
 # ANE_BENCH_TAG: a guest directory of its own (several worktrees at once).
 g=$(guest_dir "x86_64-bench${ANE_BENCH_TAG:+-$ANE_BENCH_TAG}")
 in_chroot tools/qemu/build-guest.sh x86_64 "$kdir" "$g" >/dev/null
-figures='^(bench:|null ioctl|clock read|exec\+wait|ratio|registers|wake-ups|throughput|simulated|mlp chain|parakeet|256 MiB)'
+figures='^(bench:|null ioctl|clock read|exec\+wait|ratio|registers|wake-ups|throughput|simulated|mlp chain|add\+relu|parakeet|256 MiB)'
 runs=${ANE_BENCH_RUNS:-1}
 for i in $(seq 1 "$runs"); do
 	in_chroot /usr/bin/env ANE_QEMU_ICOUNT=1 ANE_QEMU_TIMEOUT=3600 ANE_QEMU_MEM=2048 \
@@ -48,6 +48,6 @@ fi
 in_chroot /usr/bin/env ANE_QEMU_MEM=2048 \
 	tools/qemu/boot.sh x86_64 "$kdir" "$g/initramfs.cpio.gz" bench "$g/bench.log" >/dev/null || true
 echo "--- QEMU x86_64 (TCG, real time), simulated T8103: time ratios"
-grep -E '^(bench:|null ioctl|exec\+wait round|ratio|mlp chain|parakeet)' "$ANE_CACHE/${g#/cache/}/bench.log"
+grep -E '^(bench:|null ioctl|exec\+wait round|ratio|mlp chain|add\+relu|parakeet)' "$ANE_CACHE/${g#/cache/}/bench.log"
 echo "--- host: userspace library"
 (cd userspace && cargo bench --quiet -p ane 2>/dev/null | grep -v '^$' || echo "(no host benchmarks)")

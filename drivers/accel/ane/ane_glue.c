@@ -39,6 +39,7 @@
 #include <linux/pm_domain.h>
 #include <linux/pm_qos.h>
 #include <linux/pm_runtime.h>
+#include <linux/shmem_fs.h>
 #include <linux/slab.h>
 #include <linux/soc/apple/rtkit.h>
 #include <linux/vmalloc.h>
@@ -851,6 +852,60 @@ int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt)
 	if (ret)
 		return ret;
 	dma_unmap_sgtable(dev, sgt, DMA_TO_DEVICE, 0);
+	return 0;
+}
+
+/* Zeroes part of a page (memzero_page() is inline). */
+void ane_glue_page_zero(struct page *page, size_t offset, size_t len)
+{
+	memzero_page(page, offset, len);
+}
+
+/*
+ * Fills every page of a new shmem GEM object before its pages are pinned,
+ * without shmem zeroing them first: fill(ctx, index, page) must write all
+ * of page `index` (the folio is locked, not yet uptodate, and nobody else
+ * can see it). Pages are taken from shmem as a write would take them
+ * (SGP_WRITE: allocated, not cleared), then marked uptodate and dirty, so
+ * the later pin finds them and clears nothing. A page of a large folio
+ * past the object's end is zeroed here. On an error the folio is left not
+ * uptodate (shmem would clear it before anyone read it) and the object is
+ * only ever released.
+ */
+int ane_glue_shmem_fill(struct drm_gem_object *obj,
+			int (*fill)(void *ctx, unsigned long index, struct page *page), void *ctx)
+{
+	struct inode *inode = file_inode(obj->filp);
+	pgoff_t n = obj->size >> PAGE_SHIFT, i = 0;
+
+	while (i < n) {
+		struct folio *folio;
+		long k, nr;
+		pgoff_t first;
+		int ret = shmem_get_folio(inode, i, (loff_t)n << PAGE_SHIFT, &folio, SGP_WRITE);
+
+		if (ret)
+			return ret;
+		nr = folio_nr_pages(folio);
+		first = folio->index;
+		for (k = 0; k < nr && !ret; k++) {
+			if (first + k < n)
+				ret = fill(ctx, first + k, folio_page(folio, k));
+			else
+				clear_highpage(folio_page(folio, k));
+		}
+		if (!ret) {
+			flush_dcache_folio(folio);
+			folio_mark_uptodate(folio);
+			folio_mark_dirty(folio);
+		}
+		folio_unlock(folio);
+		folio_put(folio);
+		if (ret)
+			return ret;
+		i = first + nr;
+		cond_resched();
+	}
 	return 0;
 }
 

@@ -94,6 +94,10 @@ void *ane_glue_vmap_wc(struct page **pages, unsigned int count);
 void ane_glue_vunmap(const void *addr);
 void ane_glue_wc_copy(void *dst, const void *src, size_t len);
 int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt);
+void ane_glue_page_zero(struct page *page, size_t offset, size_t len);
+struct drm_gem_object;
+int ane_glue_shmem_fill(struct drm_gem_object *obj,
+			int (*fill)(void *ctx, unsigned long index, struct page *page), void *ctx);
 void ane_glue_cond_resched(void);
 /* Bytes the Rust side reserves for a struct sha256_ctx (ext/sha256.rs,
  * CTX_BYTES, 8-byte aligned); ane_glue.c checks it at build time. */

@@ -104,7 +104,7 @@ fn create_in(
 /// is not counted against the clients' caps: no client's allocations can
 /// make a firmware grant fail (kernel-2 N2).
 pub(crate) fn create_kernel(dev: &Device<AneDriver>, vm: &Arc<Vm>, size: u64) -> Result<ARef<Bo>> {
-    create_mapped_as(dev, None, false, size, |bo| vm.map_reserved(bo))
+    create_mapped_as(dev, None, false, size, |bo| vm.map_reserved(bo), None)
 }
 
 /// Creates a copy of a loaded program's section (H14), `size` bytes,
@@ -118,7 +118,7 @@ pub(crate) fn create_program_copy(
     vm: &Arc<Vm>,
     size: u64,
 ) -> Result<ARef<Bo>> {
-    create_mapped_as(dev, None, false, size, |bo| vm.map_program(bo))
+    create_mapped_as(dev, None, false, size, |bo| vm.map_program(bo), None)
 }
 
 /// Creates a kernel BO of `size` bytes mapped at the fixed address `iova`
@@ -130,7 +130,7 @@ pub(crate) fn create_fixed(
     size: u64,
     iova: u64,
 ) -> Result<ARef<Bo>> {
-    create_mapped_as(dev, None, false, size, |bo| vm.map_fixed(bo, iova))
+    create_mapped_as(dev, None, false, size, |bo| vm.map_fixed(bo, iova), None)
 }
 
 /// Creates a BO of `size` bytes, counted against the device cap and
@@ -141,16 +141,19 @@ fn create_mapped(
     size: u64,
     map: impl FnOnce(&Bo) -> Result<Mapping>,
 ) -> Result<ARef<Bo>> {
-    create_mapped_as(dev, client, true, size, map)
+    create_mapped_as(dev, client, true, size, map, None)
 }
 
-/// [`create_mapped`], counted against the device cap only if `counted`.
+/// [`create_mapped`], counted against the device cap only if `counted`;
+/// with `fill`, the pages are written by it instead of zeroed
+/// ([`Object::new_filled`]).
 fn create_mapped_as(
     dev: &Device<AneDriver>,
     client: Option<&Arc<ClientBytes>>,
     counted: bool,
     size: u64,
     map: impl FnOnce(&Bo) -> Result<Mapping>,
+    fill: Option<crate::ext::gem::Fill<'_>>,
 ) -> Result<ARef<Bo>> {
     if size == 0 {
         return Err(EINVAL);
@@ -181,7 +184,11 @@ fn create_mapped_as(
         return Err(ENOSPC);
     }
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
-    let bo = Bo::new(dev, len, data, dev.soc.mem.write_combined())?;
+    let wc = dev.soc.mem.write_combined();
+    let bo = match fill {
+        Some(f) => Bo::new_filled(dev, len, data, wc, f)?,
+        None => Bo::new(dev, len, data, wc)?,
+    };
     let mapping = map(&bo)?;
     if !bo.mapping.populate(mapping) {
         return Err(EINVAL);
@@ -192,15 +199,115 @@ fn create_mapped_as(
 /// A kernel-owned BO in `file`'s address space: no handle, never mapped
 /// to userspace, mapped read-only for the device (H13 program copies: the
 /// engine must run exactly what was validated).
+///
+/// Its contents are `pieces`, each at its offset (in offset order, not
+/// overlapping), and zeros everywhere else. Each page is written once,
+/// straight from the pieces: shmem does not zero the pages first
+/// ([`Object::new_filled`]), so a program's weights cost one pass, not a
+/// zeroing pass and a copy.
 pub(crate) fn create_private(
     dev: &Device<AneDriver>,
     file: &File<AneDriver>,
     size: u64,
+    pieces: &[(u64, Piece<'_>)],
 ) -> Result<ARef<Bo>> {
+    let size = page_align(size).ok_or(E2BIG)?;
+    let mut end = 0u64;
+    for (at, piece) in pieces {
+        if *at < end {
+            return Err(EINVAL);
+        }
+        end = at.checked_add(piece.len()).ok_or(EINVAL)?;
+        if let Piece::Bo(bo, off, len) = piece {
+            if off.checked_add(*len).is_none_or(|e| e > bo.size() as u64) {
+                return Err(EINVAL);
+            }
+        }
+    }
+    if end > size {
+        return Err(EINVAL);
+    }
+    let mut fill = |index: usize, page: &crate::ext::gem::PagePtr| -> Result {
+        let start = (index as u64).checked_mul(PAGE_SIZE).ok_or(EINVAL)?;
+        let stop = start + PAGE_SIZE;
+        // Bytes of this page written so far.
+        let mut done = 0u64;
+        for (at, piece) in pieces {
+            let (from, to) = ((*at).max(start), (at + piece.len()).min(stop));
+            if from >= to {
+                continue;
+            }
+            if from - start > done {
+                // SAFETY: The page is the new object's, alive while it is
+                // filled; the range is within it.
+                unsafe { page.zero(done as usize, (from - start - done) as usize) }?;
+            }
+            piece.copy_into(page, (from - start) as usize, from - at, to - from)?;
+            done = to - start;
+        }
+        if done < PAGE_SIZE {
+            // SAFETY: As above.
+            unsafe { page.zero(done as usize, (PAGE_SIZE - done) as usize) }?;
+        }
+        Ok(())
+    };
     let vm = &file.inner().vm;
-    create_mapped(dev, Some(&file.inner().bytes), size, |bo| {
-        vm.map_read_only(bo)
-    })
+    create_mapped_as(
+        dev,
+        Some(&file.inner().bytes),
+        true,
+        size,
+        |bo| vm.map_read_only(bo),
+        Some(&mut fill),
+    )
+}
+
+/// Where part of a private copy comes from ([`create_private`]).
+pub(crate) enum Piece<'a> {
+    /// Kernel memory.
+    Bytes(&'a [u8]),
+    /// `len` bytes of a BO from an offset.
+    Bo(&'a Bo, u64, u64),
+}
+
+impl Piece<'_> {
+    /// Its length in bytes.
+    fn len(&self) -> u64 {
+        match self {
+            Piece::Bytes(b) => b.len() as u64,
+            Piece::Bo(_, _, len) => *len,
+        }
+    }
+
+    /// Copies `len` bytes from `from` of the piece into `page` at `at` (the
+    /// ranges are checked by the caller to lie within the piece and the
+    /// page).
+    fn copy_into(&self, page: &crate::ext::gem::PagePtr, at: usize, from: u64, len: u64) -> Result {
+        match self {
+            Piece::Bytes(b) => {
+                let src = b.get(from as usize..(from + len) as usize).ok_or(EINVAL)?;
+                // SAFETY: The page is the new object's, alive while it is
+                // filled; `page.write` checks the range.
+                unsafe { page.write(at, src) }
+            }
+            Piece::Bo(bo, off, _) => {
+                let pages = bo.pages();
+                let (mut done, mut s) = (0u64, off + from);
+                while done < len {
+                    let s_in = s % PAGE_SIZE;
+                    let n = (len - done).min(PAGE_SIZE - s_in);
+                    let sp = pages.get((s / PAGE_SIZE) as usize).ok_or(EINVAL)?;
+                    // SAFETY: The caller holds `bo`, so its pages are
+                    // pinned; the destination is a page of the new object,
+                    // never one of `bo`'s; `copy_from` checks both ranges.
+                    unsafe { page.copy_from(at + done as usize, sp, s_in as usize, n as usize) }?;
+                    done += n;
+                    s += n;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// `DRM_IOCTL_ANE_BO_CREATE`.

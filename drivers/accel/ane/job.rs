@@ -242,25 +242,25 @@ impl PinnedDrop for Jobs {
     }
 }
 
-/// Reads a binding array (`count` elements of `size` bytes at `addr`).
-fn read_bindings(addr: u64, count: u32, size: u32) -> Result<KVec<uapi::Binding>> {
+/// Reads a binding array (`count` elements of `size` bytes at `addr`),
+/// handing each binding to `each` as it is read (no copy of the array).
+fn read_bindings(
+    addr: u64,
+    count: u32,
+    size: u32,
+    mut each: impl FnMut(&uapi::Binding) -> Result,
+) -> Result {
     let ours = core::mem::size_of::<uapi::Binding>();
-    let count = count as usize;
-    // A bad count is refused by `read_each`, not by a failed allocation.
-    let mut out = KVec::with_capacity(count.min(BAR_SLOTS), GFP_KERNEL)?;
-    uarray::read_each(addr, count, BAR_SLOTS, size, ours, |b| {
-        let binding = uapi::Binding {
+    uarray::read_each(addr, count as usize, BAR_SLOTS, size, ours, |b| {
+        each(&uapi::Binding {
             slot: uarray::u32_at(b, 0)?,
             bo_handle: uarray::u32_at(b, 4)?,
             offset: uarray::u64_at(b, 8)?,
             size: uarray::u64_at(b, 16)?,
             flags: uarray::u32_at(b, 24)?,
             pad: uarray::u32_at(b, 28)?,
-        };
-        out.push(binding, GFP_KERNEL)?;
-        Ok(())
-    })?;
-    Ok(out)
+        })
+    })
 }
 
 /// Reads the step array of a chained EXEC; `E2BIG` past
@@ -307,14 +307,14 @@ fn check_step(
     size: u32,
 ) -> Result<Step> {
     let program = file.inner().programs.lock().get(handle)?;
-    let bindings = read_bindings(addr, count, size)?;
     let summary = program.summary.as_ref();
     let h14 = program.fw.is_some();
     let mut bars = [0u64; BAR_SLOTS];
     let mut io = KVec::new();
     let mut bound = 0u32;
-    let mut bos = KVec::with_capacity(bindings.len(), GFP_KERNEL_ACCOUNT)?;
-    for b in bindings.iter() {
+    // A bad count is refused by `read_each`, not by a failed allocation.
+    let mut bos = KVec::with_capacity((count as usize).min(BAR_SLOTS), GFP_KERNEL_ACCOUNT)?;
+    read_bindings(addr, count, size, |b| {
         let slot = u8::try_from(b.slot).map_err(|_| EINVAL)?;
         if usize::from(slot) >= BAR_SLOTS || slot == SLOT_COMMAND || slot == SLOT_KERNEL {
             return Err(EINVAL);
@@ -375,7 +375,8 @@ fn check_step(
         }
         bound |= 1 << slot;
         bos.push(bo, GFP_KERNEL_ACCOUNT)?;
-    }
+        Ok(())
+    })?;
     // Every slot the program touches must be bound (0 and 1 are the
     // program's own).
     let kernel_slots = (1u32 << SLOT_COMMAND) | (1u32 << SLOT_KERNEL);

@@ -197,19 +197,22 @@ pub(crate) fn program_create(
     let weights_off = stream_off.checked_add(weights_at).ok_or(EINVAL)?;
     let total = weights_off.checked_add(weights_len).ok_or(EINVAL)?;
     let total = (total + PAGE_SIZE - 1) & !(PAGE_SIZE - 1);
-    let bo = gem::create_private(dev, file, total)?;
-    let mut first = KVec::<u8>::with_capacity(td_size as usize, GFP_KERNEL)?;
-    first.extend_from_slice(stream.get(..td_size as usize).ok_or(EINVAL)?, GFP_KERNEL)?;
-    // W0 bits 23:16 carry the network id; each job stamps its own
-    // (`Program::stamp_nid`) before it is pushed.
-    gem::write(&bo, 0, &first)?;
-    gem::write(&bo, stream_off, &stream)?;
-    gem::copy(
-        &src,
-        args.offset + weights_at,
-        &bo,
-        weights_off,
-        weights_len,
+    // W0 bits 23:16 of the bootstrap TD carry the network id; each job
+    // stamps its own (`Program::stamp_nid`) before it is pushed. Every
+    // byte of the copy outside these pieces is zero.
+    let first = stream.get(..td_size as usize).ok_or(EINVAL)?;
+    let bo = gem::create_private(
+        dev,
+        file,
+        total,
+        &[
+            (0, gem::Piece::Bytes(first)),
+            (stream_off, gem::Piece::Bytes(&stream)),
+            (
+                weights_off,
+                gem::Piece::Bo(&src, args.offset + weights_at, weights_len),
+            ),
+        ],
     )?;
 
     let base = bo.mapping()?.iova();

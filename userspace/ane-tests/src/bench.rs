@@ -192,9 +192,10 @@ fn unit(icount: bool) -> &'static str {
 }
 
 /// `k` clients (threads, each with its own open file) each running
-/// `runs` EXEC+WAIT of the fixture: jobs per second of guest time, and
-/// the counts per job.
-fn throughput(dir: &str, k: u32, runs: u32) -> (u64, Option<Sim>, u64, u64) {
+/// `runs` EXEC+WAIT of the fixture: jobs per second of guest time, guest
+/// time per job (instructions under icount: the one vCPU runs every
+/// client), and the counts per job.
+fn throughput(dir: &str, k: u32, runs: u32) -> (u64, u64, Option<Sim>, u64, u64) {
     let bytes = std::fs::read(format!("{dir}/tinygrad_sum.hwx")).expect("fixture");
     let ready = std::sync::Barrier::new(k as usize + 1);
     let (t, end, sim, sched) = std::thread::scope(|s| {
@@ -235,6 +236,7 @@ fn throughput(dir: &str, k: u32, runs: u32) -> (u64, Option<Sim>, u64, u64) {
     });
     (
         n * 1_000_000_000 / dt,
+        dt / n,
         sim,
         (after.voluntary - sched.voluntary) * 1000 / n,
         (after.ctxt - sched.ctxt) * 1000 / n,
@@ -258,6 +260,8 @@ fn main() {
     // a guest nanosecond is then one instruction, the same on every run.
     let icount = std::env::var("ANE_BENCH_CLOCK").is_ok_and(|c| c == "icount");
     let u = unit(icount);
+    // `ANE_BENCH_QUICK`: the single-job round trips only.
+    let quick = std::env::var_os("ANE_BENCH_QUICK").is_some();
     // Guest clocks under TCG can be coarse (a jiffy), so every figure is a
     // batch total divided by its count.
     let n = 100_000u32;
@@ -338,13 +342,16 @@ fn main() {
                     );
                 }
             }
+            if quick {
+                return;
+            }
             for k in [1u32, 4] {
-                let (jobs, sim, wake, ctxt) = throughput(&dir, k, 2_000);
+                let (jobs, per_job, sim, wake, ctxt) = throughput(&dir, k, 2_000);
                 let regs = sim.map_or(String::new(), |s| {
                     format!(", {} reads, {} writes", s.reads, s.writes)
                 });
                 println!(
-                    "throughput ({mode}, {k} client{}): {jobs} jobs/s of guest time{}; per job: {} wake-ups, {} context switches{regs}",
+                    "throughput ({mode}, {k} client{}): {jobs} jobs/s of guest time{}; per job: {per_job} {u}, {} wake-ups, {} context switches{regs}",
                     if k == 1 { "" } else { "s" },
                     if icount { " (1 ns = 1 instruction)" } else { "" },
                     milli(wake),
@@ -352,6 +359,7 @@ fn main() {
                 );
             }
             workloads::mlp_chain(&d, u, &mode);
+            workloads::add_relu(&d, u, &mode);
             if mode == "polled" {
                 workloads::parakeet(&d, u);
             }

@@ -140,6 +140,49 @@ impl PagePtr {
         };
         Ok(())
     }
+
+    /// Zeroes `len` bytes of the page from `offset`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`PagePtr::read`].
+    pub unsafe fn zero(&self, offset: usize, len: usize) -> Result {
+        in_page(offset, len)?;
+        // SAFETY: The page is alive by the safety requirements and the
+        // range lies within it (checked above).
+        unsafe { glue::ane_glue_page_zero(self.0.as_ptr().cast(), offset, len) };
+        Ok(())
+    }
+}
+
+/// What [`Object::new_filled`] calls for each page: the page's index in
+/// the object and the page, every byte of which it must write.
+pub type Fill<'a> = &'a mut dyn FnMut(usize, &PagePtr) -> Result;
+
+/// The C side of [`Object::new_filled`]: hands one page to the Rust fill.
+///
+/// # Safety
+///
+/// `ctx` is the `Fill` that `new_filled` passed, alive for the call; `page`
+/// is a page of the object being filled.
+unsafe extern "C" fn fill_page(
+    ctx: *mut core::ffi::c_void,
+    index: core::ffi::c_ulong,
+    page: *mut core::ffi::c_void,
+) -> core::ffi::c_int {
+    // SAFETY: By the safety requirements, `ctx` points at the `Fill` of
+    // the running `new_filled`, which nothing else uses meanwhile.
+    let fill = unsafe { &mut *ctx.cast::<Fill<'_>>() };
+    let Some(page) = NonNull::new(page.cast::<bindings::page>()) else {
+        return EINVAL.to_errno();
+    };
+    let Ok(index) = usize::try_from(index) else {
+        return EINVAL.to_errno();
+    };
+    match fill(index, &PagePtr(page)) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// Gives the CPU to another task if one is due (`cond_resched`): long
@@ -248,6 +291,33 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
     /// `write_combined` (see the module documentation). `data` is dropped
     /// when the last reference goes, before the pages are released.
     pub fn new(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
+        Self::create(dev, size, data, write_combined, None)
+    }
+
+    /// [`Object::new`], with every page written by `fill` before the pages
+    /// are pinned, instead of being zeroed by shmem first: `fill(i, page)`
+    /// must write every byte of page `i` (zeros included). The object's
+    /// contents are then exactly what `fill` wrote, at the cost of one pass
+    /// over the pages instead of two. `fill` writes through the pages'
+    /// cacheable linear alias, as shmem's zeroing does, so a write-combined
+    /// object takes the same cleaning before the device sees it.
+    pub fn new_filled(
+        dev: &Device<T>,
+        size: usize,
+        data: D,
+        write_combined: bool,
+        fill: Fill<'_>,
+    ) -> Result<ARef<Self>> {
+        Self::create(dev, size, data, write_combined, Some(fill))
+    }
+
+    fn create(
+        dev: &Device<T>,
+        size: usize,
+        data: D,
+        write_combined: bool,
+        fill: Option<Fill<'_>>,
+    ) -> Result<ARef<Self>> {
         // The allocation first: `data` is moved in only once it cannot
         // fail, since a `ManuallyDrop` field dropped with a value that never
         // reached its box would leak what `data` holds (found by fault
@@ -281,6 +351,18 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // SAFETY: We take over the reference `drm_gem_shmem_init` created;
         // from here on `free_callback` owns the teardown.
         let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
+        if let Some(mut fill) = fill {
+            // SAFETY: `obj` is an initialised shmem object that nobody else
+            // can see yet (no handle, no mapping, pages not pinned);
+            // `fill_page` gets `fill` back as `ctx`, which outlives the call.
+            kernel::error::to_result(unsafe {
+                glue::ane_glue_shmem_fill(
+                    obj.as_raw(),
+                    fill_page,
+                    (&raw mut fill).cast::<core::ffi::c_void>(),
+                )
+            })?;
+        }
         // SAFETY: `obj` is an initialised shmem object.
         kernel::error::to_result(unsafe { bindings::drm_gem_shmem_pin(obj.obj.get()) })?;
         obj.pinned.store(true, Ordering::Release);

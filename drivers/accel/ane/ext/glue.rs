@@ -130,6 +130,16 @@ extern "C" {
         dev: *mut bindings::device,
         sgt: *mut bindings::sg_table,
     ) -> c_int;
+    pub(crate) fn ane_glue_page_zero(page: *mut c_void, offset: usize, len: usize);
+    pub(crate) fn ane_glue_shmem_fill(
+        obj: *mut bindings::drm_gem_object,
+        fill: unsafe extern "C" fn(
+            ctx: *mut c_void,
+            index: core::ffi::c_ulong,
+            page: *mut c_void,
+        ) -> c_int,
+        ctx: *mut c_void,
+    ) -> c_int;
     pub(crate) fn ane_glue_cond_resched();
     /// `ctx` points to `ANE_GLUE_SHA256_CTX_BYTES` bytes, 8-byte aligned.
     pub(crate) fn ane_glue_sha256_init(ctx: *mut c_void);

@@ -274,6 +274,15 @@ impl RegImage {
         &self.written
     }
 
+    /// Writes `value` to image word `index` (of a register known to be
+    /// inside its block's window: [`Reg::image_index`]).
+    fn set_index(&mut self, index: usize, value: u32) {
+        if let Some(w) = self.words.get_mut(index) {
+            *w = value;
+            self.written.insert_index(index);
+        }
+    }
+
     /// Writes `value` to `reg`; returns false (and does nothing) if `reg` is
     /// not inside its block's window.
     pub fn set(&mut self, reg: Reg, value: u32) -> bool {
@@ -396,6 +405,35 @@ impl<'a> Td<'a> {
         let mut mine = RegMask::new();
         for stream in self.streams() {
             let stream = stream?;
+            // A stream's words are consecutive registers: when they all lie
+            // in one block's window (every stream a compiler writes), the
+            // block is looked up once for the whole stream (a TD carries
+            // hundreds of words, and every PROGRAM_CREATE decodes every
+            // TD); otherwise word by word, for the error that names the
+            // first unknown one.
+            let first = stream.header.addr();
+            let bytes = u32::try_from(stream.data.len()).unwrap_or(u32::MAX);
+            let whole = Reg::from_addr(first).filter(|r| {
+                r.offset
+                    .checked_add(bytes)
+                    .is_some_and(|end| end <= r.block.window_bytes())
+            });
+            if let Some((reg, start)) = whole.and_then(|r| Some((r, r.image_index()?))) {
+                for ((index, word), k) in (start..).zip(stream.data.chunks_exact(4)).zip(0u32..) {
+                    if mine.insert_index(index) {
+                        return Err(TdError::DuplicateRegister {
+                            td: self.index,
+                            offset: stream.offset,
+                            reg: Reg {
+                                block: reg.block,
+                                offset: reg.offset.wrapping_add(k.wrapping_mul(4)),
+                            },
+                        });
+                    }
+                    image.set_index(index, read_le32(word, 0).unwrap_or(0));
+                }
+                continue;
+            }
             for (addr, value) in stream.writes() {
                 let unknown = TdError::UnknownRegister {
                     td: self.index,
@@ -412,7 +450,7 @@ impl<'a> Td<'a> {
                         reg,
                     });
                 }
-                image.set(reg, value);
+                image.set_index(index, value);
             }
         }
         Ok(mine)
