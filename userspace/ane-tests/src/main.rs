@@ -32,6 +32,9 @@ macro_rules! check {
     };
 }
 
+// After `check!`, which it uses.
+mod fences;
+
 /// The errno of a raw ioctl, or `None` on success.
 fn errno(r: Result<(), Errno>) -> Option<Errno> {
     r.err()
@@ -236,6 +239,11 @@ fn after_unbind(path: &str, flag: &str) -> TestResult {
     m.fill(0x3c);
     let ptr = m.as_mut_ptr();
     let len = m.len();
+    // Jobs queued, one waiting for another's fence, when the device goes.
+    let fences = match fixture("tinygrad_sum.hwx") {
+        Some(_) => Some(fences::unbind_pending_fences(&d)?),
+        None => None,
+    };
     println!("READY");
     let mut waited = 0;
     while !std::path::Path::new(flag).exists() {
@@ -252,6 +260,10 @@ fn after_unbind(path: &str, flag: &str) -> TestResult {
     let m = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
     check!(m.iter().all(|b| *b == 0x3c), "mapping lost its contents");
     m.fill(0x5a);
+    if let Some(f) = fences {
+        fences::unbind_fences_ended(f)?;
+        println!("fences queued before unbind: all signalled");
+    }
     Ok(())
 }
 
@@ -2958,6 +2970,22 @@ fn main() -> ExitCode {
         ("bo create/info/map", bo_create_info_map),
         ("fdinfo reports usage", fdinfo_reports_usage),
         (
+            "an out-fence reports the job's end",
+            fences::out_fence_reports_the_end,
+        ),
+        (
+            "an in-fence holds the job until it signals",
+            fences::in_fence_holds_the_job,
+        ),
+        (
+            "EXECs linked only by a fence compute the MLP",
+            fences::fences_link_an_mlp,
+        ),
+        (
+            "closing a file signals its pending fences",
+            fences::close_with_pending_fences,
+        ),
+        (
             "a chain equals one EXEC per program",
             chain_equals_per_program,
         ),
@@ -3085,7 +3113,7 @@ fn main() -> ExitCode {
             ]
             .contains(&name)
     };
-    for (name, want, f) in PROGRAM_BAD_INPUTS {
+    for (name, want, f) in PROGRAM_BAD_INPUTS.iter().chain(fences::FENCE_BAD_INPUTS) {
         if h14 && h13_only(name) {
             println!("SKIP bad input: {name}: H13 program rules");
             skipped += 1;
@@ -3109,7 +3137,7 @@ fn main() -> ExitCode {
     }
     println!(
         "bad-input table: {} rows",
-        BAD_INPUTS.len() + PROGRAM_BAD_INPUTS.len()
+        BAD_INPUTS.len() + PROGRAM_BAD_INPUTS.len() + fences::FENCE_BAD_INPUTS.len()
     );
     println!("{passed} passed, {failed} failed, {skipped} skipped");
     if failed == 0 {
