@@ -645,10 +645,11 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
     Ok(st)
 }
 
-/// The `key: value` lines of this process's fdinfo entry for `d`.
+/// The `key: value` lines of this process's fdinfo entry for `d`, read
+/// as nvtop and qmassa read another process's: `/proc/PID/fdinfo/FD`.
 fn fdinfo(d: &Device) -> Result<std::collections::HashMap<String, String>, String> {
     use std::os::fd::AsRawFd;
-    let path = format!("/proc/self/fdinfo/{}", d.fd().as_raw_fd());
+    let path = format!("/proc/{}/fdinfo/{}", std::process::id(), d.fd().as_raw_fd());
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
     Ok(text
         .lines()
@@ -695,6 +696,20 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
         "drm-engine-ane of a new file: {:?}",
         info.get("drm-engine-ane")
     );
+    // Documentation/gpu/drm-usage-stats.rst: drm-total-, drm-shared- and
+    // drm-resident-<region> (every BO is pinned, so resident; none is
+    // shared: no dma-buf export); not the deprecated drm-memory-<region>
+    // (amdgpu's alias), and no drm-engine-capacity- (one engine).
+    check!(
+        fdinfo_bytes(&info, "drm-shared-memory")? == 0,
+        "drm-shared-memory of a new file: {:?}",
+        info.get("drm-shared-memory")
+    );
+    let stray: Vec<&String> = info
+        .keys()
+        .filter(|k| k.starts_with("drm-memory-") || k.starts_with("drm-engine-capacity-"))
+        .collect();
+    check!(stray.is_empty(), "fdinfo keys the spec reserves: {stray:?}");
     let a = d
         .bo_create(3 << 20)
         .map_err(|e| format!("BO_CREATE: {e}"))?;
