@@ -605,3 +605,59 @@ pub(crate) const FENCE_BAD_INPUTS: &[Case] = &[
         },
     ),
 ];
+
+/// `--fences`: only the fence tests and the fence fields' bad-input rows
+/// (tools/qemu/tests/fences.sh), for a quick run.
+pub(crate) fn main() -> std::process::ExitCode {
+    let d = match open() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("FAIL open: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let tests: &[Test] = &[
+        (
+            "an out-fence reports the job's end",
+            out_fence_reports_the_end,
+        ),
+        (
+            "an in-fence holds the job until it signals",
+            in_fence_holds_the_job,
+        ),
+        (
+            "EXECs linked only by a fence compute the MLP",
+            fences_link_an_mlp,
+        ),
+        (
+            "closing a file signals its pending fences",
+            close_with_pending_fences,
+        ),
+    ];
+    let mut failed = 0;
+    for (name, t) in tests {
+        match t(&d) {
+            Ok(()) => println!("PASS {name}"),
+            Err(e) if e.starts_with(SKIP) => println!("SKIP {name}: {e}"),
+            Err(e) => {
+                println!("FAIL {name}: {e}");
+                failed += 1;
+            }
+        }
+    }
+    for (name, want, f) in FENCE_BAD_INPUTS {
+        match f(&d) {
+            Err(e) if e == *want => println!("PASS bad input: {name} -> {want:?}"),
+            other => {
+                println!("FAIL bad input: {name}: got {other:?}, want {want:?}");
+                failed += 1;
+            }
+        }
+    }
+    println!("fences: {failed} failed");
+    if failed == 0 {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::from(1)
+    }
+}

@@ -2872,6 +2872,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if mode == Some("--fences") {
+        return fences::main();
+    }
     if mode == Some("--fuzz") {
         return fuzz::parent_main(&args[2..]);
     }
