@@ -221,7 +221,9 @@ impl Job {
         self.done.notify_all();
         if self.tail.is_none() {
             // The chain ended: the one place its out-fence is signalled.
-            if let Some(f) = self.fence.lock().take() {
+            // Taken first: its callbacks do not run under the lock.
+            let f = self.fence.lock().take();
+            if let Some(f) = f {
                 f.signal(fence::status_error(status));
             }
         }
