@@ -1053,7 +1053,12 @@ struct ane_glue_deps {
 
 struct ane_glue_deps *ane_glue_deps_new(unsigned int max)
 {
-	return kzalloc(struct_size_t(struct ane_glue_deps, dep, max), GFP_KERNEL);
+	struct ane_glue_deps *d;
+
+	d = kzalloc(struct_size_t(struct ane_glue_deps, dep, max), GFP_KERNEL);
+	if (d)
+		d->max = max;
+	return d;
 }
 
 /* Adds the fence of syncobj @handle at @point: -ENOENT for an unknown
