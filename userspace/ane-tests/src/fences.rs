@@ -282,13 +282,13 @@ pub(crate) fn fences_link_an_mlp(d: &Device) -> TestResult {
     Ok(())
 }
 
-/// Queues, on `d`, a 300 ms job, then A (LOW) signalling S1 and B waiting
-/// for S1 and signalling S2; both fences as sync files, which outlive the
-/// file. B is parked with the engine when this returns.
-fn pending_fences(d: &Device) -> Result<(OwnedFd, OwnedFd), String> {
+/// Queues, on `d`, a job of `delay_ms`, then A (LOW) signalling S1 and B
+/// waiting for S1 and signalling S2; both fences as sync files, which
+/// outlive the file. B is parked with the engine when this returns.
+fn pending_fences(d: &Device, delay_ms: u32) -> Result<(OwnedFd, OwnedFd), String> {
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     let (s1, s2) = (syncobj(d)?, syncobj(d)?);
-    inject("exec_delay_ms", 300)?;
+    inject("exec_delay_ms", delay_ms)?;
     let normal = uapi::priority::NORMAL;
     exec_fenced(d, &r, normal, &[], (0, 0)).map_err(|e| format!("EXEC: {e}"))?;
     exec_fenced(d, &r, uapi::priority::LOW, &[], (s1.handle(), 0))
@@ -324,7 +324,7 @@ pub(crate) fn close_with_pending_fences(_: &Device) -> TestResult {
     require_fault_injection()?;
     let d2 = open()?;
     require_h13(&d2)?;
-    let fences = pending_fences(&d2);
+    let fences = pending_fences(&d2, 300);
     drop(d2);
     let ended = fences.map(pending_fences_ended);
     inject("exec_delay_ms", 0)?;
@@ -332,9 +332,10 @@ pub(crate) fn close_with_pending_fences(_: &Device) -> TestResult {
 }
 
 /// `--after-unbind`'s fences: queued before the device is unbound, checked
-/// after.
+/// after. The first job takes 5 s, so that unbind (which lets it end)
+/// comes while A is queued and B parked: unbind must end B's wait.
 pub(crate) fn unbind_pending_fences(d: &Device) -> Result<(OwnedFd, OwnedFd), String> {
-    pending_fences(d)
+    pending_fences(d, 5000)
 }
 
 /// After unbind: every fence [`unbind_pending_fences`] made has signalled.
