@@ -73,7 +73,8 @@ for n, d in zip(names, demangle(names)):
 # against has lockdep, debug mutexes and the sleep-in-atomic checks (the
 # test kernels enable PROVE_LOCKING and DEBUG_ATOMIC_SLEEP, the target does
 # not): INIT_WORK, mutex_init, mutex_lock and mutex_destroy expand to the
-# first four there, cond_resched to __might_resched. Each maps to what the
+# first four there, cond_resched to __might_resched, spin_lock_init of a
+# lock that is not static (DEBUG_SPINLOCK) to __raw_spin_lock_init. Each maps to what the
 # same code calls in a kernel without them, which the target must export
 # (None: nothing, an empty inline).
 LOCKDEP_ONLY = {
@@ -82,6 +83,7 @@ LOCKDEP_ONLY = {
     "mutex_lock_nested": "mutex_lock",
     "mutex_destroy": None,
     "__might_resched": None,
+    "__raw_spin_lock_init": None,
 }
 lockdep_only = [s for s in c_syms if s in LOCKDEP_ONLY and s not in exports]
 missing = [LOCKDEP_ONLY[s] for s in lockdep_only

@@ -151,7 +151,7 @@ impl accel::Driver for AneDriver {
 
     const INFO: DriverInfo = DriverInfo {
         major: uapi::ABI_VERSION as i32,
-        minor: 0,
+        minor: uapi::DRIVER_MINOR as i32,
         patchlevel: 0,
         name: c"ane_accel",
         desc: c"Apple Neural Engine",

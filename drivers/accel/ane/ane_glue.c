@@ -23,6 +23,8 @@
 #include <linux/capability.h>
 #include <linux/cpufreq.h>
 #include <linux/device.h>
+#include <linux/dma-fence.h>
+#include <linux/dma-fence-chain.h>
 #include <linux/dma-mapping.h>
 #include <linux/firmware.h>
 #include <linux/highmem.h>
@@ -49,6 +51,7 @@
 #include <drm/drm_gem.h>
 #include <drm/drm_ioctl.h>
 #include <drm/drm_print.h>
+#include <drm/drm_syncobj.h>
 
 #include "ane_glue.h"
 
@@ -1012,4 +1015,289 @@ void ane_glue_rtkit_free(void *rtk)
 #if IS_ENABLED(CONFIG_APPLE_RTKIT)
 	apple_rtkit_free(rtk);
 #endif
+}
+
+/* ---- fences and syncobjs ------------------------------------------------
+ *
+ * The kernel crates of 7.1-7.3 have no dma_fence or drm_syncobj
+ * abstractions; these helpers are the few calls the driver makes
+ * (ext/fence.rs wraps them). Policy (when a job's fence signals, with which
+ * error) is Rust's.
+ */
+
+/*
+ * A job's out-fence. The fence's lock lives in the same allocation, so it
+ * lives exactly as long as the fence. The ops have no release and no wait
+ * callback: the core then frees the fence with kfree_rcu (base is the first
+ * member) and, from 7.2, detaches the ops when the fence signals, so a
+ * signalled fence held by another driver or process does not point into
+ * this module. Every fence is signalled before the device's unbind returns
+ * (docs/architecture.md, "Fences").
+ */
+struct ane_glue_fence {
+	struct dma_fence base;
+	spinlock_t lock;
+};
+
+static const char *ane_glue_fence_driver_name(struct dma_fence *f)
+{
+	return "ane_accel";
+}
+
+static const char *ane_glue_fence_timeline_name(struct dma_fence *f)
+{
+	return "ane-job";
+}
+
+static const struct dma_fence_ops ane_glue_fence_ops = {
+	.get_driver_name = ane_glue_fence_driver_name,
+	.get_timeline_name = ane_glue_fence_timeline_name,
+};
+
+/*
+ * A new unsignalled fence, with one reference for the caller, on a context
+ * of its own: the scheduler reorders jobs (priority, fairness between
+ * files), and fences of one context must signal in order.
+ */
+struct dma_fence *ane_glue_fence_new(void)
+{
+	struct ane_glue_fence *f = kzalloc(sizeof(*f), GFP_KERNEL);
+
+	if (!f)
+		return NULL;
+	spin_lock_init(&f->lock);
+	dma_fence_init(&f->base, &ane_glue_fence_ops, &f->lock,
+		       dma_fence_context_alloc(1), 1);
+	return &f->base;
+}
+
+/* Signals @f with @error (0 or a negative errno); a signalled fence is
+ * left as it is. */
+void ane_glue_fence_signal(struct dma_fence *f, int error)
+{
+	struct ane_glue_fence *af = container_of(f, struct ane_glue_fence, base);
+	unsigned long flags;
+
+	/* The lock given to dma_fence_init(), in every kernel (7.3 keeps it
+	 * as extern_lock). */
+	spin_lock_irqsave(&af->lock, flags);
+	if (!test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &f->flags)) {
+		if (error)
+			dma_fence_set_error(f, error);
+		dma_fence_signal_locked(f);
+	}
+	spin_unlock_irqrestore(&af->lock, flags);
+}
+
+void ane_glue_fence_get(struct dma_fence *f)
+{
+	dma_fence_get(f);
+}
+
+void ane_glue_fence_put(struct dma_fence *f)
+{
+	dma_fence_put(f);
+}
+
+/*
+ * The out-syncobj of an EXEC, looked up before the job is queued so that
+ * attaching its fence cannot fail: -ENOENT for an unknown handle; with a
+ * timeline @point, -EINVAL unless @point is above the timeline's last
+ * point, and the chain node is allocated here.
+ */
+int ane_glue_syncobj_out_get(struct drm_file *file, u32 handle, u64 point,
+			     struct drm_syncobj **out, struct dma_fence_chain **chain)
+{
+	struct drm_syncobj *s = drm_syncobj_find(file, handle);
+	struct dma_fence *last;
+	bool behind = false;
+
+	*out = NULL;
+	*chain = NULL;
+	if (!s)
+		return -ENOENT;
+	if (point) {
+		/* The timeline's last point (point 0: no walk down the chain);
+		 * an empty syncobj has none. */
+		if (!drm_syncobj_find_fence(file, handle, 0, 0, &last)) {
+			if (to_dma_fence_chain(last) && last->seqno >= point)
+				behind = true;
+			dma_fence_put(last);
+		}
+		if (behind) {
+			drm_syncobj_put(s);
+			return -EINVAL;
+		}
+		*chain = dma_fence_chain_alloc();
+		if (!*chain) {
+			drm_syncobj_put(s);
+			return -ENOMEM;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+/* Puts @f in the syncobj (a new timeline point with a chain node, else in
+ * place of its fence) and drops the syncobj and chain. */
+void ane_glue_syncobj_out_attach(struct drm_syncobj *s, struct dma_fence_chain *chain,
+				 struct dma_fence *f, u64 point)
+{
+	if (chain)
+		drm_syncobj_add_point(s, chain, f, point);
+	else
+		drm_syncobj_replace_fence(s, f);
+	drm_syncobj_put(s);
+}
+
+/* Drops what ane_glue_syncobj_out_get() took, attaching nothing. */
+void ane_glue_syncobj_out_drop(struct drm_syncobj *s, struct dma_fence_chain *chain)
+{
+	dma_fence_chain_free(chain);
+	if (s)
+		drm_syncobj_put(s);
+}
+
+/*
+ * A job's in-fences. Each fence gets a callback; the last one to run (or,
+ * at cancel, to be removed) queues @work, which calls @ready once. The
+ * callbacks run in the signaller's atomic context: they only count down
+ * and queue work. @error keeps the first in-fence error (or -ECANCELED
+ * for a cancelled wait).
+ */
+struct ane_glue_dep {
+	struct dma_fence_cb cb;
+	struct dma_fence *fence;
+	struct ane_glue_deps *deps;
+	bool armed;
+};
+
+struct ane_glue_deps {
+	atomic_t pending;
+	atomic_t error;
+	struct work_struct work;
+	struct workqueue_struct *wq;
+	void (*ready)(void *data, int error);
+	void *data;
+	unsigned int count, max;
+	struct ane_glue_dep dep[];
+};
+
+struct ane_glue_deps *ane_glue_deps_new(unsigned int max)
+{
+	struct ane_glue_deps *d;
+
+	d = kzalloc(struct_size_t(struct ane_glue_deps, dep, max), GFP_KERNEL);
+	if (d)
+		d->max = max;
+	return d;
+}
+
+/* Adds the fence of syncobj @handle at @point: -ENOENT for an unknown
+ * handle, -EINVAL for an empty syncobj or a point not submitted yet
+ * (drm_syncobj_find_fence without WAIT_FOR_SUBMIT: EXEC never blocks). */
+int ane_glue_deps_add(struct ane_glue_deps *d, struct drm_file *file, u32 handle,
+		      u64 point)
+{
+	struct dma_fence *f = NULL;
+	int ret;
+
+	if (d->count >= d->max)
+		return -E2BIG;
+	ret = drm_syncobj_find_fence(file, handle, point, 0, &f);
+	if (ret)
+		return ret;
+	d->dep[d->count].fence = f;
+	d->dep[d->count].deps = d;
+	d->count++;
+	return 0;
+}
+
+static void ane_glue_deps_note(struct ane_glue_deps *d, int error)
+{
+	if (error)
+		atomic_cmpxchg(&d->error, 0, error);
+}
+
+static void ane_glue_deps_work(struct work_struct *w)
+{
+	struct ane_glue_deps *d = container_of(w, struct ane_glue_deps, work);
+
+	/* @d may be freed by @ready. */
+	d->ready(d->data, atomic_read(&d->error));
+}
+
+static void ane_glue_deps_cb(struct dma_fence *f, struct dma_fence_cb *cb)
+{
+	struct ane_glue_dep *dep = container_of(cb, struct ane_glue_dep, cb);
+	struct ane_glue_deps *d = dep->deps;
+
+	ane_glue_deps_note(d, f->error);
+	if (atomic_dec_and_test(&d->pending))
+		queue_work(d->wq, &d->work);
+}
+
+/*
+ * Waits for every fence added: returns 1 when all have signalled already
+ * (@ready is then never called; *@error is the first fence error), else 0,
+ * and @ready(@data, error) runs once from @wq after the last one signals
+ * (or ane_glue_deps_cancel() removed the callbacks left).
+ */
+int ane_glue_deps_arm(struct ane_glue_deps *d, struct workqueue_struct *wq,
+		      void (*ready)(void *data, int error), void *data, int *error)
+{
+	unsigned int i;
+
+	INIT_WORK(&d->work, ane_glue_deps_work);
+	d->wq = wq;
+	d->ready = ready;
+	d->data = data;
+	atomic_set(&d->pending, 1);
+	for (i = 0; i < d->count; i++) {
+		struct ane_glue_dep *dep = &d->dep[i];
+
+		atomic_inc(&d->pending);
+		dep->armed = true;
+		if (dma_fence_add_callback(dep->fence, &dep->cb, ane_glue_deps_cb)) {
+			/* Signalled already. */
+			dep->armed = false;
+			ane_glue_deps_note(d, dep->fence->error);
+			atomic_dec(&d->pending);
+		}
+	}
+	*error = atomic_read(&d->error);
+	if (atomic_dec_and_test(&d->pending))
+		return 1;
+	return 0;
+}
+
+/* Removes the callbacks that have not run: the wait ends with -ECANCELED
+ * (queueing @ready if this removed the last). Only between a 0 from
+ * ane_glue_deps_arm() and @ready. */
+void ane_glue_deps_cancel(struct ane_glue_deps *d)
+{
+	unsigned int i;
+
+	for (i = 0; i < d->count; i++) {
+		struct ane_glue_dep *dep = &d->dep[i];
+
+		if (!dep->armed || !dma_fence_remove_callback(dep->fence, &dep->cb))
+			continue;
+		ane_glue_deps_note(d, -ECANCELED);
+		if (atomic_dec_and_test(&d->pending))
+			queue_work(d->wq, &d->work);
+	}
+}
+
+/* Drops the fences and frees @d (after @ready, or when never armed, or
+ * when ane_glue_deps_arm() returned 1). */
+void ane_glue_deps_free(struct ane_glue_deps *d)
+{
+	unsigned int i;
+
+	if (!d)
+		return;
+	for (i = 0; i < d->count; i++)
+		dma_fence_put(d->dep[i].fence);
+	kfree(d);
 }

@@ -117,4 +117,26 @@ void ane_glue_wq_destroy(struct workqueue_struct *wq);
 int ane_glue_rtkit_boot(struct device *dev, void **out);
 void ane_glue_rtkit_free(void *rtk);
 
+struct dma_fence;
+struct dma_fence_chain;
+struct drm_syncobj;
+struct workqueue_struct;
+struct dma_fence *ane_glue_fence_new(void);
+void ane_glue_fence_signal(struct dma_fence *f, int error);
+void ane_glue_fence_get(struct dma_fence *f);
+void ane_glue_fence_put(struct dma_fence *f);
+int ane_glue_syncobj_out_get(struct drm_file *file, u32 handle, u64 point,
+			     struct drm_syncobj **out, struct dma_fence_chain **chain);
+void ane_glue_syncobj_out_attach(struct drm_syncobj *s, struct dma_fence_chain *chain,
+				 struct dma_fence *f, u64 point);
+void ane_glue_syncobj_out_drop(struct drm_syncobj *s, struct dma_fence_chain *chain);
+struct ane_glue_deps;
+struct ane_glue_deps *ane_glue_deps_new(unsigned int max);
+int ane_glue_deps_add(struct ane_glue_deps *d, struct drm_file *file, u32 handle,
+		      u64 point);
+int ane_glue_deps_arm(struct ane_glue_deps *d, struct workqueue_struct *wq,
+		      void (*ready)(void *data, int error), void *data, int *error);
+void ane_glue_deps_cancel(struct ane_glue_deps *d);
+void ane_glue_deps_free(struct ane_glue_deps *d);
+
 #endif

@@ -31,6 +31,14 @@
 //! to the last, and stops at the first step that does not end DONE (the
 //! rest are aborted, see `job.rs`). Chains never take the inline path.
 //!
+//! Jobs waiting for in-fences (`job.rs`) are parked here (`Sched::parked`)
+//! rather than queued: the fences' last callback queues work on the
+//! engine's fence queue (its own, so that readiness never waits behind a
+//! running job), which submits the job or ends it ABORTED. Shutdown
+//! cancels every parked job's wait and returns only once each was
+//! unparked, so no fence callback of this module stays registered and no
+//! parked job outlives the device.
+//!
 //! The backend runs each job: [`H13`] drives the task manager
 //! (`h13/`), the H14 firmware (`h14/`) runs calls. The scheduler knows
 //! nothing of registers.
@@ -40,7 +48,7 @@ use kernel::{
     sync::{new_condvar, new_mutex, Arc, CondVar, Mutex},
 };
 
-use crate::ext::{boost::CpuBoost, workqueue::OwnedQueue};
+use crate::ext::{boost::CpuBoost, fence::Armed, workqueue::OwnedQueue};
 
 use crate::h13::{Active, Outcome, Started, H13};
 use crate::hw::tm::seq::Progress;
@@ -69,6 +77,11 @@ struct Sched {
     handoff: Option<(Arc<Job>, Active)>,
     /// The worker's queue; taken and destroyed at shutdown.
     wq: Option<OwnedQueue>,
+    /// Jobs waiting for their in-fences (a chain's first step).
+    parked: KVec<Arc<Job>>,
+    /// Where the in-fences' last callback queues the work that submits a
+    /// parked job; destroyed at shutdown once nothing is parked.
+    fence_wq: Option<OwnedQueue>,
 }
 
 /// A device's engine: the job queue and the backend.
@@ -97,6 +110,8 @@ impl Engine {
                     last_owner: 0,
                     handoff: None,
                     wq: Some(OwnedQueue::new()?),
+                    parked: KVec::new(),
+                    fence_wq: Some(OwnedQueue::new()?),
                 }),
                 idle <- new_condvar!(),
                 backend,
@@ -157,7 +172,14 @@ impl Engine {
             return Err(EIO);
         }
         if let Backend::H13(h) = &self.backend {
-            if !s.running && !s.paused && s.pending.is_empty() && job.next().is_none() {
+            // A job whose file closed while it was parked is not pushed
+            // (the worker aborts it).
+            if !s.running
+                && !s.paused
+                && s.pending.is_empty()
+                && job.next().is_none()
+                && !job.is_cancelled()
+            {
                 s.running = true;
                 s.last_owner = job.owner;
                 drop(s);
@@ -174,6 +196,42 @@ impl Engine {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Parks `job` (a chain's first step) while `arm` registers the wait for
+    /// its in-fences on the fence queue; `arm`'s result is returned. Unless
+    /// it is [`Armed::Waiting`], the job is not left parked. `ENODEV` once
+    /// the engine is shutting down (then `arm` is not called).
+    pub(crate) fn park(
+        &self,
+        job: &Arc<Job>,
+        arm: impl FnOnce(&OwnedQueue) -> Result<Armed>,
+    ) -> Result<Armed> {
+        let mut s = self.sched.lock();
+        if s.dead {
+            return Err(ENODEV);
+        }
+        s.parked.push(job.clone(), GFP_KERNEL)?;
+        // Under the lock: shutdown, which sets `dead` under it, either
+        // sees the armed job in `parked` and cancels its wait, or came
+        // first and refused it above.
+        let r = match s.fence_wq.as_ref() {
+            Some(wq) => arm(wq),
+            None => Err(ENODEV),
+        };
+        if !matches!(r, Ok(Armed::Waiting)) {
+            s.parked.retain(|j| !Arc::ptr_eq(j, job));
+        }
+        r
+    }
+
+    /// A parked job was submitted or ended: it is no longer parked.
+    pub(crate) fn unpark(&self, job: &Arc<Job>) {
+        let mut s = self.sched.lock();
+        s.parked.retain(|j| !Arc::ptr_eq(j, job));
+        if s.parked.is_empty() {
+            self.idle.notify_all();
+        }
     }
 
     /// The submitting thread holds the engine: it pushes `job` and takes
@@ -389,6 +447,15 @@ impl Engine {
     pub(crate) fn shutdown(&self) {
         let mut s = self.sched.lock();
         s.dead = true;
+        // Parked jobs stop waiting for their in-fences: the fence work ends
+        // each ABORTED (the engine refuses it now) and unparks it.
+        for j in s.parked.iter() {
+            j.cancel_deps();
+        }
+        while !s.parked.is_empty() {
+            self.idle.wait(&mut s);
+        }
+        let fence_wq = s.fence_wq.take();
         for j in s.pending.drain_all() {
             j.complete(job_status::ABORTED, 0);
         }
@@ -397,6 +464,11 @@ impl Engine {
         }
         let wq = s.wq.take();
         drop(s);
+        // Nothing is parked, so no fence callback of ours is registered and
+        // nothing queues fence work any more.
+        if let Some(wq) = fence_wq {
+            wq.destroy();
+        }
         // The worker may still be returning from its last job: wait for it.
         if let Some(wq) = wq {
             wq.destroy();

@@ -36,6 +36,7 @@ pub(crate) fn get_param(
         param::FW_STATE => dev.firmware().map_or(uapi::fw_state::NONE, |f| f.state()),
         param::IDENT => uapi::IDENT_MAGIC,
         param::MAX_CHAIN => u64::from(uapi::MAX_CHAIN_STEPS),
+        param::MAX_IN_SYNCOBJS => u64::from(uapi::MAX_IN_SYNCOBJS),
         param::FEATURES => {
             if dev.engine().is_some_and(|e| e.has_irq()) {
                 uapi::feature::COMPLETION_IRQ

@@ -27,8 +27,22 @@
 //! WAIT sleeps until the job ends or an absolute `CLOCK_MONOTONIC` deadline
 //! passes. A job's final status is reported once, then the job is
 //! forgotten.
+//!
+//! Fences (DRM syncobjs): an EXEC may name syncobjs whose fences the job
+//! waits for ([`InFences`]) and one that gets the job's out-fence
+//! ([`Fence`], held by the tail). The out-fence is signalled in one place,
+//! [`Job::end`] of the tail, with the chain's status mapped to an error; and
+//! a [`Fence`] dropped unsignalled signals `-ECANCELED`. A job with
+//! in-fences that have not all signalled is parked with the engine
+//! ([`crate::engine::Engine::park`]) and EXEC returns; the fences'
+//! callbacks count down, and the last one queues the engine's fence work,
+//! which submits the job ([`deps_ready`]), or ends it ABORTED when a fence
+//! failed or the wait was cancelled (file closed, device unbound).
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use core::{
+    ffi::{c_int, c_void},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+};
 
 use kernel::{
     prelude::*,
@@ -36,7 +50,9 @@ use kernel::{
     time::msecs_to_jiffies,
 };
 
+use crate::engine::Engine;
 use crate::ext::accel::{Device, File};
+use crate::ext::fence::{self, Armed, Fence, FenceRef, InFences, OutSyncobj};
 use crate::ext::pm::PmRef;
 use crate::gem::{self, Bo};
 use crate::hw::fw::msg::{IoKind, IoRef};
@@ -85,6 +101,14 @@ pub(crate) struct Job {
     tail: Option<Arc<Job>>,
     /// On the tail: how many steps of the chain ended DONE.
     steps_done: AtomicU32,
+    /// On the tail: the out-fence, signalled (and dropped) when the chain
+    /// ends.
+    #[pin]
+    fence: Mutex<Option<Fence>>,
+    /// On the tail: the in-fences, from EXEC until the last signalled (the
+    /// fence work takes them).
+    #[pin]
+    deps: Mutex<Option<InFences>>,
 }
 
 /// What a job keeps alive until it ended: its program, address space,
@@ -128,6 +152,14 @@ impl Job {
     /// The chain's next step, to run once this one ended DONE.
     pub(crate) fn next(&self) -> Option<Arc<Job>> {
         self.next.clone()
+    }
+
+    /// Stops waiting for the in-fences, if the job still does: the job then
+    /// ends ABORTED (from the engine's fence work).
+    pub(crate) fn cancel_deps(&self) {
+        if let Some(d) = self.chain().deps.lock().as_ref() {
+            d.cancel();
+        }
     }
 
     /// Whether the submitting file went away before the job ran.
@@ -187,6 +219,14 @@ impl Job {
         drop(self.take_res());
         *self.state.lock() = (status, fault);
         self.done.notify_all();
+        if self.tail.is_none() {
+            // The chain ended: the one place its out-fence is signalled.
+            // Taken first: its callbacks do not run under the lock.
+            let f = self.fence.lock().take();
+            if let Some(f) = f {
+                f.signal(fence::status_error(status));
+            }
+        }
     }
 }
 
@@ -235,9 +275,11 @@ impl Jobs {
 #[pinned_drop]
 impl PinnedDrop for Jobs {
     fn drop(self: Pin<&mut Self>) {
-        // The file is closing: jobs that have not run yet are skipped.
+        // The file is closing: jobs that have not run yet are skipped, and
+        // those waiting for in-fences stop waiting.
         for j in self.list.lock().iter() {
             j.cancelled.store(true, Ordering::Release);
+            j.cancel_deps();
         }
     }
 }
@@ -286,6 +328,122 @@ fn read_steps(args: &uapi::Exec) -> Result<KVec<uapi::ExecStep>> {
         Ok(())
     })?;
     Ok(out)
+}
+
+/// Reads the in-syncobjs of an EXEC and takes their fences: `E2BIG` past
+/// [`uapi::MAX_IN_SYNCOBJS`]; `EINVAL` for a bad element size, nonzero
+/// flags or bytes past the struct, or a syncobj without the fence asked for;
+/// `ENOENT` for an unknown handle; `EFAULT` for unreadable memory.
+fn read_in_fences(args: &uapi::Exec, file: &File<AneDriver>) -> Result<Option<InFences>> {
+    let count = args.in_syncobj_count as usize;
+    if count == 0 {
+        if args.in_syncobjs != 0 || args.in_syncobj_size != 0 {
+            return Err(EINVAL);
+        }
+        return Ok(None);
+    }
+    let max = uapi::MAX_IN_SYNCOBJS as usize;
+    if count > max {
+        return Err(E2BIG);
+    }
+    let mut deps = InFences::new(args.in_syncobj_count)?;
+    let ours = core::mem::size_of::<uapi::ExecSyncobj>();
+    uarray::read_each(
+        args.in_syncobjs,
+        count,
+        max,
+        args.in_syncobj_size,
+        ours,
+        |b| {
+            let handle = uarray::u32_at(b, 0)?;
+            let flags = uarray::u32_at(b, 4)?;
+            let point = uarray::u64_at(b, 8)?;
+            if flags != 0 {
+                return Err(EINVAL);
+            }
+            deps.add(file, handle, point)
+        },
+    )?;
+    Ok(Some(deps))
+}
+
+/// The out-syncobj of an EXEC, if it names one: `ENOENT` for an unknown
+/// handle, `EINVAL` for a point without a handle or a timeline point not
+/// above the last.
+fn out_syncobj(args: &uapi::Exec, file: &File<AneDriver>) -> Result<Option<OutSyncobj>> {
+    if args.out_syncobj == 0 {
+        if args.out_point != 0 {
+            return Err(EINVAL);
+        }
+        return Ok(None);
+    }
+    OutSyncobj::find(file, args.out_syncobj, args.out_point).map(Some)
+}
+
+/// A job parked until its in-fences signal: what the fence work needs.
+struct Parked {
+    head: Arc<Job>,
+    engine: Arc<Engine>,
+}
+
+/// The engine's fence work, once the last in-fence of a parked job
+/// signalled (or the wait was cancelled): submits the job, or ends it
+/// ABORTED when a fence failed, the wait was cancelled or the engine
+/// refuses it.
+///
+/// # Safety
+///
+/// `data` is the `KBox<Parked>` that [`park`] leaked for this call; called
+/// once.
+unsafe extern "C" fn deps_ready(data: *mut c_void, error: c_int) {
+    // SAFETY: By the safety requirements, `data` is an owned `Parked`.
+    let p = unsafe { KBox::from_raw(data.cast::<Parked>()) };
+    // Freed at the end: the C set whose work item runs this is not used
+    // after this function returns.
+    let deps = Job::chain(&p.head).deps.lock().take();
+    if error != 0 || p.engine.submit(p.head.clone()).is_err() {
+        p.head.complete(job_status::ABORTED, 0);
+    }
+    p.engine.unpark(&p.head);
+    drop(deps);
+}
+
+/// Queues `head` once `deps` signalled: parked with the engine, or at once
+/// if they all have. Errors leave the job unqueued and not parked.
+fn park(engine: &Arc<Engine>, head: &Arc<Job>, deps: InFences) -> Result {
+    *Job::chain(head).deps.lock() = Some(deps);
+    let data = KBox::into_raw(KBox::new(
+        Parked {
+            head: head.clone(),
+            engine: engine.clone(),
+        },
+        GFP_KERNEL,
+    )?)
+    .cast::<c_void>();
+    let armed = engine.park(head, |wq| {
+        let mut d = Job::chain(head).deps.lock();
+        let deps = Option::as_mut(&mut *d).ok_or(EINVAL)?;
+        // SAFETY: Armed once (the job is parked once); `wq` is the engine's
+        // fence queue, which shutdown destroys only after every parked job
+        // was unparked, by `deps_ready` itself; `data` is leaked until then;
+        // the set is dropped by `deps_ready` (or below, when it never runs).
+        Ok(unsafe { deps.arm(wq, deps_ready, data) })
+    });
+    if let Ok(Armed::Waiting) = armed {
+        return Ok(());
+    }
+    // `deps_ready` will not run: `data` and the set are still ours.
+    // SAFETY: `data` came from `KBox::into_raw` above and was not handed on.
+    drop(unsafe { KBox::from_raw(data.cast::<Parked>()) });
+    drop(Job::chain(head).deps.lock().take());
+    match armed? {
+        Armed::Ready(0) => engine.submit(head.clone()),
+        // A failed in-fence: the job never runs.
+        _ => {
+            head.complete(job_status::ABORTED, 0);
+            Ok(())
+        }
+    }
 }
 
 /// One checked step: the program, its slot table (H13) or call buffers
@@ -440,7 +598,7 @@ pub(crate) fn exec(
     args: &mut uapi::Exec,
     file: &File<AneDriver>,
 ) -> Result<u32> {
-    if args.flags != 0 || args.pad != 0 {
+    if args.flags != 0 || args.pad != 0 || args.pad2 != 0 {
         return Err(EINVAL);
     }
     if args.priority > uapi::priority::MAX {
@@ -458,6 +616,13 @@ pub(crate) fn exec(
             return Err(EIO);
         }
     }
+    let deps = read_in_fences(args, file)?;
+    let out = out_syncobj(args, file)?;
+    let mut out_fence = match out {
+        Some(_) => Some(Fence::new()?),
+        None => None,
+    };
+    let mut out_ref: Option<FenceRef> = None;
 
     let mut list = f.jobs.list.lock();
     if list.len() >= MAX_JOBS_PER_FILE {
@@ -480,6 +645,15 @@ pub(crate) fn exec(
         let pm = dev.pm.get()?;
         let vm = f.vm.clone();
         let (step_next, step_tail) = (next.take(), tail.clone());
+        // The tail (built first) holds the out-fence.
+        let step_fence = if tail.is_none() {
+            out_fence.take()
+        } else {
+            None
+        };
+        if let Some(f) = &step_fence {
+            out_ref = Some(f.get_ref());
+        }
         let job = Arc::pin_init(
             pin_init!(Job {
                 id,
@@ -501,6 +675,8 @@ pub(crate) fn exec(
                 next: step_next,
                 tail: step_tail,
                 steps_done: AtomicU32::new(0),
+                fence <- new_mutex!(step_fence),
+                deps <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
         )?;
@@ -515,11 +691,20 @@ pub(crate) fn exec(
     list.push(tail.clone(), GFP_KERNEL_ACCOUNT)?;
     // The engine may run the job in this thread: not under the list's lock.
     drop(list);
-    if let Err(e) = engine.submit(head.clone()) {
-        // Never run: a WAIT that guessed its id returns, and it is gone.
+    let queued = match deps {
+        None => engine.submit(head.clone()),
+        Some(deps) => park(engine, &head, deps),
+    };
+    if let Err(e) = queued {
+        // Never run: a WAIT that guessed its id returns, and it is gone
+        // (its out-fence, never attached, is signalled).
         head.complete(job_status::ABORTED, 0);
         f.jobs.list.lock().retain(|j| j.id != id);
         return Err(e);
+    }
+    // Queued: the syncobj gets the fence (it may have signalled already).
+    if let (Some(out), Some(r)) = (out, &out_ref) {
+        out.attach(r);
     }
     args.job_id = id;
     Ok(0)

@@ -40,6 +40,13 @@ extern "C" {
  */
 #define DRM_ANE_DRIVER_NAME "ane_accel"
 #define DRM_ANE_ABI_VERSION 1
+/*
+ * The DRM driver minor: 1 added the syncobj fields of struct drm_ane_exec
+ * (in_syncobjs .. out_point). A client that sets them checks the minor
+ * first: an older kernel reads only the struct it knows and would ignore
+ * them.
+ */
+#define DRM_ANE_DRIVER_MINOR 1
 
 /* The value of DRM_ANE_PARAM_IDENT: ASCII "aneaccel", fixed forever. */
 #define DRM_ANE_IDENT_MAGIC 0x616e65616363656cULL
@@ -71,6 +78,7 @@ enum drm_ane_param {
 	DRM_ANE_PARAM_BO_CLIENT_MAX = 14, /* cap on the BOs of one open file, bytes */
 	DRM_ANE_PARAM_IDENT = 15,	/* DRM_ANE_IDENT_MAGIC */
 	DRM_ANE_PARAM_MAX_CHAIN = 16,	/* most steps one EXEC takes */
+	DRM_ANE_PARAM_MAX_IN_SYNCOBJS = 17, /* most in-syncobjs one EXEC takes */
 };
 /*
  * Any other param is -EINVAL. Diagnostics that are no interface (why an H14
@@ -216,6 +224,23 @@ struct drm_ane_exec_step {
 	__u32 pad;		/* must be zero */
 };
 
+/* Most in-syncobjs of one EXEC (DRM_ANE_PARAM_MAX_IN_SYNCOBJS). */
+#define DRM_ANE_MAX_IN_SYNCOBJS 32
+
+/*
+ * One in-fence of an EXEC: the fence a DRM syncobj of this file holds (a
+ * binary syncobj: point 0) or the fence of a timeline point (point > 0).
+ * The syncobj must hold that fence when EXEC is called: an unknown handle
+ * (0 included) is -ENOENT; an empty syncobj, a nonzero point on a binary
+ * syncobj, or a point not submitted yet is -EINVAL (EXEC never blocks
+ * waiting for a fence to appear). flags must be zero (-EINVAL).
+ */
+struct drm_ane_exec_syncobj {
+	__u32 handle;		/* in: syncobj handle */
+	__u32 flags;		/* in: must be zero */
+	__u64 point;		/* in: timeline point, 0 for a binary syncobj */
+};
+
 /*
  * Queue one job: one program, or a chain of programs the kernel runs back to
  * back, in order, holding the engine in between (no other job runs between
@@ -238,6 +263,32 @@ struct drm_ane_exec_step {
  * DONE when every step ended DONE; else the status and fault of the step
  * that failed, and the steps after it do not run. WAIT's steps_done says
  * how many steps ended DONE.
+ *
+ * Fences (DRM syncobjs, DRIVER_SYNCOBJ and DRIVER_SYNCOBJ_TIMELINE; create,
+ * signal, wait on, import and export them with the DRM core's
+ * DRM_IOCTL_SYNCOBJ_* ioctls on this node, so they interoperate with other
+ * DRM drivers' syncobjs):
+ *
+ *  - in_syncobj_count (0..DRM_ANE_PARAM_MAX_IN_SYNCOBJS, else -E2BIG)
+ *    elements of in_syncobj_size bytes at in_syncobjs, each a struct
+ *    drm_ane_exec_syncobj, following the array rules at the top; with a
+ *    count of 0, in_syncobjs and in_syncobj_size must be 0 (-EINVAL). The
+ *    fences are taken when EXEC is called; EXEC returns at once and the
+ *    job starts only after all of them signalled. If one signals with an
+ *    error, the job does not run and ends DRM_ANE_JOB_ABORTED.
+ *  - out_syncobj: 0 for none (out_point must then be 0, else -EINVAL), or
+ *    a syncobj handle (-ENOENT if unknown) that gets the job's out-fence:
+ *    in place of its fence when out_point is 0 (a binary syncobj), else as
+ *    the new timeline point out_point, which must be above the timeline's
+ *    last point (-EINVAL). The fence signals once the job (the whole chain)
+ *    ended, with error 0 for DRM_ANE_JOB_DONE, -ETIMEDOUT for TIMEOUT, -EIO
+ *    for FAULT, -ECANCELED for ABORTED. Every job's out-fence signals: a
+ *    job of a closed file or an unbound device ends ABORTED.
+ *  - pad2 must be zero.
+ *
+ * An in-syncobj may also be the out-syncobj: the job waits for the fence
+ * it held, then takes its place. DRM_ANE_WAIT works as before, with or
+ * without fences.
  */
 struct drm_ane_exec {
 	__u32 program;		/* in: program handle */
@@ -251,6 +302,14 @@ struct drm_ane_exec {
 	__u64 steps;		/* in: user pointer to struct drm_ane_exec_step[], or 0 */
 	__u32 step_count;	/* in: 0 for one program */
 	__u32 step_size;	/* in: sizeof(struct drm_ane_exec_step) as userspace knows it */
+	/* From driver minor 1 (older callers pass the struct without these:
+	 * the DRM core zero-extends it, which means no fences). */
+	__u64 in_syncobjs;	/* in: user pointer to struct drm_ane_exec_syncobj[], or 0 */
+	__u32 in_syncobj_count;	/* in: 0..DRM_ANE_PARAM_MAX_IN_SYNCOBJS */
+	__u32 in_syncobj_size;	/* in: sizeof(struct drm_ane_exec_syncobj) as userspace knows it */
+	__u32 out_syncobj;	/* in: syncobj handle for the out-fence, 0 for none */
+	__u32 pad2;		/* must be zero */
+	__u64 out_point;	/* in: timeline point of the out-fence, 0 for binary */
 };
 
 enum drm_ane_job_status {

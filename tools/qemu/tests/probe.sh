@@ -84,6 +84,9 @@ grep -q '"verdict": "pass"' /tmp/mlp.json || fail "mlp --json: no pass"
 # The same MLP as one chained EXEC (both layers, one job).
 ane-probe --json mlp --chain --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp-chain.json
 grep -q '"verdict": "pass"' /tmp/mlp-chain.json || fail "mlp --chain: no pass"
+# And as two EXECs linked only by a syncobj fence (no WAIT between).
+ane-probe --json mlp --fenced --timeout-ms "$GUEST_JOB_TIMEOUT_MS" --seed 3 > /tmp/mlp-fenced.json
+grep -q '"verdict": "pass"' /tmp/mlp-fenced.json || fail "mlp --fenced: no pass"
 
 # run: tinygrad's sum of two [1, 64, 1, 1] fp16 tensors (1.0 + 2.0 = 3.0).
 if [ -f /fixtures/tinygrad_sum.hwx ]; then

@@ -51,8 +51,13 @@ pub struct MlpArgs {
     seed: u64,
     /// Run both layers as one chained EXEC (one job) instead of one EXEC
     /// and WAIT per layer.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "fenced")]
     chain: bool,
+    /// Run the layers as two EXECs linked only by a DRM syncobj fence:
+    /// layer 2 waits in the kernel for layer 1's out-fence, with no WAIT
+    /// between them (driver minor 1).
+    #[arg(long)]
+    fenced: bool,
 }
 
 /// The `schema` of `mlp --json`.
@@ -127,6 +132,7 @@ pub fn mlp(ctx: &Ctx, args: &MlpArgs) -> Result<u8, Error> {
             Ok(mut runner) => {
                 runner.timeout = args.target.timeout();
                 runner.chained = args.chain;
+                runner.fenced = args.fenced;
                 mlp::run_mlp(&net, &x, &mut runner)
             }
             Err(e) => MlpResult {

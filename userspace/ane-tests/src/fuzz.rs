@@ -511,6 +511,9 @@ struct Fuzzer {
     /// Mappings whose handle was closed (the mapping keeps the object).
     orphans: Vec<(*mut u8, usize)>,
     canaries: Vec<Canary>,
+    /// Syncobjs of `d` that hold a fence (created signalled, or an
+    /// earlier fenced EXEC's out-syncobj): valid in-fences.
+    syncobjs: Vec<u32>,
     stats: Stats,
     step: u64,
 }
@@ -1166,6 +1169,152 @@ impl Fuzzer {
         self.submit(&mut a, &what, want, bad_ptr);
     }
 
+    /// A syncobj of `d` holding a signalled fence, or a new empty one
+    /// (`None` if the core refused).
+    fn new_syncobj(&mut self, signalled: bool) -> Option<u32> {
+        let mut c = raw::SyncobjCreate {
+            handle: 0,
+            flags: if signalled {
+                raw::SYNCOBJ_CREATE_SIGNALED
+            } else {
+                0
+            },
+        };
+        raw::syncobj_create(self.d.fd(), &mut c).ok()?;
+        Some(c.handle)
+    }
+
+    /// An EXEC of a valid program with fences: in-fences from syncobjs that
+    /// hold one (a signalled one, or earlier jobs' out-fences, which may be
+    /// pending), an out-syncobj (binary, or a timeline point above the
+    /// last); mutated, one fence field is made bad.
+    fn exec_fenced(&mut self, mutate: bool) {
+        if self.jobs.len() >= MAX_JOBS {
+            return self.wait_valid();
+        }
+        let valid: Vec<usize> = (0..self.progs.len())
+            .filter(|&i| !self.progs[i].mutated)
+            .collect();
+        let Some(&pi) = self.rng.pick(&valid) else {
+            return self.program_create(false);
+        };
+        let Some(bindings) = self.bindings_for(self.progs[pi].fixture) else {
+            return;
+        };
+        if bindings.iter().any(|b| self.is_canary(b.bo_handle)) {
+            return;
+        }
+        if self.syncobjs.len() < 8 {
+            if let Some(h) = self.new_syncobj(true) {
+                self.syncobjs.push(h);
+            }
+        }
+        let n = self.rng.below(3) as usize;
+        let mut ins: Vec<uapi::ExecSyncobj> = (0..n)
+            .filter_map(|_| self.rng.pick(&self.syncobjs).copied())
+            .map(|handle| uapi::ExecSyncobj {
+                handle,
+                flags: 0,
+                point: 0,
+            })
+            .collect();
+        // The out-fence: a fresh binary syncobj, which then holds a fence.
+        let Some(out) = self.new_syncobj(false) else {
+            return;
+        };
+        let mut a = uapi::Exec {
+            program: self.progs[pi].handle,
+            priority: self.rng.below(2) as u32,
+            binding_count: bindings.len() as u32,
+            bindings: bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            job_id: self.rng.next(),
+            out_syncobj: out,
+            ..Default::default()
+        };
+        let mut want = Want::Ok(&[Errno::IO, Errno::BUSY, Errno::NOMEM]);
+        let mut what = format!("fenced, {n} in");
+        let mut bad_ptr = false;
+        let mut raw_ptr = None;
+        if mutate {
+            let k = self.rng.below(10);
+            what = format!("fenced mutated {k}");
+            want = Want::Fail;
+            if ins.is_empty() && k < 6 {
+                ins.push(uapi::ExecSyncobj {
+                    handle: self.syncobjs.first().copied().unwrap_or(0),
+                    flags: 0,
+                    point: 0,
+                });
+            }
+            let i = self.rng.below(ins.len().max(1) as u64) as usize;
+            match k {
+                0 => {
+                    a.in_syncobj_count =
+                        [uapi::MAX_IN_SYNCOBJS + 1, 1 << 20, u32::MAX][self.rng.below(3) as usize];
+                    bad_ptr = true;
+                }
+                1 => {
+                    a.in_syncobj_size = [1, 8, 15, 4097, u32::MAX][self.rng.below(5) as usize];
+                    bad_ptr = true;
+                }
+                2 => {
+                    raw_ptr = Some([1u64, 4096, u64::MAX - 15][self.rng.below(3) as usize]);
+                    bad_ptr = true;
+                }
+                3 => ins[i].flags = 1 << self.rng.below(32),
+                4 => {
+                    // An empty syncobj, or a handle that is none.
+                    ins[i].handle = match self.rng.below(2) {
+                        0 => self.new_syncobj(false).unwrap_or(0),
+                        _ => [0, u32::MAX, 1 << 31][self.rng.below(3) as usize],
+                    }
+                }
+                // A point on a binary syncobj.
+                5 => ins[i].point = 1 + self.rng.below(1 << 20),
+                6 => a.out_syncobj = [u32::MAX, 1 << 31][self.rng.below(2) as usize],
+                7 => {
+                    a.out_syncobj = 0;
+                    a.out_point = 1 + self.rng.below(1 << 20);
+                }
+                8 => a.pad2 = 1 << self.rng.below(32),
+                _ => {
+                    // A pointer or size without a count.
+                    a.in_syncobj_count = 0;
+                    a.in_syncobj_size = 16;
+                }
+            }
+        }
+        if !ins.is_empty() && a.in_syncobj_count == 0 && !(mutate && a.in_syncobj_size == 16) {
+            a.in_syncobj_count = ins.len() as u32;
+        }
+        if a.in_syncobj_count != 0 && a.in_syncobj_size == 0 {
+            a.in_syncobj_size = std::mem::size_of::<uapi::ExecSyncobj>() as u32;
+        }
+        a.in_syncobjs = raw_ptr.unwrap_or(if ins.is_empty() {
+            0
+        } else {
+            ins.as_ptr() as u64
+        });
+        if a.in_syncobj_count == 0 && a.in_syncobj_size == 0 {
+            a.in_syncobjs = 0;
+        }
+        if self.submit(&mut a, &what, want, bad_ptr) && a.out_syncobj == out {
+            if self.syncobjs.len() < 64 {
+                self.syncobjs.push(out);
+            } else {
+                let i = self.rng.below(64) as usize;
+                self.syncobjs[i] = out;
+            }
+        } else {
+            let mut d = raw::SyncobjDestroy {
+                handle: out,
+                pad: 0,
+            };
+            let _ = raw::syncobj_destroy(self.d.fd(), &mut d);
+        }
+    }
+
     /// Runs one EXEC and records it; a job it returns joins the pending
     /// list (its id must not be one already pending). Whether it queued.
     fn submit(&mut self, a: &mut uapi::Exec, what: &str, want: Want, bad_ptr: bool) -> bool {
@@ -1703,6 +1852,8 @@ impl Fuzzer {
             81..=83 => self.wait_bad(),
             84..=88 => self.get_param(),
             89..=91 => self.other_file(),
+            92 => self.exec_fenced(false),
+            93 => self.exec_fenced(true),
             _ => self.random_ioctl(),
         }
     }
@@ -1779,6 +1930,7 @@ pub fn fuzz_process(path: &str, seed: u64, calls: u64) -> Result<Stats, String> 
         dead_jobs: Vec::new(),
         orphans: Vec::new(),
         canaries,
+        syncobjs: Vec::new(),
         stats: Stats::default(),
         step: 0,
     };

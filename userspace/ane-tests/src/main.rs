@@ -32,6 +32,9 @@ macro_rules! check {
     };
 }
 
+// After `check!`, which it uses.
+mod fences;
+
 /// The errno of a raw ioctl, or `None` on success.
 fn errno(r: Result<(), Errno>) -> Option<Errno> {
     r.err()
@@ -236,6 +239,11 @@ fn after_unbind(path: &str, flag: &str) -> TestResult {
     m.fill(0x3c);
     let ptr = m.as_mut_ptr();
     let len = m.len();
+    // Jobs queued, one waiting for another's fence, when the device goes.
+    let fences = match fixture("tinygrad_sum.hwx") {
+        Some(_) => Some(fences::unbind_pending_fences(&d)?),
+        None => None,
+    };
     println!("READY");
     let mut waited = 0;
     while !std::path::Path::new(flag).exists() {
@@ -252,6 +260,10 @@ fn after_unbind(path: &str, flag: &str) -> TestResult {
     let m = unsafe { std::slice::from_raw_parts_mut(ptr, len) };
     check!(m.iter().all(|b| *b == 0x3c), "mapping lost its contents");
     m.fill(0x5a);
+    if let Some(f) = fences {
+        fences::unbind_fences_ended(f)?;
+        println!("fences queued before unbind: all signalled");
+    }
     Ok(())
 }
 
@@ -633,10 +645,11 @@ fn run_sum(d: &Device) -> Result<ane::device::JobStatus, String> {
     Ok(st)
 }
 
-/// The `key: value` lines of this process's fdinfo entry for `d`.
+/// The `key: value` lines of this process's fdinfo entry for `d`, read
+/// as nvtop and qmassa read another process's: `/proc/PID/fdinfo/FD`.
 fn fdinfo(d: &Device) -> Result<std::collections::HashMap<String, String>, String> {
     use std::os::fd::AsRawFd;
-    let path = format!("/proc/self/fdinfo/{}", d.fd().as_raw_fd());
+    let path = format!("/proc/{}/fdinfo/{}", std::process::id(), d.fd().as_raw_fd());
     let text = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
     Ok(text
         .lines()
@@ -683,6 +696,20 @@ fn fdinfo_reports_usage(_: &Device) -> TestResult {
         "drm-engine-ane of a new file: {:?}",
         info.get("drm-engine-ane")
     );
+    // Documentation/gpu/drm-usage-stats.rst: drm-total-, drm-shared- and
+    // drm-resident-<region> (every BO is pinned, so resident; none is
+    // shared: no dma-buf export); not the deprecated drm-memory-<region>
+    // (amdgpu's alias), and no drm-engine-capacity- (one engine).
+    check!(
+        fdinfo_bytes(&info, "drm-shared-memory")? == 0,
+        "drm-shared-memory of a new file: {:?}",
+        info.get("drm-shared-memory")
+    );
+    let stray: Vec<&String> = info
+        .keys()
+        .filter(|k| k.starts_with("drm-memory-") || k.starts_with("drm-engine-capacity-"))
+        .collect();
+    check!(stray.is_empty(), "fdinfo keys the spec reserves: {stray:?}");
     let a = d
         .bo_create(3 << 20)
         .map_err(|e| format!("BO_CREATE: {e}"))?;
@@ -2915,6 +2942,9 @@ fn main() -> ExitCode {
             }
         };
     }
+    if mode == Some("--fences") {
+        return fences::main();
+    }
     if mode == Some("--fuzz") {
         return fuzz::parent_main(&args[2..]);
     }
@@ -3027,6 +3057,22 @@ fn main() -> ExitCode {
         ("query is consistent", query_is_consistent),
         ("bo create/info/map", bo_create_info_map),
         ("fdinfo reports usage", fdinfo_reports_usage),
+        (
+            "an out-fence reports the job's end",
+            fences::out_fence_reports_the_end,
+        ),
+        (
+            "an in-fence holds the job until it signals",
+            fences::in_fence_holds_the_job,
+        ),
+        (
+            "EXECs linked only by a fence compute the MLP",
+            fences::fences_link_an_mlp,
+        ),
+        (
+            "closing a file signals its pending fences",
+            fences::close_with_pending_fences,
+        ),
         (
             "a chain equals one EXEC per program",
             chain_equals_per_program,
@@ -3159,7 +3205,7 @@ fn main() -> ExitCode {
             ]
             .contains(&name)
     };
-    for (name, want, f) in PROGRAM_BAD_INPUTS {
+    for (name, want, f) in PROGRAM_BAD_INPUTS.iter().chain(fences::FENCE_BAD_INPUTS) {
         if h14 && h13_only(name) {
             println!("SKIP bad input: {name}: H13 program rules");
             skipped += 1;
@@ -3183,7 +3229,7 @@ fn main() -> ExitCode {
     }
     println!(
         "bad-input table: {} rows",
-        BAD_INPUTS.len() + PROGRAM_BAD_INPUTS.len()
+        BAD_INPUTS.len() + PROGRAM_BAD_INPUTS.len() + fences::FENCE_BAD_INPUTS.len()
     );
     println!("{passed} passed, {failed} failed, {skipped} skipped");
     if failed == 0 {

@@ -221,6 +221,329 @@ pub mod raw {
         /// `DRM_IOCTL_ANE_WAIT`.
         wait, uapi::cmd::WAIT, uapi::Wait
     );
+
+    /// `struct drm_syncobj_create`.
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjCreate {
+        /// Out: the handle.
+        pub handle: u32,
+        /// In: [`SYNCOBJ_CREATE_SIGNALED`] or 0.
+        pub flags: u32,
+    }
+
+    /// `DRM_SYNCOBJ_CREATE_SIGNALED`: created holding a signalled fence.
+    pub const SYNCOBJ_CREATE_SIGNALED: u32 = 1;
+
+    /// `struct drm_syncobj_destroy`.
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjDestroy {
+        /// The handle.
+        pub handle: u32,
+        /// Must be zero.
+        pub pad: u32,
+    }
+
+    /// `struct drm_syncobj_handle` (`DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjHandle {
+        /// In: the handle.
+        pub handle: u32,
+        /// In: [`SYNCOBJ_HANDLE_TO_FD_EXPORT_SYNC_FILE`] or 0.
+        pub flags: u32,
+        /// Out: the file descriptor.
+        pub fd: i32,
+        /// Must be zero.
+        pub pad: u32,
+        /// In: the timeline point to export (0 for binary).
+        pub point: u64,
+    }
+
+    /// `DRM_SYNCOBJ_HANDLE_TO_FD_FLAGS_EXPORT_SYNC_FILE`.
+    pub const SYNCOBJ_HANDLE_TO_FD_EXPORT_SYNC_FILE: u32 = 1;
+
+    /// `struct drm_syncobj_array` (`DRM_IOCTL_SYNCOBJ_SIGNAL`, `_RESET`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjArray {
+        /// User pointer to `u32` handles.
+        pub handles: u64,
+        /// Number of handles.
+        pub count_handles: u32,
+        /// Must be zero.
+        pub pad: u32,
+    }
+
+    /// `struct drm_syncobj_timeline_array` (`DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`,
+    /// `_QUERY`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjTimelineArray {
+        /// User pointer to `u32` handles.
+        pub handles: u64,
+        /// User pointer to `u64` points.
+        pub points: u64,
+        /// Number of handles.
+        pub count_handles: u32,
+        /// Flags (0).
+        pub flags: u32,
+    }
+
+    /// `struct drm_syncobj_timeline_wait` (`DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`).
+    #[repr(C)]
+    #[derive(Debug, Default)]
+    pub struct SyncobjTimelineWait {
+        /// User pointer to `u32` handles.
+        pub handles: u64,
+        /// User pointer to `u64` points.
+        pub points: u64,
+        /// Absolute `CLOCK_MONOTONIC` deadline, ns.
+        pub timeout_nsec: i64,
+        /// Number of handles.
+        pub count_handles: u32,
+        /// `DRM_SYNCOBJ_WAIT_FLAGS_*`.
+        pub flags: u32,
+        /// Out.
+        pub first_signaled: u32,
+        /// Must be zero.
+        pub pad: u32,
+        /// Deadline hint (0: none).
+        pub deadline_nsec: u64,
+    }
+
+    /// `DRM_SYNCOBJ_WAIT_FLAGS_WAIT_ALL`.
+    pub const SYNCOBJ_WAIT_ALL: u32 = 1;
+    /// `DRM_SYNCOBJ_WAIT_FLAGS_WAIT_FOR_SUBMIT`.
+    pub const SYNCOBJ_WAIT_FOR_SUBMIT: u32 = 2;
+
+    /// `struct sync_file_info` (`SYNC_IOC_FILE_INFO` on a sync file).
+    #[repr(C)]
+    #[derive(Debug)]
+    pub struct SyncFileInfo {
+        /// The fence's name.
+        pub name: [u8; 32],
+        /// 1 signalled, 0 active, below 0 signalled with that error.
+        pub status: i32,
+        /// Flags (0).
+        pub flags: u32,
+        /// Fences in the file (in: 0 asks for none of their details).
+        pub num_fences: u32,
+        /// Must be zero.
+        pub pad: u32,
+        /// User pointer to fence details (0).
+        pub sync_fence_info: u64,
+    }
+
+    const SYNCOBJ_CREATE: Opcode = opcode::read_write::<SyncobjCreate>(b'd', 0xBF);
+    const SYNCOBJ_DESTROY: Opcode = opcode::read_write::<SyncobjDestroy>(b'd', 0xC0);
+    const SYNCOBJ_HANDLE_TO_FD: Opcode = opcode::read_write::<SyncobjHandle>(b'd', 0xC1);
+    const SYNCOBJ_RESET: Opcode = opcode::read_write::<SyncobjArray>(b'd', 0xC4);
+    const SYNCOBJ_SIGNAL: Opcode = opcode::read_write::<SyncobjArray>(b'd', 0xC5);
+    const SYNCOBJ_TIMELINE_WAIT: Opcode = opcode::read_write::<SyncobjTimelineWait>(b'd', 0xCA);
+    const SYNCOBJ_QUERY: Opcode = opcode::read_write::<SyncobjTimelineArray>(b'd', 0xCB);
+    const SYNCOBJ_TIMELINE_SIGNAL: Opcode = opcode::read_write::<SyncobjTimelineArray>(b'd', 0xCD);
+    const SYNC_FILE_INFO: Opcode = opcode::read_write::<SyncFileInfo>(b'>', 4);
+
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_CREATE`.
+        syncobj_create, SYNCOBJ_CREATE, SyncobjCreate
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_DESTROY`.
+        syncobj_destroy, SYNCOBJ_DESTROY, SyncobjDestroy
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD`.
+        syncobj_handle_to_fd, SYNCOBJ_HANDLE_TO_FD, SyncobjHandle
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_RESET`. `handles` must be valid for the count.
+        syncobj_reset, SYNCOBJ_RESET, SyncobjArray
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_SIGNAL`. `handles` must be valid for the count.
+        syncobj_signal, SYNCOBJ_SIGNAL, SyncobjArray
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`. The pointers must be valid for
+        /// the count.
+        syncobj_timeline_wait, SYNCOBJ_TIMELINE_WAIT, SyncobjTimelineWait
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_QUERY`. The pointers must be valid for the
+        /// count.
+        syncobj_query, SYNCOBJ_QUERY, SyncobjTimelineArray
+    );
+    rw!(
+        /// `DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`. The pointers must be valid for
+        /// the count.
+        syncobj_timeline_signal, SYNCOBJ_TIMELINE_SIGNAL, SyncobjTimelineArray
+    );
+    rw!(
+        /// `SYNC_IOC_FILE_INFO` on a sync file descriptor.
+        sync_file_info, SYNC_FILE_INFO, SyncFileInfo
+    );
+}
+
+/// A DRM syncobj of a [`Device`]'s file, destroyed on drop. A binary
+/// syncobj holds one fence; a timeline one a point per signal. Pass it to
+/// [`Device::exec_after`] as an in-fence (the job waits for it) or as the
+/// out-fence (the job's end signals it).
+#[derive(Debug)]
+pub struct Syncobj<'d> {
+    dev: &'d Device,
+    handle: u32,
+}
+
+/// How a job's out-fence ended: [`Syncobj::fence_status`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FenceStatus {
+    /// Not signalled yet.
+    Pending,
+    /// Signalled without error (the job ended DONE).
+    Signalled,
+    /// Signalled with this errno: `ETIMEDOUT` (TIMEOUT), `EIO` (FAULT),
+    /// `ECANCELED` (ABORTED).
+    Error(Errno),
+}
+
+impl Syncobj<'_> {
+    /// The handle on the device's file.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    fn ioctl_err(ioctl: &'static str) -> impl FnOnce(Errno) -> Error {
+        move |source| Error::Ioctl { ioctl, source }
+    }
+
+    /// Signals it from userspace (`DRM_IOCTL_SYNCOBJ_SIGNAL`): it holds a
+    /// signalled fence.
+    pub fn signal(&self) -> Result<()> {
+        let h = [self.handle];
+        let mut a = raw::SyncobjArray {
+            handles: h.as_ptr() as u64,
+            count_handles: 1,
+            pad: 0,
+        };
+        raw::syncobj_signal(&self.dev.fd, &mut a)
+            .map_err(Self::ioctl_err("DRM_IOCTL_SYNCOBJ_SIGNAL"))
+    }
+
+    /// Signals timeline point `point` (`DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL`).
+    pub fn signal_point(&self, point: u64) -> Result<()> {
+        let (h, p) = ([self.handle], [point]);
+        let mut a = raw::SyncobjTimelineArray {
+            handles: h.as_ptr() as u64,
+            points: p.as_ptr() as u64,
+            count_handles: 1,
+            flags: 0,
+        };
+        raw::syncobj_timeline_signal(&self.dev.fd, &mut a)
+            .map_err(Self::ioctl_err("DRM_IOCTL_SYNCOBJ_TIMELINE_SIGNAL"))
+    }
+
+    /// The timeline's last signalled point (`DRM_IOCTL_SYNCOBJ_QUERY`).
+    pub fn query(&self) -> Result<u64> {
+        let (h, mut p) = ([self.handle], [0u64]);
+        let mut a = raw::SyncobjTimelineArray {
+            handles: h.as_ptr() as u64,
+            points: p.as_mut_ptr() as u64,
+            count_handles: 1,
+            flags: 0,
+        };
+        raw::syncobj_query(&self.dev.fd, &mut a)
+            .map_err(Self::ioctl_err("DRM_IOCTL_SYNCOBJ_QUERY"))?;
+        Ok(p[0])
+    }
+
+    /// Waits up to `timeout` for the fence at `point` (0: a binary
+    /// syncobj's fence) to signal, waiting also for it to be submitted;
+    /// `Ok(false)` when the time passed first.
+    pub fn wait(&self, point: u64, timeout: std::time::Duration) -> Result<bool> {
+        let (h, p) = ([self.handle], [point]);
+        let deadline =
+            monotonic_ns().saturating_add(i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX));
+        let mut a = raw::SyncobjTimelineWait {
+            handles: h.as_ptr() as u64,
+            points: p.as_ptr() as u64,
+            timeout_nsec: deadline,
+            count_handles: 1,
+            flags: raw::SYNCOBJ_WAIT_ALL | raw::SYNCOBJ_WAIT_FOR_SUBMIT,
+            ..Default::default()
+        };
+        loop {
+            match raw::syncobj_timeline_wait(&self.dev.fd, &mut a) {
+                Ok(()) => return Ok(true),
+                Err(Errno::TIME) => return Ok(false),
+                Err(Errno::INTR) => continue,
+                Err(source) => {
+                    return Err(Error::Ioctl {
+                        ioctl: "DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT",
+                        source,
+                    })
+                }
+            }
+        }
+    }
+
+    /// The state of the fence at `point` (0 for binary), read through a
+    /// sync file: the job's end status as an errno.
+    pub fn fence_status(&self, point: u64) -> Result<FenceStatus> {
+        let fd = self.export_sync_file(point)?;
+        let mut info = raw::SyncFileInfo {
+            name: [0; 32],
+            status: 0,
+            flags: 0,
+            num_fences: 0,
+            pad: 0,
+            sync_fence_info: 0,
+        };
+        raw::sync_file_info(&fd, &mut info).map_err(Self::ioctl_err("SYNC_IOC_FILE_INFO"))?;
+        Ok(match info.status {
+            0 => FenceStatus::Pending,
+            s if s > 0 => FenceStatus::Signalled,
+            e => FenceStatus::Error(Errno::from_raw_os_error(-e)),
+        })
+    }
+
+    /// The fence at `point` as a sync file, which outlives this syncobj
+    /// and its device file (poll it for POLLIN: signalled).
+    pub fn export_sync_file(&self, point: u64) -> Result<OwnedFd> {
+        let mut a = raw::SyncobjHandle {
+            handle: self.handle,
+            flags: raw::SYNCOBJ_HANDLE_TO_FD_EXPORT_SYNC_FILE,
+            fd: -1,
+            pad: 0,
+            point,
+        };
+        raw::syncobj_handle_to_fd(&self.dev.fd, &mut a)
+            .map_err(Self::ioctl_err("DRM_IOCTL_SYNCOBJ_HANDLE_TO_FD"))?;
+        // SAFETY: The kernel returned a new file descriptor we now own.
+        Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(a.fd) })
+    }
+}
+
+impl Drop for Syncobj<'_> {
+    fn drop(&mut self) {
+        let mut a = raw::SyncobjDestroy {
+            handle: self.handle,
+            pad: 0,
+        };
+        let _ = raw::syncobj_destroy(&self.dev.fd, &mut a);
+    }
+}
+
+/// An EXEC's fences for [`Device::exec_after`]: the syncobjs (and timeline
+/// points, 0 for binary) the job waits for, and the one its end signals.
+#[derive(Debug, Default)]
+pub struct Fences<'a, 'd> {
+    /// In-fences: the job starts once all signalled (a failed one aborts it).
+    pub wait: Vec<(&'a Syncobj<'d>, u64)>,
+    /// Out-fence: signalled when the job ends.
+    pub signal: Option<(&'a Syncobj<'d>, u64)>,
 }
 
 /// `DRM_IOCTL_VERSION`'s answer.
@@ -917,6 +1240,78 @@ impl Device {
             binding_count: count_u32(bindings.len(), "binding_count", "too many bindings")?,
             bindings: bindings.as_ptr() as u64,
             binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            ..Default::default()
+        };
+        self.submit(&mut a)
+    }
+
+    /// A new syncobj on this file: holding a signalled fence if `signalled`,
+    /// else empty (an empty one is no in-fence: EXEC refuses it).
+    pub fn syncobj(&self, signalled: bool) -> Result<Syncobj<'_>> {
+        let mut a = raw::SyncobjCreate {
+            handle: 0,
+            flags: if signalled {
+                raw::SYNCOBJ_CREATE_SIGNALED
+            } else {
+                0
+            },
+        };
+        raw::syncobj_create(&self.fd, &mut a).map_err(|source| Error::Ioctl {
+            ioctl: "DRM_IOCTL_SYNCOBJ_CREATE",
+            source,
+        })?;
+        Ok(Syncobj {
+            dev: self,
+            handle: a.handle,
+        })
+    }
+
+    /// [`Device::exec`] with fences: the job waits for `fences.wait` (EXEC
+    /// returns at once) and signals `fences.signal` when it ends. Needs
+    /// driver minor 1.
+    pub fn exec_after(
+        &self,
+        program: &Program<'_>,
+        bindings: &[uapi::Binding],
+        priority: u32,
+        fences: &Fences<'_, '_>,
+    ) -> Result<u64> {
+        if self.version.minor < uapi::DRIVER_MINOR as i32 {
+            return Err(Error::Invalid {
+                field: "in_syncobjs",
+                value: self.version.minor as u64,
+                reason: "this kernel's ane driver predates EXEC fences (minor 1)",
+            });
+        }
+        let ins: Vec<uapi::ExecSyncobj> = fences
+            .wait
+            .iter()
+            .map(|(s, point)| uapi::ExecSyncobj {
+                handle: s.handle,
+                flags: 0,
+                point: *point,
+            })
+            .collect();
+        let (out_syncobj, out_point) = fences.signal.map_or((0, 0), |(s, p)| (s.handle, p));
+        let mut a = uapi::Exec {
+            program: program.handle,
+            priority,
+            binding_count: count_u32(bindings.len(), "binding_count", "too many bindings")?,
+            bindings: bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            in_syncobjs: if ins.is_empty() {
+                0
+            } else {
+                ins.as_ptr() as u64
+            },
+            in_syncobj_count: count_u32(ins.len(), "in_syncobj_count", "too many in-fences")?,
+            in_syncobj_size: if ins.is_empty() {
+                0
+            } else {
+                std::mem::size_of::<uapi::ExecSyncobj>() as u32
+            },
+            out_syncobj,
+            out_point,
             ..Default::default()
         };
         self.submit(&mut a)

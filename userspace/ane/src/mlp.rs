@@ -533,6 +533,12 @@ pub struct DeviceMlp<'d> {
     /// Both layers as one chained EXEC (one job) instead of one EXEC and
     /// WAIT per layer.
     pub chained: bool,
+    /// Two EXECs linked only by a fence: layer 1 signals a syncobj that
+    /// layer 2 waits for (no WAIT between them); layer 1 at
+    /// `first_priority`, so a test can queue it behind layer 2.
+    pub fenced: bool,
+    /// Layer 1's priority in the fenced run.
+    pub first_priority: u32,
 }
 
 impl<'d> DeviceMlp<'d> {
@@ -577,6 +583,8 @@ impl<'d> DeviceMlp<'d> {
             timeout: std::time::Duration::from_secs(10),
             priority: crate::hw::uapi::priority::NORMAL,
             chained: false,
+            fenced: false,
+            first_priority: crate::hw::uapi::priority::NORMAL,
         })
     }
 
@@ -595,6 +603,40 @@ impl<'d> DeviceMlp<'d> {
         ];
         let id = self.dev.exec_chain(&steps, self.priority)?;
         self.wait_job(id)
+    }
+
+    /// Layer 2 waits for layer 1's out-fence; only layer 2 is waited for
+    /// before the outputs are read (layer 1's job is reaped after).
+    fn run_fenced(&self) -> Result<(), ExecError> {
+        let link = self.dev.syncobj(false)?;
+        let first = self.dev.exec_after(
+            &self.programs[0],
+            &self.bindings[0],
+            self.first_priority,
+            &device::Fences {
+                wait: Vec::new(),
+                signal: Some((&link, 0)),
+            },
+        )?;
+        let second = self.dev.exec_after(
+            &self.programs[1],
+            &self.bindings[1],
+            self.priority,
+            &device::Fences {
+                wait: vec![(&link, 0)],
+                signal: None,
+            },
+        );
+        let second = match second {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = self.wait_job(first);
+                return Err(e.into());
+            }
+        };
+        let end = self.wait_job(second);
+        self.wait_job(first)?;
+        end
     }
 
     fn wait_job(&self, id: u64) -> Result<(), ExecError> {
@@ -620,7 +662,9 @@ impl MlpRunner for DeviceMlp<'_> {
         // Poison h and y, so that a layer that never ran cannot pass.
         self.bos[1].map()?.fill(0xFF);
         self.bos[2].map()?.fill(0xFF);
-        if self.chained {
+        if self.fenced {
+            self.run_fenced()?;
+        } else if self.chained {
             self.run_chain()?;
         } else {
             self.run_layer(0)?;

@@ -148,8 +148,14 @@ impl<T: Driver> core::ops::Deref for Device<T> {
 }
 
 impl<T: Driver> Device<T> {
-    const FEATURES: u32 =
-        bindings::drm_driver_feature_DRIVER_GEM | bindings::drm_driver_feature_DRIVER_COMPUTE_ACCEL;
+    /// GEM objects, an accel node, and DRM syncobjs, binary and timeline
+    /// (the `DRM_IOCTL_SYNCOBJ_*` ioctls on the node; EXEC's fences). The
+    /// same constants in 7.1, 7.2 and 7.3: this vtable is the driver's own,
+    /// not `kernel::drm::Driver`'s.
+    const FEATURES: u32 = bindings::drm_driver_feature_DRIVER_GEM
+        | bindings::drm_driver_feature_DRIVER_COMPUTE_ACCEL
+        | bindings::drm_driver_feature_DRIVER_SYNCOBJ
+        | bindings::drm_driver_feature_DRIVER_SYNCOBJ_TIMELINE;
 
     /// The driver vtable, with `release` (which drops `data`).
     const VTABLE: bindings::drm_driver = {

@@ -155,6 +155,44 @@ extern "C" {
     pub(crate) fn ane_glue_wq_destroy(wq: *mut bindings::workqueue_struct);
     pub(crate) fn ane_glue_rtkit_boot(dev: *mut bindings::device, out: *mut *mut c_void) -> c_int;
     pub(crate) fn ane_glue_rtkit_free(rtk: *mut c_void);
+
+    // Fences (`struct dma_fence *`), syncobjs (`struct drm_syncobj *`),
+    // chain nodes (`struct dma_fence_chain *`) and in-fence sets (`struct
+    // ane_glue_deps *`) are all `*mut c_void` here.
+    pub(crate) fn ane_glue_fence_new() -> *mut c_void;
+    pub(crate) fn ane_glue_fence_signal(f: *mut c_void, error: c_int);
+    pub(crate) fn ane_glue_fence_get(f: *mut c_void);
+    pub(crate) fn ane_glue_fence_put(f: *mut c_void);
+    pub(crate) fn ane_glue_syncobj_out_get(
+        file: *mut bindings::drm_file,
+        handle: u32,
+        point: u64,
+        out: *mut *mut c_void,
+        chain: *mut *mut c_void,
+    ) -> c_int;
+    pub(crate) fn ane_glue_syncobj_out_attach(
+        s: *mut c_void,
+        chain: *mut c_void,
+        f: *mut c_void,
+        point: u64,
+    );
+    pub(crate) fn ane_glue_syncobj_out_drop(s: *mut c_void, chain: *mut c_void);
+    pub(crate) fn ane_glue_deps_new(max: c_uint) -> *mut c_void;
+    pub(crate) fn ane_glue_deps_add(
+        d: *mut c_void,
+        file: *mut bindings::drm_file,
+        handle: u32,
+        point: u64,
+    ) -> c_int;
+    pub(crate) fn ane_glue_deps_arm(
+        d: *mut c_void,
+        wq: *mut bindings::workqueue_struct,
+        ready: unsafe extern "C" fn(data: *mut c_void, error: c_int),
+        data: *mut c_void,
+        error: *mut c_int,
+    ) -> c_int;
+    pub(crate) fn ane_glue_deps_cancel(d: *mut c_void);
+    pub(crate) fn ane_glue_deps_free(d: *mut c_void);
 }
 
 /// The `struct device` behind `dev`. `device::Device` is a transparent

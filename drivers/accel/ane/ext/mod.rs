@@ -16,6 +16,8 @@
 //!   its files and ioctl dispatch.
 //! - [`dma`]: barriers for memory shared with a device.
 //! - [`errno`]: error codes some supported kernel crates lack.
+//! - [`fence`]: job out-fences, syncobjs and in-fence waits (`dma_fence`,
+//!   `drm_syncobj` through the C glue).
 //! - [`firmware`]: firmware files through the C loader.
 //! - [`gem`]: shmem-backed GEM objects carrying driver data.
 //! - [`glue`]: the declarations of `ane_glue.c`.
@@ -36,6 +38,7 @@ pub mod accel;
 pub mod boost;
 pub mod dma;
 pub mod errno;
+pub mod fence;
 pub mod firmware;
 pub mod gem;
 pub(crate) mod glue;

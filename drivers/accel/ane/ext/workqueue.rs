@@ -37,6 +37,11 @@ impl OwnedQueue {
         unsafe { Queue::from_raw(self.0.as_ptr()) }
     }
 
+    /// The raw queue, for the C glue (`ext::fence`).
+    pub(crate) fn as_raw(&self) -> *mut bindings::workqueue_struct {
+        self.0.as_ptr()
+    }
+
     /// Drains and destroys the queue. Must not be called from one of its
     /// own work items.
     pub fn destroy(self) {

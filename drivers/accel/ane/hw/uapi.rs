@@ -122,8 +122,10 @@ pub mod param {
     pub const IDENT: u32 = BO_CLIENT_MAX + 1;
     /// Most steps (programs) one EXEC chains: [`super::MAX_CHAIN_STEPS`].
     pub const MAX_CHAIN: u32 = 16;
+    /// Most in-syncobjs one EXEC takes: [`super::MAX_IN_SYNCOBJS`].
+    pub const MAX_IN_SYNCOBJS: u32 = 17;
     /// One past the highest parameter.
-    pub const COUNT: u32 = MAX_CHAIN + 1;
+    pub const COUNT: u32 = MAX_IN_SYNCOBJS + 1;
 }
 
 /// `enum drm_ane_backend`.
@@ -225,6 +227,14 @@ pub const NUM_SLOTS: u32 = 32;
 /// Most steps one EXEC chains (what [`param::MAX_CHAIN`] reports): room for
 /// a 77-layer MLP run as one chain.
 pub const MAX_CHAIN_STEPS: u32 = 128;
+
+/// Most in-syncobjs one EXEC waits for (what [`param::MAX_IN_SYNCOBJS`]
+/// reports).
+pub const MAX_IN_SYNCOBJS: u32 = 32;
+
+/// The DRM driver minor: 1 added the EXEC syncobj fields (in-fences and an
+/// out-fence).
+pub const DRIVER_MINOR: u32 = 1;
 
 /// `struct drm_ane_get_param`.
 #[repr(C)]
@@ -368,6 +378,30 @@ pub struct Exec {
     pub step_count: u32,
     /// In: the element size userspace uses.
     pub step_size: u32,
+    /// In: user pointer to [`ExecSyncobj`]s the job waits for, or 0.
+    pub in_syncobjs: u64,
+    /// In: number of [`ExecSyncobj`]s (0..=[`MAX_IN_SYNCOBJS`]).
+    pub in_syncobj_count: u32,
+    /// In: the element size userspace uses.
+    pub in_syncobj_size: u32,
+    /// In: syncobj handle that gets the job's out-fence; 0 for none.
+    pub out_syncobj: u32,
+    /// Must be zero.
+    pub pad2: u32,
+    /// In: timeline point of the out-fence; 0 for a binary syncobj.
+    pub out_point: u64,
+}
+
+/// `struct drm_ane_exec_syncobj`: one in-fence of an EXEC.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecSyncobj {
+    /// In: syncobj handle.
+    pub handle: u32,
+    /// In: must be zero.
+    pub flags: u32,
+    /// In: timeline point; 0 for a binary syncobj.
+    pub point: u64,
 }
 
 /// `struct drm_ane_exec_step`: one program of a chain.
@@ -421,7 +455,8 @@ const _: () = {
     assert!(core::mem::size_of::<ProgramCreate>() == 64);
     assert!(core::mem::size_of::<ProgramDestroy>() == 8);
     assert!(core::mem::size_of::<Binding>() == 32);
-    assert!(core::mem::size_of::<Exec>() == 56);
+    assert!(core::mem::size_of::<Exec>() == 88);
+    assert!(core::mem::size_of::<ExecSyncobj>() == 16);
     assert!(core::mem::size_of::<ExecStep>() == 24);
     assert!(core::mem::size_of::<Wait>() == 64);
 };
@@ -480,9 +515,16 @@ macro_rules! ane_uapi_structs {
                 job_id,
                 steps,
                 step_count,
-                step_size
+                step_size,
+                in_syncobjs,
+                in_syncobj_count,
+                in_syncobj_size,
+                out_syncobj,
+                pad2,
+                out_point
             ]
         );
+        $m!(ExecSyncobj, "drm_ane_exec_syncobj", [handle, flags, point]);
         $m!(
             ExecStep,
             "drm_ane_exec_step",
@@ -557,6 +599,12 @@ mod tests {
             ),
             ("DRM_ANE_PARAM_IDENT", u64::from(param::IDENT)),
             ("DRM_ANE_PARAM_MAX_CHAIN", u64::from(param::MAX_CHAIN)),
+            (
+                "DRM_ANE_PARAM_MAX_IN_SYNCOBJS",
+                u64::from(param::MAX_IN_SYNCOBJS),
+            ),
+            ("DRM_ANE_MAX_IN_SYNCOBJS", u64::from(MAX_IN_SYNCOBJS)),
+            ("DRM_ANE_DRIVER_MINOR", u64::from(DRIVER_MINOR)),
             ("DRM_ANE_IDENT_MAGIC", IDENT_MAGIC),
             ("DRM_ANE_FW_FAILED", fw_state::FAILED),
             ("DRM_ANE_FW_QUARANTINED", fw_state::QUARANTINED),
@@ -610,7 +658,7 @@ mod tests {
         // "ane" node of major 1 or 2).
         assert_ne!(DRIVER_NAME, "ane");
         assert_eq!(param::IDENT, 15);
-        assert_eq!(param::COUNT, 17);
+        assert_eq!(param::COUNT, 18);
     }
 
     #[test]
@@ -620,6 +668,8 @@ mod tests {
         assert_eq!(cmd::BO_CREATE, 0xc020_6441);
         assert_eq!(cmd::PROGRAM_DESTROY, 0x4008_6444);
         assert_eq!(cmd::WAIT, 0xc040_6446);
-        assert_eq!(cmd::EXEC, 0xc038_6445);
+        // 88 bytes from driver minor 1 (56 before: the DRM core matches
+        // the number, not the size, and zero-extends a shorter struct).
+        assert_eq!(cmd::EXEC, 0xc058_6445);
     }
 }
