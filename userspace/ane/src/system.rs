@@ -779,8 +779,9 @@ pub fn parse_fw_report(text: &str) -> std::result::Result<FwReport, String> {
     }
 }
 
-/// The debugfs firmware report of the device behind `/dev/accel/<node>`.
-pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
+/// The path of the driver's debugfs file `file` for the device behind
+/// `/dev/accel/<node>` (`/sys/kernel/debug/ane-<device>/<file>`).
+fn debugfs_file(node: &Path, file: &str) -> std::result::Result<String, String> {
     let name = node
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -791,7 +792,12 @@ pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or("no device name")?;
-    let path = format!("/sys/kernel/debug/ane-{dev}/firmware");
+    Ok(format!("/sys/kernel/debug/ane-{dev}/{file}"))
+}
+
+/// The debugfs firmware report of the device behind `/dev/accel/<node>`.
+pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
+    let path = debugfs_file(node, "firmware")?;
     let text =
         fs::read_to_string(&path).map_err(|e| format!("{path}: {e} (debugfs mounted? root?)"))?;
     parse_fw_report(&text).map_err(|e| format!("{path}: {e}"))
@@ -801,17 +807,7 @@ pub fn fw_report(node: &Path) -> std::result::Result<FwReport, String> {
 /// `observations` file) of the device behind `/dev/accel/<node>`, as
 /// text; why not when it cannot be read (debugfs is root's).
 pub fn observations_text(node: &Path) -> std::result::Result<(String, String), String> {
-    let name = node
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or("no node name")?;
-    let dev = fs::read_link(format!("/sys/class/accel/{name}/device"))
-        .map_err(|e| format!("/sys/class/accel/{name}/device: {e}"))?;
-    let dev = dev
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or("no device name")?;
-    let path = format!("/sys/kernel/debug/ane-{dev}/observations");
+    let path = debugfs_file(node, "observations")?;
     let text = fs::read_to_string(&path).map_err(|e| {
         format!("{path}: {e} (debugfs is readable by root only: run the doctor with sudo; is debugfs mounted at /sys/kernel/debug?)")
     })?;
