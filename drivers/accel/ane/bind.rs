@@ -340,7 +340,7 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     // runtime PM's enabling open, so a test can open the node in it.
     #[cfg(ane_test)]
     if simulated {
-        let ms = ext::param::get(module_parameters::sim_probe_delay_ms.value());
+        let ms: u32 = ext::param::get(module_parameters::sim_probe_delay_ms.value());
         if ms > 0 {
             kernel::time::delay::fsleep(kernel::time::Delta::from_millis(i64::from(ms)));
         }
