@@ -61,14 +61,7 @@ fn reap(d: &Device, id: u64) -> Result<uapi::Wait, String> {
 
 /// The status a sync file reports: 1 signalled, 0 pending, an error below.
 fn sync_file_status(fd: &OwnedFd) -> Result<i32, String> {
-    let mut info = raw::SyncFileInfo {
-        name: [0; 32],
-        status: 0,
-        flags: 0,
-        num_fences: 0,
-        pad: 0,
-        sync_fence_info: 0,
-    };
+    let mut info = raw::SyncFileInfo::default();
     raw::sync_file_info(fd.as_fd(), &mut info).map_err(|e| format!("SYNC_IOC_FILE_INFO: {e}"))?;
     Ok(info.status)
 }
@@ -354,6 +347,16 @@ fn new_syncobj(d: &Device, signalled: bool) -> Result<u32, Errno> {
     Ok(h)
 }
 
+/// A timeline syncobj handle of `d` whose last signalled point is
+/// `last`; it stays, as in [`new_syncobj`].
+fn timeline_at(d: &Device, last: u64) -> Result<u32, Errno> {
+    let s = d.syncobj(false).map_err(|_| Errno::IO)?;
+    s.signal_point(last).map_err(|_| Errno::IO)?;
+    let h = s.handle();
+    std::mem::forget(s);
+    Ok(h)
+}
+
 /// EXEC of the ready sum program with fence fields set by `f` (which may
 /// push in-syncobj elements; `in_syncobjs` 0 then points at them, 1 means
 /// NULL); the job, if queued, is waited for.
@@ -579,10 +582,7 @@ pub(crate) const FENCE_BAD_INPUTS: &[Case] = &[
         "exec: out_point equal to the timeline's last",
         Errno::INVAL,
         |d| {
-            let s = d.syncobj(false).map_err(|_| Errno::IO)?;
-            s.signal_point(3).map_err(|_| Errno::IO)?;
-            let h = s.handle();
-            std::mem::forget(s);
+            let h = timeline_at(d, 3)?;
             fence_row(d, |_, a, _| {
                 a.out_syncobj = h;
                 a.out_point = 3;
@@ -594,10 +594,7 @@ pub(crate) const FENCE_BAD_INPUTS: &[Case] = &[
         "exec: out_point below the timeline's last",
         Errno::INVAL,
         |d| {
-            let s = d.syncobj(false).map_err(|_| Errno::IO)?;
-            s.signal_point(3).map_err(|_| Errno::IO)?;
-            let h = s.handle();
-            std::mem::forget(s);
+            let h = timeline_at(d, 3)?;
             fence_row(d, |_, a, _| {
                 a.out_syncobj = h;
                 a.out_point = 2;

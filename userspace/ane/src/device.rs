@@ -320,7 +320,7 @@ pub mod raw {
 
     /// `struct sync_file_info` (`SYNC_IOC_FILE_INFO` on a sync file).
     #[repr(C)]
-    #[derive(Debug)]
+    #[derive(Debug, Default)]
     pub struct SyncFileInfo {
         /// The fence's name.
         pub name: [u8; 32],
@@ -493,14 +493,7 @@ impl Syncobj<'_> {
     /// sync file: the job's end status as an errno.
     pub fn fence_status(&self, point: u64) -> Result<FenceStatus> {
         let fd = self.export_sync_file(point)?;
-        let mut info = raw::SyncFileInfo {
-            name: [0; 32],
-            status: 0,
-            flags: 0,
-            num_fences: 0,
-            pad: 0,
-            sync_fence_info: 0,
-        };
+        let mut info = raw::SyncFileInfo::default();
         raw::sync_file_info(&fd, &mut info).map_err(Self::ioctl_err("SYNC_IOC_FILE_INFO"))?;
         Ok(match info.status {
             0 => FenceStatus::Pending,
