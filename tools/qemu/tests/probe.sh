@@ -15,7 +15,7 @@ grep -q "fw=none engine=ready completion=polling features=\[\] simulated" /tmp/i
 # The node's owner and identity: DRM name ane_accel, which eiln/omarchy-ane's
 # libane (name "ane") does not take for its own.
 grep -q '^  owner:       device=ane.0 module=ane (' /tmp/info.txt || fail "info: no owner line"
-grep -q '^  drm version: ane_accel 1.0.0 "Apple Neural Engine": this driver$' /tmp/info.txt ||
+grep -q '^  drm version: ane_accel 1.1.0 "Apple Neural Engine": this driver$' /tmp/info.txt ||
 	fail "info: no DRM version line naming this driver"
 ane-probe --json info > /tmp/info.json
 for key in '"kernel"' '"module"' '"bound"' '"power_domains"' '"accel_nodes"' \
