@@ -263,16 +263,7 @@ pub(crate) fn fences_link_an_mlp(d: &Device) -> TestResult {
         e?;
     }
     let fenced = fenced.map_err(|e| format!("fenced: {e}"))?;
-    let bits = |v: &[half::f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
-    check!(
-        bits(&fenced.hidden) == bits(&per_layer.hidden),
-        "the fenced run's hidden layer differs from the per-layer run"
-    );
-    check!(
-        bits(&fenced.output) == bits(&per_layer.output),
-        "the fenced run's output differs from the per-layer run"
-    );
-    Ok(())
+    same_bits_as_per_layer("the fenced run", &fenced, &per_layer)
 }
 
 /// Queues, on `d`, a job of `delay_ms`, then A (LOW) signalling S1 and B

@@ -2001,6 +2001,25 @@ fn run_ready(d: &Device, r: &Ready<'_>) -> Result<Option<ane::device::JobStatus>
         .map_err(|e| e.to_string())
 }
 
+/// `got`'s hidden layer and output equal `per_layer`'s bit for bit; the
+/// message names `what` ran.
+fn same_bits_as_per_layer(
+    what: &str,
+    got: &ane::mlp::MlpOutputs,
+    per_layer: &ane::mlp::MlpOutputs,
+) -> TestResult {
+    let bits = |v: &[half::f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
+    check!(
+        bits(&got.hidden) == bits(&per_layer.hidden),
+        "{what}'s hidden layer differs from the per-layer run"
+    );
+    check!(
+        bits(&got.output) == bits(&per_layer.output),
+        "{what}'s output differs from the per-layer run"
+    );
+    Ok(())
+}
+
 /// A chained EXEC gives what one EXEC per program gives: the two-layer MLP
 /// (layer 2 reads the hidden buffer layer 1 wrote) run as one chain equals,
 /// bit for bit, the same MLP run layer by layer, and passes the reference;
@@ -2017,15 +2036,7 @@ fn chain_equals_per_program(d: &Device) -> TestResult {
     let per_layer = runner.run(&x).map_err(|e| format!("per layer: {e}"))?;
     runner.chained = true;
     let chained = runner.run(&x).map_err(|e| format!("chained: {e}"))?;
-    let bits = |v: &[half::f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<u16>>();
-    check!(
-        bits(&chained.hidden) == bits(&per_layer.hidden),
-        "the chain's hidden layer differs from the per-layer run"
-    );
-    check!(
-        bits(&chained.output) == bits(&per_layer.output),
-        "the chain's output differs from the per-layer run"
-    );
+    same_bits_as_per_layer("the chain", &chained, &per_layer)?;
     let graded = mlp::run_mlp(&net, &x, &mut runner);
     check!(
         graded.verdict != ane::parity::Verdict::Fail,

@@ -39,6 +39,11 @@ pub fn exec_wait(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding]) {
     let id = d
         .exec(prog, bindings, uapi::priority::NORMAL)
         .expect("exec");
+    wait_done(d, id);
+}
+
+/// The WAIT for job `id` (up to 10 s); `Done` or a panic.
+fn wait_done(d: &Device, id: u64) -> uapi::Wait {
     let mut w = uapi::Wait {
         job_id: id,
         timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
@@ -46,6 +51,7 @@ pub fn exec_wait(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding]) {
     };
     raw::wait(d.fd(), &mut w).expect("wait");
     assert_eq!(w.status, uapi::job_status::DONE);
+    w
 }
 
 /// The guest clock in nanoseconds (instructions under icount).
@@ -286,13 +292,7 @@ fn exec_chain_wait(d: &Device, steps: &[(&Program<'_>, &[uapi::Binding])]) {
     let id = d
         .exec_chain(steps, uapi::priority::NORMAL)
         .expect("exec chain");
-    let mut w = uapi::Wait {
-        job_id: id,
-        timeout_ns: ane::device::monotonic_ns() + 10_000_000_000,
-        ..Default::default()
-    };
-    raw::wait(d.fd(), &mut w).expect("wait");
-    assert_eq!(w.status, uapi::job_status::DONE);
+    let w = wait_done(d, id);
     assert_eq!(w.steps_done as usize, steps.len());
 }
 
