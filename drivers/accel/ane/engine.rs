@@ -26,10 +26,13 @@
 //! (queued jobs stay queued) and [`Engine::unpause`] starts it again, so no
 //! job runs while the device is suspended.
 //!
-//! A chain (several programs in one EXEC) is queued as its first step; the
-//! worker runs its steps back to back, holding the engine from the first
-//! to the last, and stops at the first step that does not end DONE (the
-//! rest are aborted, see `job.rs`). Chains never take the inline path.
+//! A chain (several programs in one EXEC) is queued as its first step;
+//! whoever holds the engine runs its steps back to back, holding it from
+//! the first to the last, and stops at the first step that does not end
+//! DONE (the rest are aborted, see `job.rs`). On an idle engine the
+//! submitting thread runs the chain as it runs one job: each step pushed
+//! and looked at once, the next one pushed when it ended; the first step
+//! still running after that look goes to the worker, which runs the rest.
 //!
 //! Jobs waiting for in-fences (`job.rs`) are parked here (`Sched::parked`)
 //! rather than queued: the fences' last callback queues work on the
@@ -174,12 +177,7 @@ impl Engine {
         if let Backend::H13(h) = &self.backend {
             // A job whose file closed while it was parked is not pushed
             // (the worker aborts it).
-            if !s.running
-                && !s.paused
-                && s.pending.is_empty()
-                && job.next().is_none()
-                && !job.is_cancelled()
-            {
+            if !s.running && !s.paused && s.pending.is_empty() && !job.is_cancelled() {
                 s.running = true;
                 s.last_owner = job.owner;
                 drop(s);
@@ -235,39 +233,76 @@ impl Engine {
     }
 
     /// The submitting thread holds the engine: it pushes `job` and takes
-    /// one look. Done (or failed) then, the job ends here; still running,
-    /// it goes to the worker with the engine. The engine is given back
-    /// (or handed on to the worker, for what was queued meanwhile).
-    fn run_inline(self: &Arc<Self>, h: &Arc<H13>, job: Arc<Job>) {
-        self.boost.begin();
-        let mut active = match h.start(&job) {
-            Started::Ended(o) => {
-                self.ended(&job, o);
-                return self.release();
+    /// one look. Done (or failed) then, the job ends here, and a chain goes
+    /// on with its next step the same way while each ends DONE; a step
+    /// still running after the look goes to the worker with the engine
+    /// (which runs the rest of its chain). The engine is given back (or
+    /// handed on to the worker, for what was queued meanwhile).
+    fn run_inline(self: &Arc<Self>, h: &Arc<H13>, first: Arc<Job>) {
+        let mut job = first;
+        loop {
+            self.boost.begin();
+            let mut active = match h.start(&job) {
+                Started::Ended(o) => match self.step_ended(&job, o) {
+                    Some(next) => {
+                        job = next;
+                        continue;
+                    }
+                    None => return self.release(),
+                },
+                Started::Running(a) => a,
+            };
+            match h.look(&mut active) {
+                Progress::Running => {}
+                p => {
+                    let o = h.finish(&job, active, p);
+                    match self.step_ended(&job, o) {
+                        Some(next) => {
+                            job = next;
+                            continue;
+                        }
+                        None => return self.release(),
+                    }
+                }
             }
-            Started::Running(a) => a,
-        };
-        match h.look(&mut active) {
-            Progress::Running => {}
-            p => {
-                let o = h.finish(&job, active, p);
-                self.ended(&job, o);
-                return self.release();
+            let mut s = self.sched.lock();
+            s.handoff = Some((job, active));
+            if self.start_worker(&mut s).is_ok() {
+                return;
             }
+            let back = s.handoff.take();
+            drop(s);
+            // No worker to hand it to: this thread waits for it.
+            if let Some((job, active)) = back {
+                let o = h.complete(&job, active);
+                if let Some(next) = self.step_ended(&job, o) {
+                    self.run_chain(next);
+                }
+            }
+            return self.release();
         }
-        let mut s = self.sched.lock();
-        s.handoff = Some((job, active));
-        if self.start_worker(&mut s).is_ok() {
-            return;
+    }
+
+    /// A step the holder of the engine ran ended: as [`Engine::ended`];
+    /// then the chain's next step if this one ended DONE and the next may
+    /// run (else the rest of the chain is ended ABORTED here).
+    fn step_ended(&self, job: &Job, o: Outcome) -> Option<Arc<Job>> {
+        let done = o.status == job_status::DONE;
+        self.ended(job, o);
+        let next = job.next().filter(|_| done)?;
+        if self.may_run_step(&next) {
+            Some(next)
+        } else {
+            // Ends the rest of the chain too.
+            next.complete(job_status::ABORTED, 0);
+            None
         }
-        let back = s.handoff.take();
-        drop(s);
-        // No worker to hand it to: this thread waits for it.
-        if let Some((job, active)) = back {
-            let o = h.complete(&job, active);
-            self.ended(&job, o);
-        }
-        self.release();
+    }
+
+    /// Whether the holder of the engine may run the next step of a chain:
+    /// its file is open, the engine takes jobs and is not shutting down.
+    fn may_run_step(&self, job: &Job) -> bool {
+        !job.is_cancelled() && self.state() == engine_state::READY && !self.sched.lock().dead
     }
 
     /// Gives the engine back after a job this thread ran; what was queued
@@ -356,8 +391,11 @@ impl Engine {
     fn work(self: Arc<Self>) {
         let handoff = self.sched.lock().handoff.take();
         if let (Some((job, active)), Backend::H13(h)) = (handoff, &self.backend) {
+            // The rest of its chain, if any, runs before anything queued.
             let o = h.complete(&job, active);
-            self.ended(&job, o);
+            if let Some(next) = self.step_ended(&job, o) {
+                self.run_chain(next);
+            }
         }
         loop {
             let job = {
@@ -391,22 +429,20 @@ impl Engine {
     /// holding the engine throughout. A chain stops early when its file
     /// went away, the engine stopped taking jobs, or it is shutting down.
     fn run_chain(&self, mut job: Arc<Job>) {
+        if !self.may_run_step(&job) {
+            // Ends the rest of the chain too.
+            job.complete(job_status::ABORTED, 0);
+            return;
+        }
         loop {
-            if job.is_cancelled() || self.state() != engine_state::READY || self.sched.lock().dead {
-                // Ends the rest of the chain too.
-                job.complete(job_status::ABORTED, 0);
-                return;
-            }
             self.boost.begin();
             let outcome = match &self.backend {
                 Backend::H13(h) => h.run(&job),
                 Backend::Fw(fw) => Self::run_fw(fw, &job),
             };
-            let done = outcome.status == job_status::DONE;
-            self.ended(&job, outcome);
-            match job.next() {
-                Some(next) if done => job = next,
-                _ => return,
+            match self.step_ended(&job, outcome) {
+                Some(next) => job = next,
+                None => return,
             }
         }
     }

@@ -1990,6 +1990,69 @@ fn idle_engine_runs_in_exec(d: &Device) -> TestResult {
         let st = st.map_err(|e| e.to_string())?;
         check!(st == Some(ane::device::JobStatus::Done), "job {id}: {st:?}");
     }
+    chain_runs_in_exec(d, &r)
+}
+
+/// The chain half of [`idle_engine_runs_in_exec`]: a chain whose steps end
+/// at their push runs whole in EXEC (every step DONE, its end stamped
+/// before EXEC returned); a chain whose first step is still running after
+/// the look goes to the worker, which runs the rest: every step DONE.
+fn chain_runs_in_exec(d: &Device, r: &Ready<'_>) -> TestResult {
+    let steps: Vec<(u32, &[uapi::Binding])> = vec![(r.prog, &r.bindings[..]); 3];
+    inject("exec", 0)?;
+    let ran = exec_chain_raw(d, &steps);
+    let returned = ane::device::monotonic_ns();
+    inject("exec", 1)?;
+    let id = ran.map_err(|e| format!("chained EXEC: {e}"))?;
+    let mut w = uapi::Wait {
+        job_id: id,
+        timeout_ns: returned + JOB_TIMEOUT_NS,
+        ..Default::default()
+    };
+    let got = raw::wait(d.fd(), &mut w);
+    check!(
+        got.is_ok() && w.status == uapi::job_status::DONE && w.steps_done == 3,
+        "a chain whose steps end at their push: {got:?}, status {}, steps_done {}",
+        w.status,
+        w.steps_done
+    );
+    check!(
+        w.ended_ns as i64 <= returned,
+        "a chain whose steps end at their push ended {} ns after EXEC returned (the worker ran it)",
+        w.ended_ns as i64 - returned
+    );
+    inject("exec_delay_ms", 100)?;
+    let ran = exec_chain_raw(d, &steps[..2]);
+    let id = match ran {
+        Ok(id) => id,
+        Err(e) => {
+            inject("exec_delay_ms", 0)?;
+            return Err(format!("chained EXEC: {e}"));
+        }
+    };
+    let mut early = uapi::Wait {
+        job_id: id,
+        timeout_ns: 0,
+        ..Default::default()
+    };
+    let early = raw::wait(d.fd(), &mut early);
+    let mut w = uapi::Wait {
+        job_id: id,
+        timeout_ns: ane::device::monotonic_ns() + 20_000_000_000,
+        ..Default::default()
+    };
+    let got = raw::wait(d.fd(), &mut w);
+    inject("exec_delay_ms", 0)?;
+    check!(
+        early == Err(Errno::TIME),
+        "a chain of 100 ms steps, right after EXEC: {early:?}"
+    );
+    check!(
+        got.is_ok() && w.status == uapi::job_status::DONE && w.steps_done == 2,
+        "a chain handed to the worker: {got:?}, status {}, steps_done {}",
+        w.status,
+        w.steps_done
+    );
     Ok(())
 }
 
