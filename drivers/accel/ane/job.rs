@@ -551,9 +551,25 @@ fn check_step(
     })
 }
 
-/// The checked steps of an EXEC: its one program, or its chain.
-fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<KVec<Step>> {
-    let mut out = KVec::new();
+/// The checked steps of an EXEC: its one program (no list to allocate),
+/// or its chain.
+enum Steps {
+    One(Option<Step>),
+    Chain(KVec<Step>),
+}
+
+impl Steps {
+    /// The last step not yet taken, taking it.
+    fn pop(&mut self) -> Option<Step> {
+        match self {
+            Steps::One(st) => st.take(),
+            Steps::Chain(v) => v.pop(),
+        }
+    }
+}
+
+/// Checks the steps of an EXEC: its one program, or its chain.
+fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<Steps> {
     if args.step_count == 0 {
         // One program; a step array without a count is a mistake.
         if args.steps != 0 || args.step_size != 0 {
@@ -566,8 +582,7 @@ fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<KVec<Step>> 
             args.binding_count,
             args.binding_size,
         )?;
-        out.push(step, GFP_KERNEL)?;
-        return Ok(out);
+        return Ok(Steps::One(Some(step)));
     }
     // A chain: the one-program fields stay zero.
     if args.program != 0 || args.binding_count != 0 || args.bindings != 0 || args.binding_size != 0
@@ -575,7 +590,7 @@ fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<KVec<Step>> 
         return Err(EINVAL);
     }
     let steps = read_steps(args)?;
-    out.reserve(steps.len(), GFP_KERNEL)?;
+    let mut out = KVec::with_capacity(steps.len(), GFP_KERNEL)?;
     for st in steps.iter() {
         if st.pad != 0 {
             return Err(EINVAL);
@@ -589,7 +604,7 @@ fn check_steps(args: &uapi::Exec, file: &File<AneDriver>) -> Result<KVec<Step>> 
         )?;
         out.push(step, GFP_KERNEL)?;
     }
-    Ok(out)
+    Ok(Steps::Chain(out))
 }
 
 /// `DRM_IOCTL_ANE_EXEC`.
