@@ -23,6 +23,8 @@
 //! firmware's address space, and has the firmware load the program once per
 //! distinct content ([`crate::h14::Firmware::load`]).
 
+use core::sync::atomic::{AtomicU32, Ordering};
+
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc};
 
 use crate::ext::accel::{Device, File};
@@ -79,6 +81,9 @@ pub(crate) struct Program {
     pub(crate) stream_iova: u64,
     /// Device address of the weights (slot 1).
     pub(crate) weights_iova: u64,
+    /// The network id the bootstrap TD carries, plus one (0: not stamped
+    /// by this driver yet).
+    stamped: AtomicU32,
 }
 
 impl Program {
@@ -86,9 +91,21 @@ impl Program {
     /// the task manager reports back in the job's events. Only while no job
     /// of this program can be running (the engine runs one job at a time
     /// and holds the program of a failed one).
+    ///
+    /// The copy is the kernel's own (userspace cannot map or write it) and
+    /// this is its only writer, so a TD that carries `nid` already (every
+    /// job uses the same id) is not written again.
     pub(crate) fn stamp_nid(&self, nid: u8) -> Result {
+        let want = u32::from(nid) + 1;
+        if self.stamped.load(Ordering::Relaxed) == want {
+            return Ok(());
+        }
         let bo = self.bo.as_ref().ok_or(EINVAL)?;
-        gem::write(bo, 2, &[nid])
+        // Unknown until the write succeeded.
+        self.stamped.store(0, Ordering::Relaxed);
+        gem::write(bo, 2, &[nid])?;
+        self.stamped.store(want, Ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -225,6 +242,7 @@ pub(crate) fn program_create(
             bootstrap_iova: base,
             stream_iova: base + stream_off,
             weights_iova: base + weights_off,
+            stamped: AtomicU32::new(0),
             bo: Some(bo),
         },
         GFP_KERNEL_ACCOUNT,
@@ -375,6 +393,7 @@ fn add_fw(
             bootstrap_iova: 0,
             stream_iova: 0,
             weights_iova: 0,
+            stamped: AtomicU32::new(0),
             bo: None,
         },
         GFP_KERNEL,
