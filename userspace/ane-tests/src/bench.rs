@@ -243,6 +243,35 @@ fn throughput(dir: &str, k: u32, runs: u32) -> (u64, u64, Option<Sim>, u64, u64)
     )
 }
 
+/// `ANE_BENCH_PROFILE` (`exec`, or `chain` for add+ReLU chained, or
+/// `perop`): only `runs` round trips, between two `getppid` calls, which
+/// nothing else in the run makes: a profiler outside the guest (a QEMU TCG
+/// plugin counting instructions per guest address) snapshots its counts
+/// there, so the window holds these round trips and nothing else.
+fn profile_window(
+    d: &Device,
+    prog: &ane::device::Program<'_>,
+    bindings: &[uapi::Binding],
+    what: &std::ffi::OsStr,
+    runs: u32,
+) {
+    let _ = set_sim_timing(false);
+    let mark = || std::hint::black_box(std::os::unix::process::parent_id());
+    if what == "exec" {
+        for _ in 0..20 {
+            crate::workloads::exec_wait(d, prog, bindings);
+        }
+        mark();
+        for _ in 0..runs {
+            crate::workloads::exec_wait(d, prog, bindings);
+        }
+        mark();
+    } else {
+        workloads::add_relu_profile(d, what == "chain", runs, &mark);
+    }
+    println!("profile window: {runs} round trips of {what:?}");
+}
+
 /// Thousandths as a decimal.
 fn milli(v: u64) -> String {
     format!("{}.{:03}", v / 1000, v % 1000)
@@ -287,6 +316,10 @@ fn main() {
             let (_bos, bindings) = d.bind_hwx(&hwx).expect("buffers");
             let runs = 5_000u32;
             let mode = std::env::var("ANE_BENCH_MODE").unwrap_or_else(|_| "polled".into());
+            if let Some(what) = std::env::var_os("ANE_BENCH_PROFILE") {
+                profile_window(&d, &prog, &bindings, &what, 1_000);
+                return;
+            }
             // The simulator's clock is off for the measured round trips: it
             // would add its own cost to every register access.
             let _ = set_sim_timing(false);

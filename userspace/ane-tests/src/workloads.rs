@@ -352,6 +352,39 @@ fn passes(run: impl Fn()) -> Passes {
 /// an M1): the add's output BO is the ReLU's input. One EXEC per op
 /// against one chained EXEC, per pair.
 pub fn add_relu(d: &Device, u: &str, mode: &str) {
+    with_add_relu(d, |per_op, chained| {
+        let per_op = passes(per_op);
+        let chained = passes(chained);
+        println!(
+            "add+relu ({mode}, 64x64 fp16): one EXEC per op {} {u} per pair{}; one chained EXEC {} {u} per pair{}; chained / per op {}x (goal < 1.00x; omarchy-ane on an M1: 0.24x)",
+            per_op.per_pass,
+            per_op.counts(1),
+            chained.per_pass,
+            chained.counts(1),
+            ratio(chained.per_pass, per_op.per_pass)
+        );
+    });
+}
+
+/// `ANE_BENCH_PROFILE=chain|perop`: `runs` pairs of add+ReLU, chained or
+/// one EXEC per op, between two calls of `mark` (after 20 unmarked ones).
+pub fn add_relu_profile(d: &Device, chain: bool, runs: u32, mark: &dyn Fn() -> u32) {
+    with_add_relu(d, |per_op, chained| {
+        let pair: &dyn Fn() = if chain { &chained } else { &per_op };
+        for _ in 0..20 {
+            pair();
+        }
+        mark();
+        for _ in 0..runs {
+            pair();
+        }
+        mark();
+    });
+}
+
+/// Builds the add and ReLU programs and their buffers, and hands `f` one
+/// pair run one EXEC per op and one pair run as a chained EXEC.
+fn with_add_relu(d: &Device, f: impl FnOnce(&dyn Fn(), &dyn Fn())) {
     let shape = ane::tensor::Shape::new(1, 1, 64, 64).expect("shape");
     let add = builder::add(&shape).expect("add");
     let relu = builder::relu(&shape).expect("relu");
@@ -380,18 +413,11 @@ pub fn add_relu(d: &Device, u: &str, mode: &str) {
         tensor_binding(&sum, &bs),
     ];
     let relu_b = [tensor_binding(&x, &bs), tensor_binding(&out, &bo_out)];
-    let per_op = passes(|| {
+    let per_op = || {
         exec_wait(d, &pa, &add_b);
         exec_wait(d, &pr, &relu_b);
-    });
+    };
     let steps: [(&Program<'_>, &[uapi::Binding]); 2] = [(&pa, &add_b), (&pr, &relu_b)];
-    let chained = passes(|| exec_chain_wait(d, &steps));
-    println!(
-        "add+relu ({mode}, 64x64 fp16): one EXEC per op {} {u} per pair{}; one chained EXEC {} {u} per pair{}; chained / per op {}x (goal < 1.00x; omarchy-ane on an M1: 0.24x)",
-        per_op.per_pass,
-        per_op.counts(1),
-        chained.per_pass,
-        chained.counts(1),
-        ratio(chained.per_pass, per_op.per_pass)
-    );
+    let chained = || exec_chain_wait(d, &steps);
+    f(&per_op, &chained);
 }
