@@ -78,8 +78,10 @@ pub(crate) struct Job {
     pub(crate) owner: usize,
     /// UAPI priority.
     pub(crate) priority: u32,
-    /// Device address per buffer slot.
-    pub(crate) bars: [u64; BAR_SLOTS],
+    /// Device address per buffer slot: built once, in place, by EXEC's
+    /// checks (boxed, so that moving a step or a job moves a pointer, not
+    /// the 256-byte table).
+    pub(crate) bars: KBox<[u64; BAR_SLOTS]>,
     /// H14: the call's buffers (empty on H13).
     pub(crate) io: KVec<IoRef>,
     #[pin]
@@ -450,7 +452,7 @@ fn park(engine: &Arc<Engine>, head: &Arc<Job>, deps: InFences) -> Result {
 /// (H14), and the BOs it uses.
 struct Step {
     program: Arc<Program>,
-    bars: [u64; BAR_SLOTS],
+    bars: KBox<[u64; BAR_SLOTS]>,
     io: KVec<IoRef>,
     bos: KVec<ARef<Bo>>,
 }
@@ -467,7 +469,7 @@ fn check_step(
     let program = file.inner().programs.lock().get(handle)?;
     let summary = program.summary.as_ref();
     let h14 = program.fw.is_some();
-    let mut bars = [0u64; BAR_SLOTS];
+    let mut bars = KBox::new([0u64; BAR_SLOTS], GFP_KERNEL_ACCOUNT)?;
     let mut io = KVec::new();
     let mut bound = 0u32;
     // A bad count is refused by `read_each`, not by a failed allocation.

@@ -479,7 +479,7 @@ impl H13 {
         let push = Push {
             queue: tm::QUEUE,
             nid: tm::JOB_NID,
-            bars: &job.bars,
+            bars: &job.bars[..],
             td_size: prog.td_size,
             td_count: prog.td_count,
             // The engine's window is below 4 GiB.
