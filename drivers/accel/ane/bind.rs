@@ -310,7 +310,9 @@ fn ane_data(
     }
 }
 
-/// H13: the host drives the task manager.
+/// H13: the host drives the task manager. Never inlined into the probe
+/// (nor `probe_h14`): only one generation's locals take stack.
+#[inline(never)]
 fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let EngineMmio {
@@ -540,6 +542,7 @@ fn debug_files(
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
+#[inline(never)]
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
