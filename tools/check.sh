@@ -238,7 +238,7 @@ arm_dtb() {
 # and the H13 suites under each alternative the record leaves open for the
 # task manager (alt_h13: the ack, the pop, the network id, T6001's drain).
 suite_a=load_unload,accel_smoke,ioctl,ioctl_irq,ioctl_t6001,suspend
-suite_b=ioctl_t6021,unbind_open,open_probe,fw_t6021,fw_alt_t6021,node_shapes,probe
+suite_b=ioctl_t6021,unbind_open,open_probe,fw_t6021,fw_alt_t6021,node_shapes,probe,job_timeout,tenancy
 # Limits (seconds) are four times or more what each run took on the 2-core
 # machine the README's figures come from.
 step "guest arm64 7.3: test-flavour module + initramfs" guest arm64 "$kdir_arm" arm64
@@ -276,7 +276,8 @@ san_lane_1() {
 	step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
 }
 san_lane_2() {
-	step "qemu x86_64 7.3 sanitizers 2/4: $suite_b" boot x86_64 "$kdir_san" x86_64-san "$suite_b" suite-b 1200
+	# memcg: only the sanitizer kernel has CONFIG_MEMCG (as the target).
+	step "qemu x86_64 7.3 sanitizers 2/4: $suite_b,memcg" boot x86_64 "$kdir_san" x86_64-san "$suite_b,memcg" suite-b 1200
 	# The hostile-client pass (issue 26): hostile processes beside one
 	# client whose every job must end DONE and exact, on every SoC table.
 	step "qemu x86_64 7.3 sanitizers 4/4: hostile clients beside a well-behaved one (1500 hostile calls per SoC table)" \

@@ -109,6 +109,8 @@ pub(crate) struct AneData {
     /// H14: the firmware and the device-wide address space every client
     /// shares with it.
     fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
+    /// H14: whose files may be open on the shared address space.
+    tenants: Option<Arc<vm::Tenants>>,
 }
 
 impl AneData {
@@ -143,6 +145,8 @@ pub(crate) struct AneFile {
     pub(crate) bytes: Arc<gem::ClientBytes>,
     /// Its use of the engine, for fdinfo.
     pub(crate) usage: Arc<job::Usage>,
+    /// H14: its hold on the shared address space, for its user.
+    _tenancy: Option<vm::Tenancy>,
 }
 
 impl accel::Driver for AneDriver {
@@ -171,6 +175,10 @@ impl accel::Driver for AneDriver {
     };
 
     fn open(dev: &accel::Device<Self>) -> Result<Pin<KBox<AneFile>>> {
+        // H14: files of one user at a time, unless several are allowed
+        // (kernel-2 1.12; before the engine is woken or anything is
+        // allocated for the file).
+        let tenancy = dev.tenants.as_ref().map(|t| t.enter()).transpose()?;
         // Opening the node wakes the engine, as on macOS; it autosuspends
         // again when idle. Runtime PM is enabled only once probe returned
         // (the node exists a little earlier) and disabled at remove after
@@ -197,6 +205,7 @@ impl accel::Driver for AneDriver {
                 jobs <- job::Jobs::new(),
                 bytes,
                 usage,
+                _tenancy: tenancy,
             }),
             GFP_KERNEL_ACCOUNT,
         )
@@ -275,6 +284,10 @@ macro_rules! ane_module {
                     default: 8192,
                     description: "Cap on all buffer objects of a device in MiB (read at bind). On T602x, where all clients share one device address space, it and bo_client_mb are capped at that space's size",
                 },
+                job_timeout_ms: u32 {
+                    default: 2000,
+                    description: "H13 (M1, M1 Pro/Max): how long one job may run before it is declared hung and the engine recovered, in ms (10..=60000, read at bind). Raise it for models that legitimately run longer; a hung job holds the engine from every client this long",
+                },
                 fw_call_ms: u32 {
                     default: 5000,
                     description: "T602x: how long one call (a job) may run on the firmware until its finish event, in ms; past it the job times out and the firmware is quarantined until reboot (the record's rule). Raise it for models that legitimately run longer (read at bind)",
@@ -294,6 +307,10 @@ macro_rules! ane_module {
                 boost_idle_ms: u32 {
                     default: 0,
                     description: "CPU-cluster boost, a power policy for the administrator: every cpufreq policy's minimum is held at its top frequency from the start of a job until this many ms after the last (visible in scaling_min_freq). Default 0 = off; 100 is what omarchy-ane measured (T8103: a 171 ms encoder ran in 138 ms) (read at bind)",
+                },
+                multi_user: u32 {
+                    default: 0,
+                    description: "1: T602x (M2 Pro/Max): let files of different users be open at once. All T602x clients share one device address space with the firmware and their programs are opaque to the kernel, so any client's program can read and write any other client's buffers; by default the files open at one time must belong to one user, and another user's open gets EBUSY (read at bind)",
                 },
                 completion_irq: u32 {
                     default: 0,

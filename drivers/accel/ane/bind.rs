@@ -40,8 +40,29 @@ fn boost_idle_ms() -> u32 {
     ext::param::get(module_parameters::boost_idle_ms.value())
 }
 
-/// How long a job may run before it is declared hung.
-const JOB_TIMEOUT_MS: u32 = 2000;
+/// The range `job_timeout_ms` may take: below 10 ms a legitimate job
+/// would be cut short by the polling period alone; above a minute a hung
+/// job would hold the engine from every client for longer than any
+/// recorded model runs (kernel-2 U6).
+const JOB_TIMEOUT_MS: core::ops::RangeInclusive<u32> = 10..=60_000;
+
+/// H13: how long a job may run before it is declared hung (the
+/// `job_timeout_ms` parameter), or `EINVAL`, said in the log, outside
+/// [`JOB_TIMEOUT_MS`].
+fn job_timeout_ms(dev: &device::Device) -> Result<u32> {
+    let ms = ext::param::get(module_parameters::job_timeout_ms.value());
+    if JOB_TIMEOUT_MS.contains(&ms) {
+        return Ok(ms);
+    }
+    dev_err!(
+        dev,
+        "job_timeout_ms={} is outside {}..={}: not binding\n",
+        ms,
+        JOB_TIMEOUT_MS.start(),
+        JOB_TIMEOUT_MS.end()
+    );
+    Err(EINVAL)
+}
 
 /// Data of a bound platform device.
 pub(crate) struct AneBound {
@@ -275,6 +296,7 @@ fn ane_data(
     simulated: bool,
     engine: Option<Arc<Engine>>,
     fw: Option<(Arc<h14::Firmware>, Arc<Vm>)>,
+    tenants: Option<Arc<vm::Tenants>>,
 ) -> AneData {
     let mb = |v: u32| u64::from(v) << 20;
     // Clients' buffers must fit the addresses they can get: one file's
@@ -307,12 +329,17 @@ fn ane_data(
         parent: dev.into(),
         engine,
         fw,
+        tenants,
     }
 }
 
-/// H13: the host drives the task manager.
+/// H13: the host drives the task manager. Never inlined into the probe
+/// (nor `probe_h14`): only one generation's locals take stack.
+#[inline(never)]
 fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
+    // Checked before any register is mapped.
+    let timeout_ms = job_timeout_ms(dev)?;
     let EngineMmio {
         mmio,
         window,
@@ -327,13 +354,13 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         mmio,
         darts,
         dart_irqs,
-        JOB_TIMEOUT_MS,
+        timeout_ms,
         soc.recovery,
         RuntimePm::new(dev),
     )?;
     let engine = Engine::new(engine::Backend::H13(h13.clone()), boost_idle_ms())?;
     let irq = request_completion_irq(pdev, &h13)?;
-    let data = ane_data(dev, soc, simulated, Some(engine.clone()), None);
+    let data = ane_data(dev, soc, simulated, Some(engine.clone()), None, None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     let reg = accel::Registration::new(drm)?;
     // Test flavour: hold the window between the node's registration and
@@ -540,6 +567,7 @@ fn debug_files(
 }
 
 /// H14: Linux starts the ANE firmware and sends it commands.
+#[inline(never)]
 fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> Result<AneBound> {
     let dev = pdev.device();
     let (regs, vm, windows) = h14_resources(pdev, soc, simulated)?;
@@ -550,12 +578,14 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
         ext::param::get(module_parameters::fw_call_ms.value()),
     )?;
     let engine = Engine::new(engine::Backend::Fw(firmware.clone()), boost_idle_ms())?;
+    let tenants = vm::Tenants::new(ext::param::on(module_parameters::multi_user.value()))?;
     let data = ane_data(
         dev,
         soc,
         simulated,
         Some(engine.clone()),
         Some((firmware.clone(), vm)),
+        Some(tenants),
     );
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
     // Failures are recorded in the firmware state; the device stays bound.

@@ -219,16 +219,19 @@ impl Job {
                 .fetch_add(ended.saturating_sub(started), Ordering::Relaxed);
         }
         drop(self.take_res());
-        *self.state.lock() = (status, fault);
-        self.done.notify_all();
         if self.tail.is_none() {
-            // The chain ended: the one place its out-fence is signalled.
+            // The chain ended: the one place its out-fence is signalled,
+            // before the state is published, so that a WAIT that saw the
+            // end also sees the fence signalled (a loaded guest showed
+            // the other order: WAIT DONE, the out-fence still pending).
             // Taken first: its callbacks do not run under the lock.
             let f = self.fence.lock().take();
             if let Some(f) = f {
                 f.signal(fence::status_error(status));
             }
         }
+        *self.state.lock() = (status, fault);
+        self.done.notify_all();
     }
 }
 

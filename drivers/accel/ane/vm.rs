@@ -480,3 +480,65 @@ impl Drop for Mapping {
         self.vm.free(self.pool, self.iova);
     }
 }
+
+/// The users whose files may be open at once on a device-wide address
+/// space (H14, kernel-2 1.12). Every T602x client shares one address space
+/// with the firmware, and their programs are opaque to the kernel, so a
+/// client's program can reach any other client's buffers: nothing a
+/// driver can check separates them. Files of one user may share it (they
+/// could read each other's memory anyway); by default a file of another
+/// user is refused with `EBUSY` while any is open, unless the
+/// administrator allowed several users (`multi_user`).
+#[pin_data]
+pub(crate) struct Tenants {
+    multi_user: bool,
+    #[pin]
+    held: Mutex<Held>,
+}
+
+/// The user holding the space and how many files it has open.
+struct Held {
+    user: Option<kernel::task::Kuid>,
+    files: usize,
+}
+
+/// One open file's hold on the space: released when the file closes.
+pub(crate) struct Tenancy(Arc<Tenants>);
+
+impl Tenants {
+    /// The space's tenants; `multi_user` lets files of different users be
+    /// open at once.
+    pub(crate) fn new(multi_user: bool) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                multi_user,
+                held <- new_mutex!(Held { user: None, files: 0 }),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Admits a file of the current task's effective user: `EBUSY` while
+    /// files of another user are open and several users are not allowed.
+    pub(crate) fn enter(self: &Arc<Self>) -> Result<Tenancy> {
+        let me = kernel::task::Kuid::current_euid();
+        let mut held = self.held.lock();
+        match held.user {
+            Some(user) if !self.multi_user && user != me => return Err(EBUSY),
+            _ => {}
+        }
+        held.user = Some(me);
+        held.files += 1;
+        Ok(Tenancy(self.clone()))
+    }
+}
+
+impl Drop for Tenancy {
+    fn drop(&mut self) {
+        let mut held = self.0.held.lock();
+        held.files = held.files.saturating_sub(1);
+        if held.files == 0 {
+            held.user = None;
+        }
+    }
+}

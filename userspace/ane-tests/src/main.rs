@@ -34,6 +34,7 @@ macro_rules! check {
 
 // After `check!`, which it uses.
 mod fences;
+mod memcg;
 
 /// The errno of a raw ioctl, or `None` on success.
 fn errno(r: Result<(), Errno>) -> Option<Errno> {
@@ -826,7 +827,6 @@ fn require_fault_injection() -> TestResult {
     Ok(())
 }
 
-/// Whether the device runs the firmware backend (H14).
 /// The byte offset of every element of a `dims` tensor with byte `strides`,
 /// in (n, c, h, w) order.
 fn nchw_offsets(dims: [u32; 4], strides: &[u64; 4]) -> impl Iterator<Item = usize> + '_ {
@@ -856,6 +856,7 @@ pub(crate) fn get_nchw(m: &[u8], dims: [u32; 4], strides: &[u64; 4]) -> Vec<half
         .collect()
 }
 
+/// Whether the device runs the firmware backend (H14).
 fn is_h14(d: &Device) -> bool {
     param_value(d, param::BACKEND).ok() == Some(uapi::backend::FIRMWARE)
 }
@@ -1879,6 +1880,165 @@ fn injected_hang_recovers(d: &Device) -> TestResult {
         "hung job ended {st:?}"
     );
     recovered_by_forced_power_cycle(d, awake)
+}
+
+/// `--hung-job MAX_MS`: a job the simulator hangs ends TIMEOUT, and the
+/// WAIT that reports it returns within `MAX_MS` of the EXEC (the
+/// `job_timeout_ms` parameter plus the recovery; kernel-2 U6).
+fn hung_job_main(args: &[String]) -> ExitCode {
+    let Some(max) = args.first().and_then(|a| a.parse::<u128>().ok()) else {
+        eprintln!("usage: --hung-job MAX_MS");
+        return ExitCode::from(2);
+    };
+    let result = (|| -> TestResult {
+        let d = open()?;
+        require_fault_injection()?;
+        inject("hang", 1)?;
+        let t0 = std::time::Instant::now();
+        let st = run_sum(&d)?;
+        let ms = t0.elapsed().as_millis();
+        check!(st == ane::device::JobStatus::Timeout, "ended {st:?}");
+        println!("hung job: TIMEOUT after {ms} ms");
+        check!(ms <= max, "TIMEOUT after {ms} ms, want <= {max} ms");
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("hung job: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The uid the tenancy test's other user runs as.
+const OTHER_UID: u32 = 1000;
+
+/// Runs this binary with `args`, to become [`OTHER_UID`] itself
+/// (`--open-errno`); the child, or why not.
+fn as_other_user(args: &[&str]) -> Result<std::process::Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("spawn as uid {OTHER_UID}: {e}"))
+}
+
+/// `--open-errno NODE [hold]`: becomes [`OTHER_UID`], opens the node and
+/// prints `open: ok` or `open: errno N`; with `hold`, keeps it open until
+/// stdin closes.
+fn open_errno_main(args: &[String]) -> ExitCode {
+    let Some(path) = args.first() else {
+        eprintln!("usage: --open-errno NODE [hold]");
+        return ExitCode::from(2);
+    };
+    // The raw per-thread calls (this process has one thread): the C
+    // library's setuid() needs more of the kernel than the test kernels
+    // build (std's `Command::uid` got ENOSYS there).
+    use rustix::thread::{set_thread_res_gid, set_thread_res_uid, Gid, Uid};
+    let gid = Gid::from_raw(OTHER_UID);
+    let uid = Uid::from_raw(OTHER_UID);
+    if let Err(e) =
+        set_thread_res_gid(gid, gid, gid).and_then(|()| set_thread_res_uid(uid, uid, uid))
+    {
+        println!("open: cannot become uid {OTHER_UID}: {e}");
+        return ExitCode::from(1);
+    }
+    match Device::open(std::path::Path::new(path)) {
+        Ok(d) => {
+            println!("open: ok");
+            if args.get(1).map(String::as_str) == Some("hold") {
+                use std::io::{Read, Write};
+                let _ = std::io::stdout().flush();
+                let _ = std::io::stdin().read_to_end(&mut Vec::new());
+            }
+            drop(d);
+        }
+        Err(e) => match e.errno() {
+            Some(n) => println!("open: errno {}", n.raw_os_error()),
+            None => println!("open: {e}"),
+        },
+    }
+    ExitCode::SUCCESS
+}
+
+/// What another user's `--open-errno` printed.
+fn other_user_open(path: &str) -> Result<String, String> {
+    let out = as_other_user(&["--open-errno", path])?
+        .wait_with_output()
+        .map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `--tenancy single|multi NODE` (kernel-2 1.12): on a T602x, whose
+/// clients share one address space, another user's open is EBUSY while
+/// this user has a file open and succeeds once it is closed (and then
+/// holds off this user in turn); with `multi_user=1` both users' files
+/// are open at once.
+fn tenancy_main(args: &[String]) -> ExitCode {
+    let (Some(mode), Some(path)) = (args.first(), args.get(1)) else {
+        eprintln!("usage: --tenancy single|multi NODE");
+        return ExitCode::from(2);
+    };
+    let result = (|| -> TestResult {
+        let mine = Device::open(std::path::Path::new(path)).map_err(|e| e.to_string())?;
+        let got = other_user_open(path)?;
+        if mode == "multi" {
+            check!(
+                got == "open: ok",
+                "multi_user=1, another user's open: {got}"
+            );
+            println!("tenancy: another user's open beside mine: ok");
+            return Ok(());
+        }
+        let busy = format!("open: errno {}", Errno::BUSY.raw_os_error());
+        check!(
+            got == busy,
+            "another user's open while mine is open: {got} (want EBUSY)"
+        );
+        drop(mine);
+        // Now the other user holds it, and this user is refused.
+        let mut other = as_other_user(&["--open-errno", path, "hold"])?;
+        let mut line = String::new();
+        {
+            use std::io::BufRead;
+            let out = other.stdout.as_mut().ok_or("no stdout")?;
+            std::io::BufReader::new(out)
+                .read_line(&mut line)
+                .map_err(|e| e.to_string())?;
+        }
+        let refused = Device::open(std::path::Path::new(path));
+        drop(other.stdin.take());
+        let _ = other.wait();
+        check!(
+            line.trim() == "open: ok",
+            "another user's open after mine closed: {}",
+            line.trim()
+        );
+        match refused {
+            Err(e) if e.errno() == Some(Errno::BUSY) => {}
+            Err(e) => {
+                return Err(format!(
+                    "my open while another user's is open: {e} (want EBUSY)"
+                ))
+            }
+            Ok(_) => return Err("my open while another user's is open succeeded".into()),
+        }
+        // Both closed: this user again.
+        Device::open(std::path::Path::new(path))
+            .map_err(|e| format!("my open after both closed: {e}"))?;
+        println!("tenancy: one user at a time: ok");
+        Ok(())
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("tenancy: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 fn extended_bindings_accepted(d: &Device) -> TestResult {
@@ -3018,6 +3178,18 @@ fn main() -> ExitCode {
     }
     if mode == Some("--fences") {
         return fences::main();
+    }
+    if mode == Some("--tenancy") {
+        return tenancy_main(&args[2..]);
+    }
+    if mode == Some("--open-errno") {
+        return open_errno_main(&args[2..]);
+    }
+    if mode == Some("--hung-job") {
+        return hung_job_main(&args[2..]);
+    }
+    if mode == Some("--memcg") {
+        return memcg::main(&args[2..]);
     }
     if mode == Some("--fuzz") {
         return fuzz::parent_main(&args[2..]);

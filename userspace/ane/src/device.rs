@@ -24,6 +24,16 @@ use rustix::mm::{MapFlags, ProtFlags};
 
 use crate::hw::uapi::{self, param};
 
+/// What an open's errno means for this driver, when it says more than the
+/// errno's text.
+fn open_hint(e: Errno) -> &'static str {
+    if e == Errno::BUSY {
+        " (on an M2 Pro/Max, files of one user at a time share the ANE; another user has it open, and the administrator can allow several users with the module option multi_user=1)"
+    } else {
+        ""
+    }
+}
+
 /// Errors of device access. Each names what was being done.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -31,7 +41,7 @@ pub enum Error {
     #[error("no ANE accel device found under /dev/accel (is the ane module loaded and bound?)")]
     NoDevice,
     /// The node could not be opened.
-    #[error("cannot open {path}: {source}")]
+    #[error("cannot open {path}: {source}{}", open_hint(*source))]
     Open {
         /// The node.
         path: PathBuf,

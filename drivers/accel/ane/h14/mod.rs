@@ -484,6 +484,12 @@ impl Firmware {
         }
     }
 
+    // The start is three calls that are never inlined into one another or
+    // into the probe: each step's locals (the parsed image, the boot
+    // record, the channel host) then take stack only while that step runs,
+    // and the deepest chain (the boot's allocations down into the slab
+    // allocator under lockdep) stays far inside a 16 KiB kernel stack. One
+    // merged frame of 3.3 KiB under the probe's overflowed it on arm64.
     fn start_locked(
         &self,
         dev: &Device<AneDriver>,
@@ -495,6 +501,20 @@ impl Firmware {
                 "the coprocessor was already released in this boot; only a reboot restarts it",
             );
         }
+        let fwim = self.load_and_stage(dev, pdev, st)?;
+        let booted = self.release(dev, pdev, st, fwim)?;
+        self.connect(dev, pdev, st, &booted)
+    }
+
+    /// Loads the firmware file, checks it, and stages it for the core;
+    /// the image's device address.
+    #[inline(never)]
+    fn load_and_stage(
+        &self,
+        dev: &Device<AneDriver>,
+        pdev: &kernel::device::Device,
+        st: &mut State,
+    ) -> core::result::Result<u64, &'static str> {
         let pin = &image::T6021_PIN;
         let name = CString::try_from_fmt(fmt!("{}", pin.name)).map_err(|_| "out of memory")?;
         let fw = crate::ext::firmware::Firmware::request(&name, pdev).map_err(|_| {
@@ -541,9 +561,19 @@ impl Firmware {
             dev_err!(pdev, "latched RVBAR {:#x}\n", rvbar);
             return Err("the coprocessor's latched entry is not the reserved firmware window");
         }
-        let fwim = self
-            .stage(dev, st, bytes, &img, entry)
-            .map_err(|_| "cannot stage the firmware image")?;
+        self.stage(dev, st, bytes, &img, entry)
+            .map_err(|_| "cannot stage the firmware image")
+    }
+
+    /// Releases the core into the staged image.
+    #[inline(never)]
+    fn release(
+        &self,
+        dev: &Device<AneDriver>,
+        pdev: &kernel::device::Device,
+        st: &mut State,
+        fwim: u64,
+    ) -> core::result::Result<boot::Booted, &'static str> {
         let cfg = boot::BootConfig {
             fwim_dva: fwim,
             ..boot::BootConfig::DEFAULT
@@ -558,6 +588,19 @@ impl Firmware {
             Err(e) => return Err(self.boot_failed(pdev, st, e)),
         };
         self.mark_released(st);
+        Ok(booted)
+    }
+
+    /// Sets up the channel transport over the running firmware and asks
+    /// for its configuration: the firmware is then RUNNING.
+    #[inline(never)]
+    fn connect(
+        &self,
+        dev: &Device<AneDriver>,
+        pdev: &kernel::device::Device,
+        st: &mut State,
+        booted: &boot::Booted,
+    ) -> core::result::Result<(), &'static str> {
         let mut ctx = Ctx {
             dev,
             regs: &self.regs,
