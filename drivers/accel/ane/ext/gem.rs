@@ -489,15 +489,19 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
 
     /// Looks up `handle` in `file`: `ENOENT` when there is no such handle.
     ///
-    /// Every GEM object of a `Device<T>` must be an `Object<T, D>` (the
-    /// driver creates no other kind and imports none).
-    pub fn lookup(file: &File<T>, handle: u32) -> Result<ARef<Self>> {
+    /// # Safety
+    ///
+    /// Every GEM object of a `Device<T>` must be an `Object<T, D>` with
+    /// this `D`: the driver creates objects of no other type (no second
+    /// `D` for the same `T`) and imports none. Nothing here can check it:
+    /// the object is cast by its address.
+    pub unsafe fn lookup(file: &File<T>, handle: u32) -> Result<ARef<Self>> {
         // SAFETY: `file` is open; a non-null result carries a reference.
         let raw = unsafe { bindings::drm_gem_object_lookup(file.as_raw(), handle) };
         let raw = NonNull::new(raw).ok_or(ENOENT)?;
         // SAFETY: `base` is the first field of the shmem object, which is
-        // the first field of `Self` (both `repr(C)`); by the requirement
-        // above every object of this device is a `Self`.
+        // the first field of `Self` (both `repr(C)`); by the safety
+        // requirements every object of this device is a `Self`.
         Ok(unsafe { ARef::from_raw(raw.cast::<Self>()) })
     }
 

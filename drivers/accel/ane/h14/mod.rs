@@ -162,6 +162,16 @@ struct FwMemory {
     sections: KVec<ARef<Bo>>,
 }
 
+impl Drop for FwMemory {
+    fn drop(&mut self) {
+        // The fixed mappings first: the firmware image's alias maps the
+        // pages of a BO in `bos`, which must not be released while the
+        // device can still reach them (fields would drop in declaration
+        // order, `bos` before `maps`).
+        self.maps.clear();
+    }
+}
+
 /// What the hardware-independent code runs on during one operation.
 struct Ctx<'a> {
     dev: &'a Device<AneDriver>,
@@ -971,18 +981,28 @@ impl Firmware {
             params.wrapper_pa
         );
         gem::write(&bo, 0, &staged)?;
+        // The image is kept in `bos` before its alias goes into `maps`: a
+        // failed push must drop the alias (unmapped at once) while the
+        // image lives, never the image while its alias still maps it.
+        st.mem.bos.push(bo, GFP_KERNEL)?;
         if let Some(entry) = entry {
-            let alias = st.mem.vm.map_fixed(&bo, entry)?;
+            let image = st.mem.bos.last().ok_or(EINVAL)?;
+            let alias = st.mem.vm.map_fixed(image, entry)?;
             st.mem.maps.push(alias, GFP_KERNEL)?;
         }
-        st.mem.bos.push(bo, GFP_KERNEL)?;
         const PMU_PAGE: u64 = 0x4000;
         if self.regs.simulated() {
             // The simulated firmware's PMU page is RAM at the same address.
             let pmu = gem::create_fixed(dev, &st.mem.vm, PMU_PAGE, regs::PMU_PA)?;
             st.mem.bos.push(pmu, GFP_KERNEL)?;
         } else {
-            let pmu = st.mem.vm.map_phys(regs::PMU_PA, regs::PMU_PA, PMU_PAGE)?;
+            // SAFETY: `PMU_PA` is a register page of the SoC's power
+            // manager (inside the PMGR block at 0x28e080000), not RAM and
+            // no DMA master's registers: the page the record's firmware
+            // reaches at IOVA == PA for its power service, mapped as the
+            // record maps it (`hw::fw::regs::PMU_PA`). Registers never go
+            // away while this mapping (kept in `maps`) lives.
+            let pmu = unsafe { st.mem.vm.map_phys(regs::PMU_PA, regs::PMU_PA, PMU_PAGE) }?;
             st.mem.maps.push(pmu, GFP_KERNEL)?;
         }
         Ok(dva)
