@@ -523,11 +523,33 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
 
     extern "C" fn free_callback(obj: *mut bindings::drm_gem_object) {
         let this = obj.cast::<Self>();
+        // The order (kernel-2 1.14):
+        // 1. A reference to the DRM device, taken first: `data` may hold
+        //    the last other one (the driver's `BoData` holds an
+        //    `ARef<Device>`), and everything after step 2 still
+        //    dereferences `obj->dev` (the shmem helpers' `drm_WARN_ON`s,
+        //    `drm_gem_object_release` removing the fake offset from the
+        //    device's drmm-managed `vma_offset_manager`).
+        // 2. `data`, while the pages are still pinned: it may still reach
+        //    them (its device mapping is undone here, before the pages can
+        //    be released).
+        // 3. The write-combined mapping and the pin taken in `create`, then
+        //    the shmem state (which releases the pages), then the
+        //    allocation.
+        // 4. The device reference of step 1, last: nothing of the object
+        //    is left to reach the device, which may now be released.
+        //
         // SAFETY: The last reference is gone: nothing else uses the object.
-        // `data` goes first (it may still use the pages), then the
-        // write-combined mapping and the pin taken in `new`, then the shmem
-        // state, then the allocation.
+        // `obj->dev` is the device the object was initialised on
+        // (`drm_gem_shmem_init` in `create`), alive on entry: the GEM core
+        // holds no reference to it, but the driver's data does (the only
+        // `D` of this driver, `crate::gem::BoData`, holds an
+        // `ARef<Device>`), and from step 1 on the reference taken here
+        // keeps it alive until step 4. (Taking that reference in `create`
+        // instead would make this hold for any `D`.)
         unsafe {
+            let drm = (*obj).dev;
+            bindings::drm_dev_get(drm);
             ManuallyDrop::drop(&mut (*this).data);
             let wc = (*this).wc.load(Ordering::Acquire);
             if !wc.is_null() {
@@ -538,6 +560,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             }
             bindings::drm_gem_shmem_release((*this).obj.get());
             drop(KBox::from_raw(this));
+            bindings::drm_dev_put(drm);
         }
     }
 }
