@@ -1052,6 +1052,16 @@ impl Firmware {
             drop(parked);
         }
         st.host = None;
+        // Without the transport no command may pass the RUNNING check any
+        // more, and GET_PARAM must not report a running firmware until the
+        // node goes (kernel-2 N15). A released coprocessor keeps running
+        // but takes no command from Linux until reboot (QUARANTINED); the
+        // simulator's firmware stops with its device (OFF).
+        self.set_state(if st.released && !self.regs.simulated() {
+            fw_state::QUARANTINED
+        } else {
+            fw_state::OFF
+        });
         st.dev = None;
         st.programs.clear();
         st.mem.shared.clear();
