@@ -18,7 +18,12 @@ use super::glue::raw_dev;
 /// An unmanaged IOMMU paging domain.
 pub struct IommuDomain(NonNull<bindings::iommu_domain>);
 
-// SAFETY: The IOMMU core serialises domain operations internally.
+// SAFETY: The domain is a pointer the IOMMU core lets any thread use.
+// Attach and detach take the group's mutex. Map and unmap may run
+// concurrently on disjoint ranges (the page-table code installs tables
+// with cmpxchg, io-pgtable-dart.c); a map over a live entry is refused
+// with `EEXIST`, and this driver maps only ranges its `Vm` allocated or
+// reserved. Freeing happens once, in `drop`.
 unsafe impl Send for IommuDomain {}
 // SAFETY: See `Send`.
 unsafe impl Sync for IommuDomain {}
