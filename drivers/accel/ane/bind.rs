@@ -362,7 +362,8 @@ fn probe_h13(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     let irq = request_completion_irq(pdev, &h13)?;
     let data = ane_data(dev, soc, simulated, Some(engine.clone()), None, None);
     let drm = accel::Device::<AneDriver>::new(dev, data)?;
-    let reg = accel::Registration::new(drm)?;
+    // SAFETY: `drm` was allocated just above and is registered only here.
+    let reg = unsafe { accel::Registration::new(drm) }?;
     // Test flavour: hold the window between the node's registration and
     // runtime PM's enabling open, so a test can open the node in it.
     #[cfg(ane_test)]
@@ -601,7 +602,9 @@ fn probe_h14(pdev: &PlatformDev<'_>, soc: &'static SocInfo, simulated: bool) -> 
     }
     let awake = (firmware.state() == uapi::fw_state::RUNNING || firmware.released_hardware())
         .then(|| drm.pm.hold());
-    let reg = match accel::Registration::new(drm) {
+    // SAFETY: `drm` was allocated above (`Device::new`) and is registered
+    // only here.
+    let reg = match unsafe { accel::Registration::new(drm) } {
         Ok(r) => r,
         Err(e) => {
             firmware.shutdown(dev);

@@ -449,7 +449,13 @@ fn copy_wc(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
 /// Looks up a BO of `file`: `ENOENT` for an unknown handle, `EACCES` for a
 /// BO mapped in another file's address space.
 pub(crate) fn lookup(file: &File<AneDriver>, handle: u32) -> Result<ARef<Bo>> {
-    let bo = Bo::lookup(file, handle)?;
+    // SAFETY: Every GEM object of this driver's devices is a `Bo`: the
+    // driver creates objects only as `Bo` (`create_mapped_as`, the one
+    // place that calls `Object::new`/`new_filled`), refuses export
+    // (`ext::gem`'s `export_refused`) and cannot import (its `drm_driver`
+    // has no `gem_prime_import_sg_table`, so the PRIME core refuses with
+    // `EINVAL`).
+    let bo = unsafe { Bo::lookup(file, handle) }?;
     if !kernel::sync::Arc::ptr_eq(bo.mapping()?.vm(), &file.inner().vm) {
         return Err(EACCES);
     }

@@ -106,7 +106,17 @@ impl AddressSpace {
                     // Before the device may see the pages (`ext::dma`).
                     crate::ext::dma::clean_for_device(&d.dev, bo)?;
                 }
-                d.domain.map_object(iova, bo, writable)
+                // SAFETY: The mapping is undone before `bo`'s pages go.
+                // This is reached only through `Vm::map_with` and
+                // `Vm::map_fixed`, whose `Mapping` (which unmaps on drop)
+                // is dropped at once on failure, or kept in the object's
+                // own data (`gem::create_mapped_as` stores it in `BoData`;
+                // the object's `free` drops its data before it unpins the
+                // pages, `ext::gem::Object::free_callback`), or, for H14's
+                // alias of the firmware image, kept in the firmware's
+                // `maps`, which go before its `bos` (`h14::Firmware`'s
+                // `stage` and `shutdown`, `FwMemory`'s `Drop`).
+                unsafe { d.domain.map_object(iova, bo, writable) }
             }
             #[cfg(ane_test)]
             AddressSpace::Soft(pt) => {
@@ -120,9 +130,15 @@ impl AddressSpace {
         }
     }
 
-    fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
+    /// Maps the physical range `[pa, pa + size)` at `iova`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`IommuDomain::map_phys`].
+    unsafe fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
         match self {
-            AddressSpace::Iommu(d) => d.domain.map_phys(iova, pa, size),
+            // SAFETY: The caller's safety requirements are the domain's.
+            AddressSpace::Iommu(d) => unsafe { d.domain.map_phys(iova, pa, size) },
             // The simulator has no device registers to map.
             #[cfg(ane_test)]
             AddressSpace::Soft(_) => Err(EINVAL),
@@ -185,7 +201,11 @@ impl IommuSpace {
 
     /// Attaches the domain to the engine.
     pub(crate) fn attach(&self) -> Result {
-        self.domain.attach(&self.dev)?;
+        // SAFETY: The domain is detached before it is freed: `attached` is
+        // set right after, and `AddressSpace`'s `Drop` (the only owner of
+        // an `IommuSpace`) detaches a space whose flag is set before its
+        // domain drops; H14's released firmware never drops its space.
+        unsafe { self.domain.attach(&self.dev) }?;
         self.attached.store(true, Ordering::Release);
         Ok(())
     }
@@ -442,8 +462,24 @@ impl Vm {
     /// Maps the device-register page(s) `[pa, pa + size)` at `iova`, an
     /// address outside the allocator's window that the caller reserved (the
     /// H14 firmware reaches its PMU page at IOVA == PA).
-    pub(crate) fn map_phys(self: &Arc<Self>, iova: u64, pa: u64, size: u64) -> Result<Mapping> {
-        self.space.map_phys(iova, pa, size)?;
+    ///
+    /// # Safety
+    ///
+    /// `[pa, pa + size)` must be memory the engine may read and write for
+    /// as long as the returned mapping lives, as for
+    /// [`IommuDomain::map_phys`]: device registers, never RAM. (The
+    /// mapping holds the `Vm`, so it is unmapped before the domain is
+    /// freed.)
+    pub(crate) unsafe fn map_phys(
+        self: &Arc<Self>,
+        iova: u64,
+        pa: u64,
+        size: u64,
+    ) -> Result<Mapping> {
+        // SAFETY: The caller's safety requirements; the `Mapping` returned
+        // unmaps the range when it drops, and holds the `Vm` (so the
+        // domain) until then.
+        unsafe { self.space.map_phys(iova, pa, size) }?;
         Ok(Mapping {
             vm: self.clone(),
             iova,

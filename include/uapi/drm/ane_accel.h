@@ -93,11 +93,13 @@ enum drm_ane_backend {
 
 enum drm_ane_fw_state {
 	DRM_ANE_FW_NONE = 0,	/* this generation runs no firmware of Linux's */
-	DRM_ANE_FW_OFF = 1,	/* not started yet */
+	DRM_ANE_FW_OFF = 1,	/* not started yet (a simulator's: stopped
+				 * at unbind) */
 	DRM_ANE_FW_RUNNING = 2,
 	DRM_ANE_FW_FAILED = 3,	/* start failed; the device stays bound but idle */
-	DRM_ANE_FW_QUARANTINED = 4, /* a protocol failure after the start: commands
-				     * are refused until reboot */
+	DRM_ANE_FW_QUARANTINED = 4, /* a protocol failure after the start, or an
+				     * unbind while the coprocessor runs:
+				     * commands are refused until reboot */
 };
 
 /*

@@ -346,8 +346,16 @@ pub struct Registration<T: Driver> {
 
 impl<T: Driver> Registration<T> {
     /// Registers `dev`, creating `/dev/accel/accelN`.
-    pub fn new(dev: ARef<Device<T>>) -> Result<Self> {
-        // SAFETY: `dev` is an initialised, unregistered device.
+    ///
+    /// # Safety
+    ///
+    /// `dev` must never have been registered: this is the only
+    /// `Registration` ever made of it (a DRM device is registered once
+    /// and unplugged once; `ARef` is `Clone`, so the type cannot promise
+    /// it).
+    pub unsafe fn new(dev: ARef<Device<T>>) -> Result<Self> {
+        // SAFETY: `dev` is initialised (`Device::new`) and, by the safety
+        // requirements, not registered yet.
         kernel::error::to_result(unsafe { bindings::drm_dev_register(dev.as_raw(), 0) })?;
         Ok(Self { dev })
     }

@@ -489,15 +489,19 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
 
     /// Looks up `handle` in `file`: `ENOENT` when there is no such handle.
     ///
-    /// Every GEM object of a `Device<T>` must be an `Object<T, D>` (the
-    /// driver creates no other kind and imports none).
-    pub fn lookup(file: &File<T>, handle: u32) -> Result<ARef<Self>> {
+    /// # Safety
+    ///
+    /// Every GEM object of a `Device<T>` must be an `Object<T, D>` with
+    /// this `D`: the driver creates objects of no other type (no second
+    /// `D` for the same `T`) and imports none. Nothing here can check it:
+    /// the object is cast by its address.
+    pub unsafe fn lookup(file: &File<T>, handle: u32) -> Result<ARef<Self>> {
         // SAFETY: `file` is open; a non-null result carries a reference.
         let raw = unsafe { bindings::drm_gem_object_lookup(file.as_raw(), handle) };
         let raw = NonNull::new(raw).ok_or(ENOENT)?;
         // SAFETY: `base` is the first field of the shmem object, which is
-        // the first field of `Self` (both `repr(C)`); by the requirement
-        // above every object of this device is a `Self`.
+        // the first field of `Self` (both `repr(C)`); by the safety
+        // requirements every object of this device is a `Self`.
         Ok(unsafe { ARef::from_raw(raw.cast::<Self>()) })
     }
 
@@ -519,11 +523,33 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
 
     extern "C" fn free_callback(obj: *mut bindings::drm_gem_object) {
         let this = obj.cast::<Self>();
+        // The order (kernel-2 1.14):
+        // 1. A reference to the DRM device, taken first: `data` may hold
+        //    the last other one (the driver's `BoData` holds an
+        //    `ARef<Device>`), and everything after step 2 still
+        //    dereferences `obj->dev` (the shmem helpers' `drm_WARN_ON`s,
+        //    `drm_gem_object_release` removing the fake offset from the
+        //    device's drmm-managed `vma_offset_manager`).
+        // 2. `data`, while the pages are still pinned: it may still reach
+        //    them (its device mapping is undone here, before the pages can
+        //    be released).
+        // 3. The write-combined mapping and the pin taken in `create`, then
+        //    the shmem state (which releases the pages), then the
+        //    allocation.
+        // 4. The device reference of step 1, last: nothing of the object
+        //    is left to reach the device, which may now be released.
+        //
         // SAFETY: The last reference is gone: nothing else uses the object.
-        // `data` goes first (it may still use the pages), then the
-        // write-combined mapping and the pin taken in `new`, then the shmem
-        // state, then the allocation.
+        // `obj->dev` is the device the object was initialised on
+        // (`drm_gem_shmem_init` in `create`), alive on entry: the GEM core
+        // holds no reference to it, but the driver's data does (the only
+        // `D` of this driver, `crate::gem::BoData`, holds an
+        // `ARef<Device>`), and from step 1 on the reference taken here
+        // keeps it alive until step 4. (Taking that reference in `create`
+        // instead would make this hold for any `D`.)
         unsafe {
+            let drm = (*obj).dev;
+            bindings::drm_dev_get(drm);
             ManuallyDrop::drop(&mut (*this).data);
             let wc = (*this).wc.load(Ordering::Acquire);
             if !wc.is_null() {
@@ -534,6 +560,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             }
             bindings::drm_gem_shmem_release((*this).obj.get());
             drop(KBox::from_raw(this));
+            bindings::drm_dev_put(drm);
         }
     }
 }

@@ -18,7 +18,12 @@ use super::glue::raw_dev;
 /// An unmanaged IOMMU paging domain.
 pub struct IommuDomain(NonNull<bindings::iommu_domain>);
 
-// SAFETY: The IOMMU core serialises domain operations internally.
+// SAFETY: The domain is a pointer the IOMMU core lets any thread use.
+// Attach and detach take the group's mutex. Map and unmap may run
+// concurrently on disjoint ranges (the page-table code installs tables
+// with cmpxchg, io-pgtable-dart.c); a map over a live entry is refused
+// with `EEXIST`, and this driver maps only ranges its `Vm` allocated or
+// reserved. Freeing happens once, in `drop`.
 unsafe impl Send for IommuDomain {}
 // SAFETY: See `Send`.
 unsafe impl Sync for IommuDomain {}
@@ -39,7 +44,14 @@ impl IommuDomain {
     /// T8103 and T6001 with cached CPU mappings); a write-combined one is
     /// not, as the DMA API maps a device that is not DMA-coherent (how the
     /// record ran T6021; `crate::hw::mem`).
-    pub fn map_object<T: Driver, D: Send + Sync>(
+    ///
+    /// # Safety
+    ///
+    /// The device may read (and, when `writable`, write) the object's pages
+    /// through this mapping at any time, so it must not outlive them: the
+    /// caller unmaps `[iova, iova + bo.size())` before the object's pages
+    /// are unpinned and released (before its last reference goes).
+    pub unsafe fn map_object<T: Driver, D: Send + Sync>(
         &self,
         iova: u64,
         bo: &Object<T, D>,
@@ -55,7 +67,8 @@ impl IommuDomain {
         };
         let prot = (bindings::IOMMU_READ | write | cache) as i32;
         // SAFETY: The domain is live; `sgt` describes the object's pinned
-        // pages.
+        // pages, which the caller unmaps before they are released (safety
+        // requirements).
         let mapped = unsafe {
             bindings::iommu_map_sg(
                 self.0.as_ptr(),
@@ -79,12 +92,23 @@ impl IommuDomain {
     /// Maps the physical range `[pa, pa + size)` (device registers, not RAM)
     /// at `iova`, readable and writable, not cacheable, and checks that the
     /// translation reads back.
-    pub fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
+    ///
+    /// # Safety
+    ///
+    /// Any physical address can be handed to the device this way, so the
+    /// caller must name memory the device may read and write for as long
+    /// as the mapping exists: device registers, never RAM (which the
+    /// kernel may hand to someone else), and no registers through which
+    /// the device could make another DMA master reach memory the kernel
+    /// owns. The caller unmaps the range with [`IommuDomain::unmap`]
+    /// before that stops being so.
+    pub unsafe fn map_phys(&self, iova: u64, pa: u64, size: u64) -> Result {
         let iova_ul = usize::try_from(iova).map_err(|_| EINVAL)?;
         let len = usize::try_from(size).map_err(|_| EINVAL)?;
         let prot = (bindings::IOMMU_READ | bindings::IOMMU_WRITE) as i32;
         // SAFETY: The domain is live; the caller names a device-register
-        // range, which no one frees.
+        // range the device may access while it is mapped (safety
+        // requirements), which no one frees.
         kernel::error::to_result(unsafe {
             bindings::iommu_map(
                 self.0.as_ptr(),
@@ -107,6 +131,10 @@ impl IommuDomain {
 
     /// Unmaps `[iova, iova + size)`; the IOMMU core flushes the IOTLB before
     /// returning.
+    ///
+    /// Safe: it only takes access away from the device (a job that still
+    /// uses the range faults in the DART instead of reaching memory), and
+    /// an address that is not mapped is skipped by the IOMMU core.
     pub fn unmap(&self, iova: u64, size: u64) {
         let (Ok(iova), Ok(size)) = (usize::try_from(iova), usize::try_from(size)) else {
             return;
@@ -117,25 +145,37 @@ impl IommuDomain {
 
     /// Attaches the domain to `dev`, replacing its default domain until
     /// [`IommuDomain::detach`].
-    pub fn attach(&self, dev: &device::Device) -> Result {
-        // SAFETY: Both are live.
+    ///
+    /// # Safety
+    ///
+    /// Dropping the domain frees it, and the IOMMU core must never keep a
+    /// freed domain attached: the caller detaches it from `dev` (with
+    /// [`IommuDomain::detach`]) before it is dropped, or never drops it.
+    pub unsafe fn attach(&self, dev: &device::Device) -> Result {
+        // SAFETY: Both are live; the caller detaches the domain before it
+        // is freed (safety requirements).
         kernel::error::to_result(unsafe {
             bindings::iommu_attach_device(self.0.as_ptr(), raw_dev(dev))
         })
     }
 
-    /// Detaches the domain from `dev`.
+    /// Detaches the domain from `dev`, which gets its default domain back.
+    ///
+    /// Safe: the IOMMU core checks that this domain is the one attached
+    /// (a mismatch only warns and changes nothing), and afterwards the
+    /// device reaches none of this domain's mappings.
     pub fn detach(&self, dev: &device::Device) {
-        // SAFETY: Both are live; the domain was attached by `attach`.
+        // SAFETY: Both are live; `iommu_detach_device` checks that this
+        // domain is the one attached to `dev`'s group.
         unsafe { bindings::iommu_detach_device(self.0.as_ptr(), raw_dev(dev)) };
     }
 }
 
 impl Drop for IommuDomain {
     fn drop(&mut self) {
-        // SAFETY: The domain was allocated by `new` and is not attached: its
-        // only owner, `vm::IommuSpace`, detaches it before it is dropped
-        // (`vm::AddressSpace`'s `Drop`).
+        // SAFETY: The domain was allocated by `new` and is not attached:
+        // whoever attached it detached it first (`attach`'s safety
+        // requirements).
         unsafe { bindings::iommu_domain_free(self.0.as_ptr()) };
     }
 }

@@ -162,6 +162,16 @@ struct FwMemory {
     sections: KVec<ARef<Bo>>,
 }
 
+impl Drop for FwMemory {
+    fn drop(&mut self) {
+        // The fixed mappings first: the firmware image's alias maps the
+        // pages of a BO in `bos`, which must not be released while the
+        // device can still reach them (fields would drop in declaration
+        // order, `bos` before `maps`).
+        self.maps.clear();
+    }
+}
+
 /// What the hardware-independent code runs on during one operation.
 struct Ctx<'a> {
     dev: &'a Device<AneDriver>,
@@ -266,6 +276,12 @@ struct State {
     /// (the record parks such buffers too). Each buffer once, at most
     /// [`MAX_PARKED`].
     parked: KVec<ARef<Bo>>,
+    /// The PROCEDURE_CALL command buffer, [`msg::call_len`]`(MAX_IO)`
+    /// bytes (3 KiB), allocated once with the firmware state: a call
+    /// neither puts it on the kernel stack nor allocates it (kernel-2
+    /// N15). Used under the state lock, by one call at a time; each
+    /// encoding zeroes the bytes it sends first.
+    call_cmd: KVec<u8>,
 }
 
 /// The digest key of a program given as `(id, bo, offset, size)` parts:
@@ -370,6 +386,7 @@ impl Firmware {
         let finish_polls = u32::try_from(u64::from(call_ms) * 1000 / u64::from(REPLY_POLL_US))
             .unwrap_or(u32::MAX)
             .max(1);
+        let call_cmd = KVec::from_elem(0u8, msg::call_len(msg::MAX_IO), GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 state <- new_mutex!(State {
@@ -386,6 +403,7 @@ impl Firmware {
                     programs: KVec::new(),
                     rtkit: None,
                     parked: KVec::new(),
+                    call_cmd,
                 }),
                 diag <- new_mutex!((0, None)),
                 obs <- new_mutex!(FwObs::default()),
@@ -654,19 +672,10 @@ impl Firmware {
         Ok(())
     }
 
-    /// Runs `f` with the transport, the firmware's memory and registers;
-    /// `EIO` unless the firmware is running. A failed exchange quarantines
-    /// the firmware: it refuses every later command until reboot.
-    fn with_host<T>(
-        &self,
-        what: &str,
-        f: impl FnOnce(&mut Host, &mut Ctx<'_>) -> core::result::Result<T, ExchangeError>,
-    ) -> Result<T> {
-        let mut st = self.state.lock();
-        self.with_host_locked(&mut st, what, f)
-    }
-
-    /// [`Self::with_host`] with the lock held by the caller.
+    /// Runs `f` with the transport, the firmware's memory and registers,
+    /// with the state lock held by the caller; `EIO` unless the firmware
+    /// is running. A failed exchange quarantines the firmware: it refuses
+    /// every later command until reboot.
     fn with_host_locked<T>(
         &self,
         st: &mut State,
@@ -878,15 +887,16 @@ impl Firmware {
             priority,
             cookie,
         };
-        // The command (3 KiB with every binding) is not kept on the stack
-        // (kernel-2 N15). Without memory the call fails before it is sent.
-        let Ok(mut cmd) = KVec::from_elem(0u8, msg::call_len(msg::MAX_IO), GFP_KERNEL) else {
-            return (job_status::FAULT, false);
-        };
         let mut sent = false;
         let mut stats = None;
         let t0 = Instant::<Monotonic>::now();
-        let r = self.with_host("PROCEDURE_CALL", |host, ctx| {
+        let mut st = self.state.lock();
+        // The command (3 KiB with every binding) is the buffer allocated
+        // with the state, taken for the call and put back after it: not
+        // on the stack, no allocation per call (kernel-2 N15). Taking it
+        // leaves an empty vector in its place, which allocates nothing.
+        let mut cmd = core::mem::replace(&mut st.call_cmd, KVec::new());
+        let r = self.with_host_locked(&mut st, "PROCEDURE_CALL", |host, ctx| {
             let mut reply = [0u8; 0x60];
             let n = msg::encode_procedure_call(&mut cmd, &args, io).map_err(ExchangeError::Msg)?;
             host.drain(ctx)?;
@@ -910,6 +920,8 @@ impl Firmware {
             stats = Some(host.stats());
             r
         });
+        st.call_cmd = cmd;
+        drop(st);
         {
             let ns = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(0);
             let mut o = self.obs.lock();
@@ -1014,18 +1026,28 @@ impl Firmware {
             params.wrapper_pa
         );
         gem::write(&bo, 0, &staged)?;
+        // The image is kept in `bos` before its alias goes into `maps`: a
+        // failed push must drop the alias (unmapped at once) while the
+        // image lives, never the image while its alias still maps it.
+        st.mem.bos.push(bo, GFP_KERNEL)?;
         if let Some(entry) = entry {
-            let alias = st.mem.vm.map_fixed(&bo, entry)?;
+            let image = st.mem.bos.last().ok_or(EINVAL)?;
+            let alias = st.mem.vm.map_fixed(image, entry)?;
             st.mem.maps.push(alias, GFP_KERNEL)?;
         }
-        st.mem.bos.push(bo, GFP_KERNEL)?;
         const PMU_PAGE: u64 = 0x4000;
         if self.regs.simulated() {
             // The simulated firmware's PMU page is RAM at the same address.
             let pmu = gem::create_fixed(dev, &st.mem.vm, PMU_PAGE, regs::PMU_PA)?;
             st.mem.bos.push(pmu, GFP_KERNEL)?;
         } else {
-            let pmu = st.mem.vm.map_phys(regs::PMU_PA, regs::PMU_PA, PMU_PAGE)?;
+            // SAFETY: `PMU_PA` is a register page of the SoC's power
+            // manager (inside the PMGR block at 0x28e080000), not RAM and
+            // no DMA master's registers: the page the record's firmware
+            // reaches at IOVA == PA for its power service, mapped as the
+            // record maps it (`hw::fw::regs::PMU_PA`). Registers never go
+            // away while this mapping (kept in `maps`) lives.
+            let pmu = unsafe { st.mem.vm.map_phys(regs::PMU_PA, regs::PMU_PA, PMU_PAGE) }?;
             st.mem.maps.push(pmu, GFP_KERNEL)?;
         }
         Ok(dva)
@@ -1073,6 +1095,16 @@ impl Firmware {
             drop(parked);
         }
         st.host = None;
+        // Without the transport no command may pass the RUNNING check any
+        // more, and GET_PARAM must not report a running firmware until the
+        // node goes (kernel-2 N15). A released coprocessor keeps running
+        // but takes no command from Linux until reboot (QUARANTINED); the
+        // simulator's firmware stops with its device (OFF).
+        self.set_state(if st.released && !self.regs.simulated() {
+            fw_state::QUARANTINED
+        } else {
+            fw_state::OFF
+        });
         st.dev = None;
         st.programs.clear();
         st.mem.shared.clear();

@@ -140,14 +140,14 @@ pub mod backend {
 pub mod fw_state {
     /// This generation runs no firmware of Linux's.
     pub const NONE: u64 = 0;
-    /// Not started yet.
+    /// Not started yet (or, the simulator's, stopped at unbind).
     pub const OFF: u64 = 1;
     /// Running.
     pub const RUNNING: u64 = 2;
     /// Start failed; the device stays bound but idle.
     pub const FAILED: u64 = 3;
-    /// A protocol failure after the start: commands are refused until
-    /// reboot.
+    /// A protocol failure after the start, or an unbind while the
+    /// coprocessor runs: commands are refused until reboot.
     pub const QUARANTINED: u64 = 4;
 }
 

@@ -857,6 +857,51 @@ mod tests {
         assert_eq!(header(&b), Err(MsgError::HeaderWord { found: 1 }));
     }
 
+    /// The kernel encodes every PROCEDURE_CALL into one buffer kept with
+    /// the firmware state (kernel-2 N15: not on the stack, no allocation
+    /// per call): what a call sends must not depend on what the buffer
+    /// held before, a longer call with every binding included.
+    #[test]
+    fn procedure_call_into_a_reused_buffer() {
+        let args = CallArgs {
+            program: 3,
+            process: 4,
+            priority: 7,
+            cookie: 0xadd0,
+        };
+        let all: std::vec::Vec<IoRef> = (0..MAX_IO as u32)
+            .map(|i| IoRef {
+                buffer_id: i,
+                kind: if i % 2 == 0 {
+                    IoKind::Input
+                } else {
+                    IoKind::Output
+                },
+                iova: 0x4000 * u64::from(i + 1),
+                size: 0x4000,
+            })
+            .collect();
+        let one = [IoRef {
+            buffer_id: 1,
+            kind: IoKind::Input,
+            iova: 0x8000,
+            size: 0x4000,
+        }];
+        let fresh = |io: &[IoRef]| {
+            let mut b = std::vec![0u8; call_len(MAX_IO)];
+            let n = encode_procedure_call(&mut b, &args, io).unwrap();
+            b.truncate(n);
+            b
+        };
+        // A buffer full of stale bytes, as after earlier calls.
+        let mut reused = std::vec![0xa5u8; call_len(MAX_IO)];
+        for io in [&all[..], &one[..], &all[..7], &one[..]] {
+            let n = encode_procedure_call(&mut reused, &args, io).unwrap();
+            assert_eq!(n, call_len(io.len()));
+            assert_eq!(&reused[..n], &fresh(io)[..], "{} bindings", io.len());
+        }
+    }
+
     #[test]
     fn procedure_call() {
         let args = CallArgs {
