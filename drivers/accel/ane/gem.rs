@@ -145,8 +145,8 @@ fn create_mapped(
 }
 
 /// [`create_mapped`], counted against the device cap only if `counted`;
-/// with `fill`, the pages are written by it instead of zeroed
-/// ([`Object::new_filled`]).
+/// with `fill`, a kernel-private object whose pages are written by it
+/// instead of zeroed ([`Object::new_private`]).
 fn create_mapped_as(
     dev: &Device<AneDriver>,
     client: Option<&Arc<ClientBytes>>,
@@ -186,7 +186,7 @@ fn create_mapped_as(
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
     let wc = dev.soc.mem.write_combined();
     let bo = match fill {
-        Some(f) => Bo::new_filled(dev, len, data, wc, f)?,
+        Some(f) => Bo::new_private(dev, len, data, wc, f)?,
         None => Bo::new(dev, len, data, wc)?,
     };
     let mapping = map(&bo)?;
@@ -202,9 +202,10 @@ fn create_mapped_as(
 ///
 /// Its contents are `pieces`, each at its offset (in offset order, not
 /// overlapping), and zeros everywhere else. Each page is written once,
-/// straight from the pieces: shmem does not zero the pages first
-/// ([`Object::new_filled`]), so a program's weights cost one pass, not a
-/// zeroing pass and a copy.
+/// straight from the pieces, and nothing zeroes it first; its memory comes
+/// in large chunks from the page allocator, not page by page through
+/// shmem ([`Object::new_private`]), so a program's weights cost about one
+/// pass over them.
 pub(crate) fn create_private(
     dev: &Device<AneDriver>,
     file: &File<AneDriver>,

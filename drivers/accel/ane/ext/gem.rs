@@ -155,35 +155,9 @@ impl PagePtr {
     }
 }
 
-/// What [`Object::new_filled`] calls for each page: the page's index in
+/// What [`Object::new_private`] calls for each page: the page's index in
 /// the object and the page, every byte of which it must write.
 pub type Fill<'a> = &'a mut dyn FnMut(usize, &PagePtr) -> Result;
-
-/// The C side of [`Object::new_filled`]: hands one page to the Rust fill.
-///
-/// # Safety
-///
-/// `ctx` is the `Fill` that `new_filled` passed, alive for the call; `page`
-/// is a page of the object being filled.
-unsafe extern "C" fn fill_page(
-    ctx: *mut core::ffi::c_void,
-    index: core::ffi::c_ulong,
-    page: *mut core::ffi::c_void,
-) -> core::ffi::c_int {
-    // SAFETY: By the safety requirements, `ctx` points at the `Fill` of
-    // the running `new_filled`, which nothing else uses meanwhile.
-    let fill = unsafe { &mut *ctx.cast::<Fill<'_>>() };
-    let Some(page) = NonNull::new(page.cast::<bindings::page>()) else {
-        return EINVAL.to_errno();
-    };
-    let Ok(index) = usize::try_from(index) else {
-        return EINVAL.to_errno();
-    };
-    match fill(index, &PagePtr(page)) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
 
 /// Gives the CPU to another task if one is due (`cond_resched`): long
 /// copies call it between pieces, so a kernel without preemption does not
@@ -222,12 +196,17 @@ impl Drop for SgTable {
 /// `obj` is an initialised shmem object of a `Device<T>` whose funcs are
 /// `Self::FUNCS`, with its pages pinned; `data` is initialised until `free`.
 /// `wc` is null or a `vmap` of all the object's pages, write-combined,
-/// valid until `free`.
+/// valid until `free`. A `private` object ([`Object::new_private`]) has
+/// no shmem file: its `pages` array comes from `ane_glue_chunks_alloc`,
+/// holds `size / PAGE_SIZE` pages that live until `free`, and no shmem
+/// helper other than the scatter-list one is ever called on it.
 #[repr(C)]
 pub struct Object<T: Driver, D: Send + Sync> {
     obj: Opaque<bindings::drm_gem_shmem_object>,
     data: ManuallyDrop<D>,
     pinned: AtomicBool,
+    /// Set at creation, never changed.
+    private: bool,
     wc: AtomicPtr<c_void>,
     _p: PhantomData<T>,
 }
@@ -286,38 +265,99 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         evict: None,
     };
 
+    /// The functions of a private object ([`Object::new_private`]): no
+    /// handle, no mmap, no dma-buf, no pin or vmap through the shmem
+    /// helpers; only `free`.
+    const PRIVATE_FUNCS: bindings::drm_gem_object_funcs = bindings::drm_gem_object_funcs {
+        free: Some(Self::free_callback),
+        open: None,
+        close: None,
+        print_info: None,
+        export: Some(export_refused),
+        pin: None,
+        unpin: None,
+        get_sg_table: None,
+        vmap: None,
+        vunmap: None,
+        mmap: None,
+        status: Some(Self::status_callback),
+        rss: None,
+        vm_ops: core::ptr::null(),
+        evict: None,
+    };
+
     /// Creates an object of `size` bytes (a multiple of the page size) with
     /// its pages allocated and pinned, write-combined for the CPU when
     /// `write_combined` (see the module documentation). `data` is dropped
     /// when the last reference goes, before the pages are released.
     pub fn new(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
-        Self::create(dev, size, data, write_combined, None)
+        Self::create(dev, size, data, write_combined)
     }
 
-    /// [`Object::new`], with every page written by `fill` before the pages
-    /// are pinned, instead of being zeroed by shmem first: `fill(i, page)`
-    /// must write every byte of page `i` (zeros included). The object's
-    /// contents are then exactly what `fill` wrote, at the cost of one pass
-    /// over the pages instead of two. `fill` writes through the pages'
-    /// cacheable linear alias, as shmem's zeroing does, so a write-combined
-    /// object takes the same cleaning before the device sees it.
-    pub fn new_filled(
+    /// A kernel-private object of `size` bytes (a non-zero multiple of
+    /// the page size), never given a handle or mapped to user space, whose
+    /// every page is written by `fill` once: `fill(i, page)` must write
+    /// every byte of page `i` (zeros included), since the pages are not
+    /// zeroed first. Its memory does not come through shmem: it is
+    /// allocated in chunks as large as the page allocator gives
+    /// (`ane_glue_chunks_alloc`: up to its largest order, falling back to
+    /// single pages), charged to the caller's memory cgroup, and freed a
+    /// chunk at a time. `fill` writes through the pages' cacheable linear
+    /// alias, so a write-combined object takes the same cleaning before
+    /// the device sees it as a shmem one.
+    pub fn new_private(
         dev: &Device<T>,
         size: usize,
         data: D,
         write_combined: bool,
         fill: Fill<'_>,
     ) -> Result<ARef<Self>> {
-        Self::create(dev, size, data, write_combined, Some(fill))
+        let count = size >> bindings::PAGE_SHIFT;
+        if count == 0 || count << bindings::PAGE_SHIFT != size {
+            return Err(EINVAL);
+        }
+        let count_ul = core::ffi::c_ulong::try_from(count).map_err(|_| E2BIG)?;
+        // As in `create`: `data` moves in only once the box exists.
+        let new = KBox::<Self>::new_uninit(GFP_KERNEL_ACCOUNT)?.write(Self {
+            obj: Opaque::zeroed(),
+            data: ManuallyDrop::new(data),
+            pinned: AtomicBool::new(false),
+            private: true,
+            wc: AtomicPtr::new(core::ptr::null_mut()),
+            _p: PhantomData,
+        });
+        // SAFETY: No preconditions; a non-null result holds `count` pages.
+        let pages = unsafe { glue::ane_glue_chunks_alloc(count_ul) };
+        if pages.is_null() {
+            let mut new = new;
+            // SAFETY: `data` is initialised and never used again.
+            unsafe { ManuallyDrop::drop(&mut new.data) };
+            return Err(ENOMEM);
+        }
+        // SAFETY: `obj` is zeroed and not shared yet; `dev` is a live DRM
+        // device. The object gets no shmem file and no mmap offset.
+        unsafe {
+            (*new.obj.get()).base.funcs = &Self::PRIVATE_FUNCS;
+            glue::ane_glue_gem_private_init(dev.as_raw(), &raw mut (*new.obj.get()).base, size);
+            (*new.obj.get()).pages = pages;
+        }
+        new.pinned.store(true, Ordering::Release);
+        let raw = KBox::into_raw(new);
+        // SAFETY: We take over the reference `drm_gem_private_object_init`
+        // created; from here on `free_callback` owns the teardown (the
+        // pages included).
+        let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
+        for (i, page) in obj.pages().iter().enumerate() {
+            fill(i, page)?;
+            if i % FILL_RESCHED_PAGES == FILL_RESCHED_PAGES - 1 {
+                cond_resched();
+            }
+        }
+        obj.finish(write_combined)?;
+        Ok(obj)
     }
 
-    fn create(
-        dev: &Device<T>,
-        size: usize,
-        data: D,
-        write_combined: bool,
-        fill: Option<Fill<'_>>,
-    ) -> Result<ARef<Self>> {
+    fn create(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
         // The allocation first: `data` is moved in only once it cannot
         // fail, since a `ManuallyDrop` field dropped with a value that never
         // reached its box would leak what `data` holds (found by fault
@@ -326,6 +366,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             obj: Opaque::zeroed(),
             data: ManuallyDrop::new(data),
             pinned: AtomicBool::new(false),
+            private: false,
             wc: AtomicPtr::new(core::ptr::null_mut()),
             _p: PhantomData,
         });
@@ -351,33 +392,28 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // SAFETY: We take over the reference `drm_gem_shmem_init` created;
         // from here on `free_callback` owns the teardown.
         let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
-        if let Some(mut fill) = fill {
-            // SAFETY: `obj` is an initialised shmem object that nobody else
-            // can see yet (no handle, no mapping, pages not pinned);
-            // `fill_page` gets `fill` back as `ctx`, which outlives the call.
-            kernel::error::to_result(unsafe {
-                glue::ane_glue_shmem_fill(
-                    obj.as_raw(),
-                    fill_page,
-                    (&raw mut fill).cast::<core::ffi::c_void>(),
-                )
-            })?;
-        }
         // SAFETY: `obj` is an initialised shmem object.
         kernel::error::to_result(unsafe { bindings::drm_gem_shmem_pin(obj.obj.get()) })?;
         obj.pinned.store(true, Ordering::Release);
+        obj.finish(write_combined)?;
+        Ok(obj)
+    }
+
+    /// The last step of creation: a write-combined object gets its kernel
+    /// mapping. On failure the caller drops the object, which unpins.
+    fn finish(&self, write_combined: bool) -> Result {
         if write_combined {
-            let count = u32::try_from(obj.pages().len()).map_err(|_| E2BIG)?;
-            // SAFETY: The pages are pinned (above) and `pages` holds `count`
-            // entries; the mapping is undone in `free_callback`, before the
-            // pin is dropped. On failure `obj` is dropped, which unpins.
-            let wc = unsafe { glue::ane_glue_vmap_wc((*obj.obj.get()).pages, count) };
+            let count = u32::try_from(self.pages().len()).map_err(|_| E2BIG)?;
+            // SAFETY: The pages are pinned (shmem) or owned (private) and
+            // `pages` holds `count` entries; the mapping is undone in
+            // `free_callback`, before the pages go.
+            let wc = unsafe { glue::ane_glue_vmap_wc((*self.obj.get()).pages, count) };
             if wc.is_null() {
                 return Err(ENOMEM);
             }
-            obj.wc.store(wc, Ordering::Release);
+            self.wc.store(wc, Ordering::Release);
         }
-        Ok(obj)
+        Ok(())
     }
 
     /// Whether the object is write-combined for the CPU.
@@ -521,19 +557,32 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         let this = obj.cast::<Self>();
         // SAFETY: The last reference is gone: nothing else uses the object.
         // `data` goes first (it may still use the pages), then the
-        // write-combined mapping and the pin taken in `new`, then the shmem
-        // state, then the allocation.
+        // write-combined mapping, then the pages (a shmem object's pin, a
+        // private object's chunks), then the GEM state, then the
+        // allocation.
         unsafe {
             ManuallyDrop::drop(&mut (*this).data);
             let wc = (*this).wc.load(Ordering::Acquire);
             if !wc.is_null() {
                 glue::ane_glue_vunmap(wc);
             }
-            if (*this).pinned.load(Ordering::Acquire) {
-                bindings::drm_gem_shmem_unpin((*this).obj.get());
+            if (*this).private {
+                let shmem = (*this).obj.get();
+                let pages = core::mem::replace(&mut (*shmem).pages, core::ptr::null_mut());
+                let count = ((*obj).size >> bindings::PAGE_SHIFT) as core::ffi::c_ulong;
+                glue::ane_glue_chunks_free(pages, count);
+                glue::ane_glue_gem_private_release(obj);
+            } else {
+                if (*this).pinned.load(Ordering::Acquire) {
+                    bindings::drm_gem_shmem_unpin((*this).obj.get());
+                }
+                bindings::drm_gem_shmem_release((*this).obj.get());
             }
-            bindings::drm_gem_shmem_release((*this).obj.get());
             drop(KBox::from_raw(this));
         }
     }
 }
+
+/// Pages [`Object::new_private`] fills between two yields of the CPU
+/// (1 MiB with 4 KiB pages).
+const FILL_RESCHED_PAGES: usize = 256;
