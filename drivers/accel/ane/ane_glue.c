@@ -43,6 +43,7 @@
 #include <linux/pm_runtime.h>
 #include <linux/gfp.h>
 #include <linux/mm.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/soc/apple/rtkit.h>
 #include <linux/vmalloc.h>
@@ -859,10 +860,66 @@ int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt)
 	return 0;
 }
 
-/* Zeroes part of a page (memzero_page() is inline). */
-void ane_glue_page_zero(struct page *page, size_t offset, size_t len)
+/*
+ * Ranges of page arrays (a BO's pages, in order): the caller checked that
+ * each range lies within its array. One copy per run that stays inside a
+ * page on both sides, yielding the CPU every MiB (a program's weights are
+ * hundreds of MiB). As for the single-page copies above, a concurrent
+ * writer of a source page leaves the copied bytes unspecified.
+ */
+#define ANE_RESCHED_BYTES SZ_1M
+
+void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
+			 size_t len)
 {
-	memzero_page(page, offset, len);
+	size_t since = 0;
+
+	while (len) {
+		size_t d = offset_in_page(dst_off), s = offset_in_page(src_off);
+		size_t n = min3(len, PAGE_SIZE - d, PAGE_SIZE - s);
+
+		memcpy_page(dst[dst_off >> PAGE_SHIFT], d, src[src_off >> PAGE_SHIFT], s, n);
+		dst_off += n;
+		src_off += n;
+		len -= n;
+		since += n;
+		if (since >= ANE_RESCHED_BYTES) {
+			cond_resched();
+			since = 0;
+		}
+	}
+}
+
+void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, size_t len)
+{
+	size_t since = 0;
+
+	while (len) {
+		size_t d = offset_in_page(dst_off);
+		size_t n = min(len, PAGE_SIZE - d);
+
+		memcpy_to_page(dst[dst_off >> PAGE_SHIFT], d, src, n);
+		dst_off += n;
+		src += n;
+		len -= n;
+		since += n;
+		if (since >= ANE_RESCHED_BYTES) {
+			cond_resched();
+			since = 0;
+		}
+	}
+}
+
+void ane_glue_pages_zero(struct page **dst, size_t dst_off, size_t len)
+{
+	while (len) {
+		size_t d = offset_in_page(dst_off);
+		size_t n = min(len, PAGE_SIZE - d);
+
+		memzero_page(dst[dst_off >> PAGE_SHIFT], d, n);
+		dst_off += n;
+		len -= n;
+	}
 }
 
 /*

@@ -140,24 +140,85 @@ impl PagePtr {
         };
         Ok(())
     }
+}
 
-    /// Zeroes `len` bytes of the page from `offset`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`PagePtr::read`].
-    pub unsafe fn zero(&self, offset: usize, len: usize) -> Result {
-        in_page(offset, len)?;
-        // SAFETY: The page is alive by the safety requirements and the
-        // range lies within it (checked above).
-        unsafe { glue::ane_glue_page_zero(self.0.as_ptr().cast(), offset, len) };
-        Ok(())
+/// What [`Object::new_private`] calls once with the new object's pages,
+/// every byte of which it must write.
+pub type Fill<'a> = &'a mut dyn FnMut(&[PagePtr]) -> Result;
+
+/// `EINVAL` unless `[offset, offset + len)` lies within the bytes of
+/// `pages`.
+fn in_pages(pages: &[PagePtr], offset: usize, len: usize) -> Result {
+    let end = offset.checked_add(len).ok_or(EINVAL)?;
+    match pages.len().checked_mul(kernel::page::PAGE_SIZE) {
+        Some(bytes) if end <= bytes => Ok(()),
+        _ => Err(EINVAL),
     }
 }
 
-/// What [`Object::new_private`] calls for each page: the page's index in
-/// the object and the page, every byte of which it must write.
-pub type Fill<'a> = &'a mut dyn FnMut(usize, &PagePtr) -> Result;
+/// Copies `len` bytes at `src_off` of the pages `src` (an object's pages,
+/// in order) into the pages `dst` at `dst_off`: one copy per piece that
+/// stays within a page on both sides, in C, without a bounce buffer,
+/// yielding the CPU every MiB.
+///
+/// # Safety
+///
+/// Every page of both arrays must stay alive for the call (pinned or
+/// owned by an object the caller holds), and no page may be in both.
+pub unsafe fn pages_copy(
+    dst: &[PagePtr],
+    dst_off: usize,
+    src: &[PagePtr],
+    src_off: usize,
+    len: usize,
+) -> Result {
+    in_pages(dst, dst_off, len)?;
+    in_pages(src, src_off, len)?;
+    // SAFETY: Both ranges lie within their arrays (checked above), whose
+    // pages are alive and distinct by the safety requirements; `PagePtr`
+    // is a transparent non-null page pointer. Concurrent writers of the
+    // source: see the comment above the first `PagePtr` impl.
+    unsafe {
+        glue::ane_glue_pages_copy(
+            dst.as_ptr().cast(),
+            dst_off,
+            src.as_ptr().cast(),
+            src_off,
+            len,
+        )
+    };
+    Ok(())
+}
+
+/// Copies `src` into the pages `dst` at `dst_off`, yielding the CPU every
+/// MiB.
+///
+/// # Safety
+///
+/// Every page of `dst` must stay alive for the call.
+pub unsafe fn pages_write(dst: &[PagePtr], dst_off: usize, src: &[u8]) -> Result {
+    in_pages(dst, dst_off, src.len())?;
+    // SAFETY: The range lies within the array (checked above), whose pages
+    // are alive by the safety requirements; `src` is valid for
+    // `src.len()` reads and is not one of the pages.
+    unsafe {
+        glue::ane_glue_pages_write(dst.as_ptr().cast(), dst_off, src.as_ptr().cast(), src.len())
+    };
+    Ok(())
+}
+
+/// Zeroes `len` bytes of the pages `dst` from `dst_off`.
+///
+/// # Safety
+///
+/// Every page of `dst` must stay alive for the call.
+pub unsafe fn pages_zero(dst: &[PagePtr], dst_off: usize, len: usize) -> Result {
+    in_pages(dst, dst_off, len)?;
+    // SAFETY: The range lies within the array (checked above), whose pages
+    // are alive by the safety requirements.
+    unsafe { glue::ane_glue_pages_zero(dst.as_ptr().cast(), dst_off, len) };
+    Ok(())
+}
 
 /// Gives the CPU to another task if one is due (`cond_resched`): long
 /// copies call it between pieces, so a kernel without preemption does not
@@ -296,9 +357,9 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
 
     /// A kernel-private object of `size` bytes (a non-zero multiple of
     /// the page size), never given a handle or mapped to user space, whose
-    /// every page is written by `fill` once: `fill(i, page)` must write
-    /// every byte of page `i` (zeros included), since the pages are not
-    /// zeroed first. Its memory does not come through shmem: it is
+    /// every byte is written by `fill` once: `fill(pages)` must write all
+    /// of the object's `pages` (zeros included), since they are not zeroed
+    /// first. Its memory does not come through shmem: it is
     /// allocated in chunks as large as the page allocator gives
     /// (`ane_glue_chunks_alloc`: up to its largest order, falling back to
     /// single pages), charged to the caller's memory cgroup, and freed a
@@ -347,12 +408,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // created; from here on `free_callback` owns the teardown (the
         // pages included).
         let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
-        for (i, page) in obj.pages().iter().enumerate() {
-            fill(i, page)?;
-            if i % FILL_RESCHED_PAGES == FILL_RESCHED_PAGES - 1 {
-                cond_resched();
-            }
-        }
+        fill(obj.pages())?;
         obj.finish(write_combined)?;
         Ok(obj)
     }
@@ -582,7 +638,3 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         }
     }
 }
-
-/// Pages [`Object::new_private`] fills between two yields of the CPU
-/// (1 MiB with 4 KiB pages).
-const FILL_RESCHED_PAGES: usize = 256;

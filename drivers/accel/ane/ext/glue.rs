@@ -130,7 +130,20 @@ extern "C" {
         dev: *mut bindings::device,
         sgt: *mut bindings::sg_table,
     ) -> c_int;
-    pub(crate) fn ane_glue_page_zero(page: *mut c_void, offset: usize, len: usize);
+    pub(crate) fn ane_glue_pages_copy(
+        dst: *const *mut bindings::page,
+        dst_off: usize,
+        src: *const *mut bindings::page,
+        src_off: usize,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_pages_write(
+        dst: *const *mut bindings::page,
+        dst_off: usize,
+        src: *const c_void,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_pages_zero(dst: *const *mut bindings::page, dst_off: usize, len: usize);
     pub(crate) fn ane_glue_chunks_alloc(count: core::ffi::c_ulong) -> *mut *mut bindings::page;
     pub(crate) fn ane_glue_chunks_free(pages: *mut *mut bindings::page, count: core::ffi::c_ulong);
     pub(crate) fn ane_glue_gem_private_init(
