@@ -18,6 +18,11 @@
 //! `map_wc`) and to the kernel (one `vmap` for its lifetime), and the kernel
 //! never touches it through the cacheable linear map. dma-buf export is
 //! refused: a buffer belongs to the file that created it.
+//!
+//! A kernel-private object ([`Object::new_private`]: a program's private
+//! copy) has no shmem file, no handle and no mmap: its pages are folios
+//! from the page allocator, as large as it gives without effort, written
+//! once by the creator and freed a folio at a time.
 
 use core::{
     ffi::c_void,
