@@ -41,7 +41,9 @@
 #include <linux/pm_domain.h>
 #include <linux/pm_qos.h>
 #include <linux/pm_runtime.h>
-#include <linux/shmem_fs.h>
+#include <linux/gfp.h>
+#include <linux/mm.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/soc/apple/rtkit.h>
 #include <linux/vmalloc.h>
@@ -858,58 +860,149 @@ int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt)
 	return 0;
 }
 
-/* Zeroes part of a page (memzero_page() is inline). */
-void ane_glue_page_zero(struct page *page, size_t offset, size_t len)
+/*
+ * Ranges of page arrays (a BO's pages, in order): the caller checked that
+ * each range lies within its array. One copy per run that stays inside a
+ * page on both sides, yielding the CPU every MiB (a program's weights are
+ * hundreds of MiB). As for the single-page copies above, a concurrent
+ * writer of a source page leaves the copied bytes unspecified.
+ */
+#define ANE_RESCHED_BYTES SZ_1M
+
+void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
+			 size_t len)
 {
-	memzero_page(page, offset, len);
+	size_t since = 0;
+
+	while (len) {
+		size_t d = offset_in_page(dst_off), s = offset_in_page(src_off);
+		size_t n = min3(len, PAGE_SIZE - d, PAGE_SIZE - s);
+
+		memcpy_page(dst[dst_off >> PAGE_SHIFT], d, src[src_off >> PAGE_SHIFT], s, n);
+		dst_off += n;
+		src_off += n;
+		len -= n;
+		since += n;
+		if (since >= ANE_RESCHED_BYTES) {
+			cond_resched();
+			since = 0;
+		}
+	}
+}
+
+void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, size_t len)
+{
+	size_t since = 0;
+
+	while (len) {
+		size_t d = offset_in_page(dst_off);
+		size_t n = min(len, PAGE_SIZE - d);
+
+		memcpy_to_page(dst[dst_off >> PAGE_SHIFT], d, src, n);
+		dst_off += n;
+		src += n;
+		len -= n;
+		since += n;
+		if (since >= ANE_RESCHED_BYTES) {
+			cond_resched();
+			since = 0;
+		}
+	}
+}
+
+void ane_glue_pages_zero(struct page **dst, size_t dst_off, size_t len)
+{
+	while (len) {
+		size_t d = offset_in_page(dst_off);
+		size_t n = min(len, PAGE_SIZE - d);
+
+		memzero_page(dst[dst_off >> PAGE_SHIFT], d, n);
+		dst_off += n;
+		len -= n;
+	}
 }
 
 /*
- * Fills every page of a new shmem GEM object before its pages are pinned,
- * without shmem zeroing them first: fill(ctx, index, page) must write all
- * of page `index` (the folio is locked, not yet uptodate, and nobody else
- * can see it). Pages are taken from shmem as a write would take them
- * (SGP_WRITE: allocated, not cleared), then marked uptodate and dirty, so
- * the later pin finds them and clears nothing. A page of a large folio
- * past the object's end is zeroed here. On an error the folio is left not
- * uptodate (shmem would clear it before anyone read it) and the object is
- * only ever released.
+ * The pages of a private program copy (gem.rs, create_private): a kernel
+ * object nobody maps to user space, filled once and freed whole, so its
+ * memory need not come page by page through shmem's page cache. It is
+ * allocated in chunks as large as the buddy allocator gives without
+ * effort (__GFP_NORETRY: no reclaim loop, no retries; __GFP_NOWARN: a
+ * failed large order is expected), each chunk one folio, and
+ * falls back to smaller orders down to single pages, which are allocated
+ * as shmem allocates a BO's (may reclaim, no OOM kill). Once an order
+ * fails no larger one is tried again, so a fragmented machine costs a
+ * bounded number of failed attempts. The pages are charged to the
+ * caller's memory cgroup (__GFP_ACCOUNT) and not zeroed: the caller
+ * writes every byte before the device or anyone else can see them. No
+ * movable zone: the pages stay pinned. Returns an array of @count page
+ * pointers (in order; a chunk's pages are consecutive), or NULL with
+ * nothing left allocated.
  */
-int ane_glue_shmem_fill(struct drm_gem_object *obj,
-			int (*fill)(void *ctx, unsigned long index, struct page *page), void *ctx)
+#define ANE_CHUNK_GFP (GFP_KERNEL_ACCOUNT | __GFP_NORETRY | __GFP_NOWARN)
+#define ANE_PAGE_GFP (GFP_KERNEL_ACCOUNT | __GFP_RETRY_MAYFAIL | __GFP_NOWARN)
+
+struct page **ane_glue_chunks_alloc(unsigned long count)
 {
-	struct inode *inode = file_inode(obj->filp);
-	pgoff_t n = obj->size >> PAGE_SHIFT, i = 0;
+	unsigned int order = MAX_PAGE_ORDER;
+	struct page **pages;
+	unsigned long i = 0, k;
 
-	while (i < n) {
-		struct folio *folio;
-		long k, nr;
-		pgoff_t first;
-		int ret = shmem_get_folio(inode, i, (loff_t)n << PAGE_SHIFT, &folio, SGP_WRITE);
+	pages = kvmalloc_array(count, sizeof(*pages), GFP_KERNEL_ACCOUNT);
+	if (!pages)
+		return NULL;
+	while (i < count) {
+		struct folio *folio = NULL;
 
-		if (ret)
-			return ret;
-		nr = folio_nr_pages(folio);
-		first = folio->index;
-		for (k = 0; k < nr && !ret; k++) {
-			if (first + k < n)
-				ret = fill(ctx, first + k, folio_page(folio, k));
-			else
-				clear_highpage(folio_page(folio, k));
+		while (order && (1UL << order) > count - i)
+			order--;
+		while (order) {
+			folio = __folio_alloc(ANE_CHUNK_GFP, order, numa_mem_id(), NULL);
+			if (folio)
+				break;
+			order--;
 		}
-		if (!ret) {
-			flush_dcache_folio(folio);
-			folio_mark_uptodate(folio);
-			folio_mark_dirty(folio);
+		if (!folio)
+			folio = __folio_alloc(ANE_PAGE_GFP, 0, numa_mem_id(), NULL);
+		if (!folio) {
+			ane_glue_chunks_free(pages, i);
+			return NULL;
 		}
-		folio_unlock(folio);
-		folio_put(folio);
-		if (ret)
-			return ret;
-		i = first + nr;
+		for (k = 0; k < (1UL << order); k++)
+			pages[i + k] = folio_page(folio, k);
+		i += 1UL << order;
 		cond_resched();
 	}
-	return 0;
+	return pages;
+}
+
+/*
+ * Frees the first @count pages of an array from ane_glue_chunks_alloc
+ * (all of them, or those allocated before a failure), one folio_put()
+ * per chunk, and the array.
+ */
+void ane_glue_chunks_free(struct page **pages, unsigned long count)
+{
+	unsigned long i = 0;
+
+	while (i < count) {
+		struct folio *folio = page_folio(pages[i]);
+
+		i += folio_nr_pages(folio);
+		folio_put(folio);
+	}
+	kvfree(pages);
+}
+
+/* A GEM object without a shmem file (drm_gem_private_object_init). */
+void ane_glue_gem_private_init(struct drm_device *dev, struct drm_gem_object *obj, size_t size)
+{
+	drm_gem_private_object_init(dev, obj, size);
+}
+
+void ane_glue_gem_private_release(struct drm_gem_object *obj)
+{
+	drm_gem_object_release(obj);
 }
 
 /* cond_resched() is a macro: a long copy yields the CPU between pieces. */

@@ -94,10 +94,16 @@ void *ane_glue_vmap_wc(struct page **pages, unsigned int count);
 void ane_glue_vunmap(const void *addr);
 void ane_glue_wc_copy(void *dst, const void *src, size_t len);
 int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt);
-void ane_glue_page_zero(struct page *page, size_t offset, size_t len);
+void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
+			 size_t len);
+void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, size_t len);
+void ane_glue_pages_zero(struct page **dst, size_t dst_off, size_t len);
 struct drm_gem_object;
-int ane_glue_shmem_fill(struct drm_gem_object *obj,
-			int (*fill)(void *ctx, unsigned long index, struct page *page), void *ctx);
+struct drm_device;
+struct page **ane_glue_chunks_alloc(unsigned long count);
+void ane_glue_chunks_free(struct page **pages, unsigned long count);
+void ane_glue_gem_private_init(struct drm_device *dev, struct drm_gem_object *obj, size_t size);
+void ane_glue_gem_private_release(struct drm_gem_object *obj);
 void ane_glue_cond_resched(void);
 /* Bytes the Rust side reserves for a struct sha256_ctx (ext/sha256.rs,
  * CTX_BYTES, 8-byte aligned); ane_glue.c checks it at build time. */

@@ -145,8 +145,8 @@ fn create_mapped(
 }
 
 /// [`create_mapped`], counted against the device cap only if `counted`;
-/// with `fill`, the pages are written by it instead of zeroed
-/// ([`Object::new_filled`]).
+/// with `fill`, a kernel-private object whose pages are written by it
+/// instead of zeroed ([`Object::new_private`]).
 fn create_mapped_as(
     dev: &Device<AneDriver>,
     client: Option<&Arc<ClientBytes>>,
@@ -186,7 +186,7 @@ fn create_mapped_as(
     let len = usize::try_from(size).map_err(|_| E2BIG)?;
     let wc = dev.soc.mem.write_combined();
     let bo = match fill {
-        Some(f) => Bo::new_filled(dev, len, data, wc, f)?,
+        Some(f) => Bo::new_private(dev, len, data, wc, f)?,
         None => Bo::new(dev, len, data, wc)?,
     };
     let mapping = map(&bo)?;
@@ -202,9 +202,10 @@ fn create_mapped_as(
 ///
 /// Its contents are `pieces`, each at its offset (in offset order, not
 /// overlapping), and zeros everywhere else. Each page is written once,
-/// straight from the pieces: shmem does not zero the pages first
-/// ([`Object::new_filled`]), so a program's weights cost one pass, not a
-/// zeroing pass and a copy.
+/// straight from the pieces, and nothing zeroes it first; its memory comes
+/// in large chunks from the page allocator, not page by page through
+/// shmem ([`Object::new_private`]), so a program's weights cost about one
+/// pass over them.
 pub(crate) fn create_private(
     dev: &Device<AneDriver>,
     file: &File<AneDriver>,
@@ -227,27 +228,28 @@ pub(crate) fn create_private(
     if end > size {
         return Err(EINVAL);
     }
-    let mut fill = |index: usize, page: &crate::ext::gem::PagePtr| -> Result {
-        let start = (index as u64).checked_mul(PAGE_SIZE).ok_or(EINVAL)?;
-        let stop = start + PAGE_SIZE;
-        // Bytes of this page written so far.
-        let mut done = 0u64;
+    let mut fill = |pages: &[crate::ext::gem::PagePtr]| -> Result {
+        // Bytes of the copy written so far.
+        let mut done = 0usize;
         for (at, piece) in pieces {
-            let (from, to) = ((*at).max(start), (at + piece.len()).min(stop));
-            if from >= to {
-                continue;
+            let at = usize::try_from(*at).map_err(|_| EINVAL)?;
+            if at > done {
+                // SAFETY: `pages` are the new object's, alive while it is
+                // filled; the range is checked.
+                unsafe { crate::ext::gem::pages_zero(pages, done, at - done) }?;
             }
-            if from - start > done {
-                // SAFETY: The page is the new object's, alive while it is
-                // filled; the range is within it.
-                unsafe { page.zero(done as usize, (from - start - done) as usize) }?;
-            }
-            piece.copy_into(page, (from - start) as usize, from - at, to - from)?;
-            done = to - start;
+            piece.copy_into(pages, at)?;
+            done = at
+                .checked_add(usize::try_from(piece.len()).map_err(|_| EINVAL)?)
+                .ok_or(EINVAL)?;
         }
-        if done < PAGE_SIZE {
+        let total = pages
+            .len()
+            .checked_mul(kernel::page::PAGE_SIZE)
+            .ok_or(EINVAL)?;
+        if done < total {
             // SAFETY: As above.
-            unsafe { page.zero(done as usize, (PAGE_SIZE - done) as usize) }?;
+            unsafe { crate::ext::gem::pages_zero(pages, done, total - done) }?;
         }
         Ok(())
     };
@@ -279,32 +281,20 @@ impl Piece<'_> {
         }
     }
 
-    /// Copies `len` bytes from `from` of the piece into `page` at `at` (the
-    /// ranges are checked by the caller to lie within the piece and the
-    /// page).
-    fn copy_into(&self, page: &crate::ext::gem::PagePtr, at: usize, from: u64, len: u64) -> Result {
+    /// Copies the piece into `pages` (a new private object's) at byte
+    /// `at` (the ranges are checked).
+    fn copy_into(&self, pages: &[crate::ext::gem::PagePtr], at: usize) -> Result {
         match self {
-            Piece::Bytes(b) => {
-                let src = b.get(from as usize..(from + len) as usize).ok_or(EINVAL)?;
-                // SAFETY: The page is the new object's, alive while it is
-                // filled; `page.write` checks the range.
-                unsafe { page.write(at, src) }
-            }
-            Piece::Bo(bo, off, _) => {
-                let pages = bo.pages();
-                let (mut done, mut s) = (0u64, off + from);
-                while done < len {
-                    let s_in = s % PAGE_SIZE;
-                    let n = (len - done).min(PAGE_SIZE - s_in);
-                    let sp = pages.get((s / PAGE_SIZE) as usize).ok_or(EINVAL)?;
-                    // SAFETY: The caller holds `bo`, so its pages are
-                    // pinned; the destination is a page of the new object,
-                    // never one of `bo`'s; `copy_from` checks both ranges.
-                    unsafe { page.copy_from(at + done as usize, sp, s_in as usize, n as usize) }?;
-                    done += n;
-                    s += n;
-                }
-                Ok(())
+            // SAFETY: `pages` are the new object's, alive while it is
+            // filled; `pages_write` checks the range.
+            Piece::Bytes(b) => unsafe { crate::ext::gem::pages_write(pages, at, b) },
+            Piece::Bo(bo, off, len) => {
+                let off = usize::try_from(*off).map_err(|_| EINVAL)?;
+                let len = usize::try_from(*len).map_err(|_| EINVAL)?;
+                // SAFETY: The caller holds `bo`, so its pages are pinned;
+                // the destination pages are the new object's, never one of
+                // `bo`'s; `pages_copy` checks both ranges.
+                unsafe { crate::ext::gem::pages_copy(pages, at, bo.pages(), off, len) }
             }
         }
     }

@@ -157,12 +157,14 @@ pub fn parakeet(d: &Device, u: &str) {
         ratio(create_prog, memcpy),
         calls1.0 - calls0.0
     );
+    // The private copy is not shmem (it comes from the page allocator in
+    // large chunks): what it costs is what MemFree lost.
+    let used = free0.saturating_sub(free1);
     println!(
-        "parakeet memory: kernel's private copy {} KiB of shmem for the {} KiB program (+{} KiB); MemFree -{} KiB; the caller's BO ({} KiB) may be closed once the program exists",
-        shmem1.saturating_sub(shmem0),
+        "parakeet memory: kernel's private copy {used} KiB (MemFree) for the {} KiB program (+{} KiB), of which shmem {} KiB; the caller's BO ({} KiB) may be closed once the program exists",
         total / 1024,
-        (shmem1.saturating_sub(shmem0)).saturating_sub(total / 1024),
-        free0.saturating_sub(free1),
+        used.saturating_sub(total / 1024),
+        shmem1.saturating_sub(shmem0),
         total / 1024
     );
 

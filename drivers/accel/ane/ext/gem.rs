@@ -18,6 +18,11 @@
 //! `map_wc`) and to the kernel (one `vmap` for its lifetime), and the kernel
 //! never touches it through the cacheable linear map. dma-buf export is
 //! refused: a buffer belongs to the file that created it.
+//!
+//! A kernel-private object ([`Object::new_private`]: a program's private
+//! copy) has no shmem file, no handle and no mmap: its pages are folios
+//! from the page allocator, as large as it gives without effort, written
+//! once by the creator and freed a folio at a time.
 
 use core::{
     ffi::c_void,
@@ -140,49 +145,84 @@ impl PagePtr {
         };
         Ok(())
     }
+}
 
-    /// Zeroes `len` bytes of the page from `offset`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`PagePtr::read`].
-    pub unsafe fn zero(&self, offset: usize, len: usize) -> Result {
-        in_page(offset, len)?;
-        // SAFETY: The page is alive by the safety requirements and the
-        // range lies within it (checked above).
-        unsafe { glue::ane_glue_page_zero(self.0.as_ptr().cast(), offset, len) };
-        Ok(())
+/// What [`Object::new_private`] calls once with the new object's pages,
+/// every byte of which it must write.
+pub type Fill<'a> = &'a mut dyn FnMut(&[PagePtr]) -> Result;
+
+/// `EINVAL` unless `[offset, offset + len)` lies within the bytes of
+/// `pages`.
+fn in_pages(pages: &[PagePtr], offset: usize, len: usize) -> Result {
+    let end = offset.checked_add(len).ok_or(EINVAL)?;
+    match pages.len().checked_mul(kernel::page::PAGE_SIZE) {
+        Some(bytes) if end <= bytes => Ok(()),
+        _ => Err(EINVAL),
     }
 }
 
-/// What [`Object::new_filled`] calls for each page: the page's index in
-/// the object and the page, every byte of which it must write.
-pub type Fill<'a> = &'a mut dyn FnMut(usize, &PagePtr) -> Result;
-
-/// The C side of [`Object::new_filled`]: hands one page to the Rust fill.
+/// Copies `len` bytes at `src_off` of the pages `src` (an object's pages,
+/// in order) into the pages `dst` at `dst_off`: one copy per piece that
+/// stays within a page on both sides, in C, without a bounce buffer,
+/// yielding the CPU every MiB.
 ///
 /// # Safety
 ///
-/// `ctx` is the `Fill` that `new_filled` passed, alive for the call; `page`
-/// is a page of the object being filled.
-unsafe extern "C" fn fill_page(
-    ctx: *mut core::ffi::c_void,
-    index: core::ffi::c_ulong,
-    page: *mut core::ffi::c_void,
-) -> core::ffi::c_int {
-    // SAFETY: By the safety requirements, `ctx` points at the `Fill` of
-    // the running `new_filled`, which nothing else uses meanwhile.
-    let fill = unsafe { &mut *ctx.cast::<Fill<'_>>() };
-    let Some(page) = NonNull::new(page.cast::<bindings::page>()) else {
-        return EINVAL.to_errno();
+/// Every page of both arrays must stay alive for the call (pinned or
+/// owned by an object the caller holds), and no page may be in both.
+pub unsafe fn pages_copy(
+    dst: &[PagePtr],
+    dst_off: usize,
+    src: &[PagePtr],
+    src_off: usize,
+    len: usize,
+) -> Result {
+    in_pages(dst, dst_off, len)?;
+    in_pages(src, src_off, len)?;
+    // SAFETY: Both ranges lie within their arrays (checked above), whose
+    // pages are alive and distinct by the safety requirements; `PagePtr`
+    // is a transparent non-null page pointer. Concurrent writers of the
+    // source: see the comment above the first `PagePtr` impl.
+    unsafe {
+        glue::ane_glue_pages_copy(
+            dst.as_ptr().cast(),
+            dst_off,
+            src.as_ptr().cast(),
+            src_off,
+            len,
+        )
     };
-    let Ok(index) = usize::try_from(index) else {
-        return EINVAL.to_errno();
+    Ok(())
+}
+
+/// Copies `src` into the pages `dst` at `dst_off`, yielding the CPU every
+/// MiB.
+///
+/// # Safety
+///
+/// Every page of `dst` must stay alive for the call.
+pub unsafe fn pages_write(dst: &[PagePtr], dst_off: usize, src: &[u8]) -> Result {
+    in_pages(dst, dst_off, src.len())?;
+    // SAFETY: The range lies within the array (checked above), whose pages
+    // are alive by the safety requirements; `src` is valid for
+    // `src.len()` reads and is not one of the pages.
+    unsafe {
+        glue::ane_glue_pages_write(dst.as_ptr().cast(), dst_off, src.as_ptr().cast(), src.len())
     };
-    match fill(index, &PagePtr(page)) {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
+    Ok(())
+}
+
+/// Zeroes `len` bytes of the pages `dst` from `dst_off`.
+///
+/// # Safety
+///
+/// Every page of `dst` must stay alive for the call.
+pub unsafe fn pages_zero(dst: &[PagePtr], dst_off: usize, len: usize) -> Result {
+    in_pages(dst, dst_off, len)?;
+    // SAFETY: The range lies within the array (checked above), whose pages
+    // are alive by the safety requirements.
+    unsafe { glue::ane_glue_pages_zero(dst.as_ptr().cast(), dst_off, len) };
+    Ok(())
 }
 
 /// Gives the CPU to another task if one is due (`cond_resched`): long
@@ -222,12 +262,17 @@ impl Drop for SgTable {
 /// `obj` is an initialised shmem object of a `Device<T>` whose funcs are
 /// `Self::FUNCS`, with its pages pinned; `data` is initialised until `free`.
 /// `wc` is null or a `vmap` of all the object's pages, write-combined,
-/// valid until `free`.
+/// valid until `free`. A `private` object ([`Object::new_private`]) has
+/// no shmem file: its `pages` array comes from `ane_glue_chunks_alloc`,
+/// holds `size / PAGE_SIZE` pages that live until `free`, and no shmem
+/// helper other than the scatter-list one is ever called on it.
 #[repr(C)]
 pub struct Object<T: Driver, D: Send + Sync> {
     obj: Opaque<bindings::drm_gem_shmem_object>,
     data: ManuallyDrop<D>,
     pinned: AtomicBool,
+    /// Set at creation, never changed.
+    private: bool,
     wc: AtomicPtr<c_void>,
     _p: PhantomData<T>,
 }
@@ -286,38 +331,94 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         evict: None,
     };
 
+    /// The functions of a private object ([`Object::new_private`]): no
+    /// handle, no mmap, no dma-buf, no pin or vmap through the shmem
+    /// helpers; only `free`.
+    const PRIVATE_FUNCS: bindings::drm_gem_object_funcs = bindings::drm_gem_object_funcs {
+        free: Some(Self::free_callback),
+        open: None,
+        close: None,
+        print_info: None,
+        export: Some(export_refused),
+        pin: None,
+        unpin: None,
+        get_sg_table: None,
+        vmap: None,
+        vunmap: None,
+        mmap: None,
+        status: Some(Self::status_callback),
+        rss: None,
+        vm_ops: core::ptr::null(),
+        evict: None,
+    };
+
     /// Creates an object of `size` bytes (a multiple of the page size) with
     /// its pages allocated and pinned, write-combined for the CPU when
     /// `write_combined` (see the module documentation). `data` is dropped
     /// when the last reference goes, before the pages are released.
     pub fn new(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
-        Self::create(dev, size, data, write_combined, None)
+        Self::create(dev, size, data, write_combined)
     }
 
-    /// [`Object::new`], with every page written by `fill` before the pages
-    /// are pinned, instead of being zeroed by shmem first: `fill(i, page)`
-    /// must write every byte of page `i` (zeros included). The object's
-    /// contents are then exactly what `fill` wrote, at the cost of one pass
-    /// over the pages instead of two. `fill` writes through the pages'
-    /// cacheable linear alias, as shmem's zeroing does, so a write-combined
-    /// object takes the same cleaning before the device sees it.
-    pub fn new_filled(
+    /// A kernel-private object of `size` bytes (a non-zero multiple of
+    /// the page size), never given a handle or mapped to user space, whose
+    /// every byte is written by `fill` once: `fill(pages)` must write all
+    /// of the object's `pages` (zeros included), since they are not zeroed
+    /// first. Its memory does not come through shmem: it is
+    /// allocated in chunks as large as the page allocator gives
+    /// (`ane_glue_chunks_alloc`: up to its largest order, falling back to
+    /// single pages), charged to the caller's memory cgroup, and freed a
+    /// chunk at a time. `fill` writes through the pages' cacheable linear
+    /// alias, so a write-combined object takes the same cleaning before
+    /// the device sees it as a shmem one.
+    pub fn new_private(
         dev: &Device<T>,
         size: usize,
         data: D,
         write_combined: bool,
         fill: Fill<'_>,
     ) -> Result<ARef<Self>> {
-        Self::create(dev, size, data, write_combined, Some(fill))
+        let count = size >> bindings::PAGE_SHIFT;
+        if count == 0 || count << bindings::PAGE_SHIFT != size {
+            return Err(EINVAL);
+        }
+        let count_ul = core::ffi::c_ulong::try_from(count).map_err(|_| E2BIG)?;
+        // As in `create`: `data` moves in only once the box exists.
+        let new = KBox::<Self>::new_uninit(GFP_KERNEL_ACCOUNT)?.write(Self {
+            obj: Opaque::zeroed(),
+            data: ManuallyDrop::new(data),
+            pinned: AtomicBool::new(false),
+            private: true,
+            wc: AtomicPtr::new(core::ptr::null_mut()),
+            _p: PhantomData,
+        });
+        // SAFETY: No preconditions; a non-null result holds `count` pages.
+        let pages = unsafe { glue::ane_glue_chunks_alloc(count_ul) };
+        if pages.is_null() {
+            let mut new = new;
+            // SAFETY: `data` is initialised and never used again.
+            unsafe { ManuallyDrop::drop(&mut new.data) };
+            return Err(ENOMEM);
+        }
+        // SAFETY: `obj` is zeroed and not shared yet; `dev` is a live DRM
+        // device. The object gets no shmem file and no mmap offset.
+        unsafe {
+            (*new.obj.get()).base.funcs = &Self::PRIVATE_FUNCS;
+            glue::ane_glue_gem_private_init(dev.as_raw(), &raw mut (*new.obj.get()).base, size);
+            (*new.obj.get()).pages = pages;
+        }
+        new.pinned.store(true, Ordering::Release);
+        let raw = KBox::into_raw(new);
+        // SAFETY: We take over the reference `drm_gem_private_object_init`
+        // created; from here on `free_callback` owns the teardown (the
+        // pages included).
+        let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
+        fill(obj.pages())?;
+        obj.finish(write_combined)?;
+        Ok(obj)
     }
 
-    fn create(
-        dev: &Device<T>,
-        size: usize,
-        data: D,
-        write_combined: bool,
-        fill: Option<Fill<'_>>,
-    ) -> Result<ARef<Self>> {
+    fn create(dev: &Device<T>, size: usize, data: D, write_combined: bool) -> Result<ARef<Self>> {
         // The allocation first: `data` is moved in only once it cannot
         // fail, since a `ManuallyDrop` field dropped with a value that never
         // reached its box would leak what `data` holds (found by fault
@@ -326,6 +427,7 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             obj: Opaque::zeroed(),
             data: ManuallyDrop::new(data),
             pinned: AtomicBool::new(false),
+            private: false,
             wc: AtomicPtr::new(core::ptr::null_mut()),
             _p: PhantomData,
         });
@@ -351,33 +453,28 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // SAFETY: We take over the reference `drm_gem_shmem_init` created;
         // from here on `free_callback` owns the teardown.
         let obj = unsafe { ARef::from_raw(NonNull::new_unchecked(raw)) };
-        if let Some(mut fill) = fill {
-            // SAFETY: `obj` is an initialised shmem object that nobody else
-            // can see yet (no handle, no mapping, pages not pinned);
-            // `fill_page` gets `fill` back as `ctx`, which outlives the call.
-            kernel::error::to_result(unsafe {
-                glue::ane_glue_shmem_fill(
-                    obj.as_raw(),
-                    fill_page,
-                    (&raw mut fill).cast::<core::ffi::c_void>(),
-                )
-            })?;
-        }
         // SAFETY: `obj` is an initialised shmem object.
         kernel::error::to_result(unsafe { bindings::drm_gem_shmem_pin(obj.obj.get()) })?;
         obj.pinned.store(true, Ordering::Release);
+        obj.finish(write_combined)?;
+        Ok(obj)
+    }
+
+    /// The last step of creation: a write-combined object gets its kernel
+    /// mapping. On failure the caller drops the object, which unpins.
+    fn finish(&self, write_combined: bool) -> Result {
         if write_combined {
-            let count = u32::try_from(obj.pages().len()).map_err(|_| E2BIG)?;
-            // SAFETY: The pages are pinned (above) and `pages` holds `count`
-            // entries; the mapping is undone in `free_callback`, before the
-            // pin is dropped. On failure `obj` is dropped, which unpins.
-            let wc = unsafe { glue::ane_glue_vmap_wc((*obj.obj.get()).pages, count) };
+            let count = u32::try_from(self.pages().len()).map_err(|_| E2BIG)?;
+            // SAFETY: The pages are pinned (shmem) or owned (private) and
+            // `pages` holds `count` entries; the mapping is undone in
+            // `free_callback`, before the pages go.
+            let wc = unsafe { glue::ane_glue_vmap_wc((*self.obj.get()).pages, count) };
             if wc.is_null() {
                 return Err(ENOMEM);
             }
-            obj.wc.store(wc, Ordering::Release);
+            self.wc.store(wc, Ordering::Release);
         }
-        Ok(obj)
+        Ok(())
     }
 
     /// Whether the object is write-combined for the CPU.
@@ -533,16 +630,18 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
         // 2. `data`, while the pages are still pinned: it may still reach
         //    them (its device mapping is undone here, before the pages can
         //    be released).
-        // 3. The write-combined mapping and the pin taken in `create`, then
-        //    the shmem state (which releases the pages), then the
-        //    allocation.
+        // 3. The write-combined mapping, then the pages (a shmem object's
+        //    pin taken in `create` and its shmem state, which releases
+        //    them; a private object's chunks, then its GEM state), then
+        //    the allocation.
         // 4. The device reference of step 1, last: nothing of the object
         //    is left to reach the device, which may now be released.
         //
         // SAFETY: The last reference is gone: nothing else uses the object.
-        // `obj->dev` is the device the object was initialised on
-        // (`drm_gem_shmem_init` in `create`), alive on entry: the GEM core
-        // holds no reference to it, but the driver's data does (the only
+        // `obj->dev` is the device the object was initialised on (in
+        // `create`: `drm_gem_shmem_init`, or `ane_glue_gem_private_init`
+        // for a private object), alive on entry: the GEM core holds no
+        // reference to it, but the driver's data does (the only
         // `D` of this driver, `crate::gem::BoData`, holds an
         // `ARef<Device>`), and from step 1 on the reference taken here
         // keeps it alive until step 4. (Taking that reference in `create`
@@ -555,10 +654,18 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
             if !wc.is_null() {
                 glue::ane_glue_vunmap(wc);
             }
-            if (*this).pinned.load(Ordering::Acquire) {
-                bindings::drm_gem_shmem_unpin((*this).obj.get());
+            if (*this).private {
+                let shmem = (*this).obj.get();
+                let pages = core::mem::replace(&mut (*shmem).pages, core::ptr::null_mut());
+                let count = ((*obj).size >> bindings::PAGE_SHIFT) as core::ffi::c_ulong;
+                glue::ane_glue_chunks_free(pages, count);
+                glue::ane_glue_gem_private_release(obj);
+            } else {
+                if (*this).pinned.load(Ordering::Acquire) {
+                    bindings::drm_gem_shmem_unpin((*this).obj.get());
+                }
+                bindings::drm_gem_shmem_release((*this).obj.get());
             }
-            bindings::drm_gem_shmem_release((*this).obj.get());
             drop(KBox::from_raw(this));
             bindings::drm_dev_put(drm);
         }

@@ -130,16 +130,28 @@ extern "C" {
         dev: *mut bindings::device,
         sgt: *mut bindings::sg_table,
     ) -> c_int;
-    pub(crate) fn ane_glue_page_zero(page: *mut c_void, offset: usize, len: usize);
-    pub(crate) fn ane_glue_shmem_fill(
+    pub(crate) fn ane_glue_pages_copy(
+        dst: *const *mut bindings::page,
+        dst_off: usize,
+        src: *const *mut bindings::page,
+        src_off: usize,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_pages_write(
+        dst: *const *mut bindings::page,
+        dst_off: usize,
+        src: *const c_void,
+        len: usize,
+    );
+    pub(crate) fn ane_glue_pages_zero(dst: *const *mut bindings::page, dst_off: usize, len: usize);
+    pub(crate) fn ane_glue_chunks_alloc(count: core::ffi::c_ulong) -> *mut *mut bindings::page;
+    pub(crate) fn ane_glue_chunks_free(pages: *mut *mut bindings::page, count: core::ffi::c_ulong);
+    pub(crate) fn ane_glue_gem_private_init(
+        dev: *mut bindings::drm_device,
         obj: *mut bindings::drm_gem_object,
-        fill: unsafe extern "C" fn(
-            ctx: *mut c_void,
-            index: core::ffi::c_ulong,
-            page: *mut c_void,
-        ) -> c_int,
-        ctx: *mut c_void,
-    ) -> c_int;
+        size: usize,
+    );
+    pub(crate) fn ane_glue_gem_private_release(obj: *mut bindings::drm_gem_object);
     pub(crate) fn ane_glue_cond_resched();
     /// `ctx` points to `ANE_GLUE_SHA256_CTX_BYTES` bytes, 8-byte aligned.
     pub(crate) fn ane_glue_sha256_init(ctx: *mut c_void);

@@ -165,6 +165,49 @@ impl RegMask {
         Some((index / 64, u32::try_from(index % 64).ok()?))
     }
 
+    /// Image words `start..start + len` (those below [`IMAGE_WORDS`]).
+    pub fn range(start: usize, len: usize) -> RegMask {
+        let mut m = RegMask::new();
+        let end = start.saturating_add(len).min(IMAGE_WORDS);
+        for (lo, word) in (0usize..).step_by(64).zip(m.bits.iter_mut()) {
+            let hi = lo.saturating_add(64);
+            let (a, b) = (start.clamp(lo, hi), end.clamp(lo, hi));
+            let Ok(n) = u32::try_from(b.saturating_sub(a)) else {
+                continue;
+            };
+            let ones = 1u64
+                .checked_shl(n)
+                .map_or(u64::MAX, |bit| bit.wrapping_sub(1));
+            let shift = u32::try_from(a.saturating_sub(lo)).unwrap_or(u32::MAX);
+            *word = ones.checked_shl(shift).unwrap_or(0);
+        }
+        m
+    }
+
+    /// The lowest image word in both sets, if any.
+    pub fn first_common(&self, other: &RegMask) -> Option<usize> {
+        (0usize..)
+            .step_by(64)
+            .zip(self.bits.iter().zip(other.bits.iter()))
+            .find_map(|(lo, (a, b))| {
+                let both = a & b;
+                if both == 0 {
+                    None
+                } else {
+                    usize::try_from(both.trailing_zeros())
+                        .ok()
+                        .and_then(|t| lo.checked_add(t))
+                }
+            })
+    }
+
+    /// Adds every word of `other`.
+    pub fn union_with(&mut self, other: &RegMask) {
+        for (a, b) in self.bits.iter_mut().zip(other.bits.iter()) {
+            *a |= *b;
+        }
+    }
+
     /// Adds image word `index`; returns whether it was already present.
     pub fn insert_index(&mut self, index: usize) -> bool {
         let Some((w, b)) = Self::locate(index) else {
@@ -281,6 +324,19 @@ impl RegImage {
             *w = value;
             self.written.insert_index(index);
         }
+    }
+
+    /// Writes the little-endian words of `data` to image words `start..`
+    /// (a whole stream into one block's window, [`Td::decode_into`]);
+    /// `mask` is [`RegMask::range`] of those words. Words past the image
+    /// are dropped (the caller checked there are none).
+    fn set_words(&mut self, start: usize, data: &[u8], mask: &RegMask) {
+        if let Some(words) = self.words.get_mut(start..) {
+            for (w, c) in words.iter_mut().zip(data.chunks_exact(4)) {
+                *w = u32::from_le_bytes(c.try_into().unwrap_or([0; 4]));
+            }
+        }
+        self.written.union_with(mask);
     }
 
     /// Writes `value` to `reg`; returns false (and does nothing) if `reg` is
@@ -419,19 +475,24 @@ impl<'a> Td<'a> {
                     .is_some_and(|end| end <= r.block.window_bytes())
             });
             if let Some((reg, start)) = whole.and_then(|r| Some((r, r.image_index()?))) {
-                for ((index, word), k) in (start..).zip(stream.data.chunks_exact(4)).zip(0u32..) {
-                    if mine.insert_index(index) {
-                        return Err(TdError::DuplicateRegister {
-                            td: self.index,
-                            offset: stream.offset,
-                            reg: Reg {
-                                block: reg.block,
-                                offset: reg.offset.wrapping_add(k.wrapping_mul(4)),
-                            },
-                        });
-                    }
-                    image.set_index(index, read_le32(word, 0).unwrap_or(0));
+                // The whole stream at once: its words as one range of the
+                // image, checked against what this TD wrote already with
+                // one mask operation (the first register written twice, in
+                // stream order, is the lowest index of the overlap).
+                let range = RegMask::range(start, stream.data.len() / 4);
+                if let Some(index) = mine.first_common(&range) {
+                    let k = u32::try_from(index.saturating_sub(start)).unwrap_or(u32::MAX);
+                    return Err(TdError::DuplicateRegister {
+                        td: self.index,
+                        offset: stream.offset,
+                        reg: Reg {
+                            block: reg.block,
+                            offset: reg.offset.wrapping_add(k.wrapping_mul(4)),
+                        },
+                    });
                 }
+                mine.union_with(&range);
+                image.set_words(start, stream.data, &range);
                 continue;
             }
             for (addr, value) in stream.writes() {
@@ -706,6 +767,42 @@ mod tests {
         // Too short for a header.
         assert!(Td::new(&td[..0x20], 0, 0).decode().is_err());
         assert_eq!(Td::new(&td[..0x20], 0, 0).streams().count(), 0);
+    }
+
+    #[test]
+    fn overlapping_streams_are_duplicates() {
+        // PE's four words, then a two-word stream over its third and fourth
+        // (both streams lie whole in one block: the block-wise path). The
+        // error names the first register written twice, in the second
+        // stream, and a stream that only touches what is left is fine.
+        let mut td = [0u8; 0x28 + 20 + 12];
+        let mut p = 0x28;
+        push(&mut td, &mut p, StreamHeader::full(Block::Pe).0);
+        for v in [1, 2, 3, 4] {
+            push(&mut td, &mut p, v);
+        }
+        push(&mut td, &mut p, StreamHeader::new(0x8808, 2).unwrap().0);
+        push(&mut td, &mut p, 5);
+        push(&mut td, &mut p, 6);
+        assert!(matches!(
+            Td::new(&td, 2, 0).decode(),
+            Err(TdError::DuplicateRegister { td: 2, offset: 0x3C, reg })
+                if reg == Reg::new(Block::Pe, 8)
+        ));
+        // Common's first two words after PE: no overlap, all six written.
+        let mut p = 0x3C;
+        push(&mut td, &mut p, StreamHeader::new(0, 2).unwrap().0);
+        let img = Td::new(&td, 2, 0).decode().unwrap();
+        assert_eq!(img.written().count(), 6);
+        assert_eq!(img.block_words(Block::Pe), &[1, 2, 3, 4]);
+        assert_eq!(img.get(common::IN_DIM), Some(5));
+        // Masks across the 64-bit words of a `RegMask`.
+        let a = RegMask::range(60, 10);
+        assert_eq!(a.count(), 10);
+        assert!(a.contains_index(60) && a.contains_index(69) && !a.contains_index(70));
+        assert_eq!(a.first_common(&RegMask::range(65, 80)), Some(65));
+        assert_eq!(a.first_common(&RegMask::range(70, 5)), None);
+        assert_eq!(RegMask::range(130, 64).count(), (IMAGE_WORDS - 130) as u32);
     }
 
     #[test]
