@@ -154,10 +154,12 @@ pub(crate) fn out_fence_reports_the_end(d: &Device) -> TestResult {
         "injected hang: status {}",
         wh.status
     );
-    let st = h.fence_status(0).map_err(|e| e.to_string())?;
+    // WAIT may return just before the fence is signalled: wait for it.
+    let f = h.export_sync_file(0).map_err(|e| e.to_string())?;
+    let end = sync_file_end(&f)?;
     check!(
-        st == FenceStatus::Error(Errno::TIMEDOUT),
-        "TIMEOUT job's out-fence: {st:?}"
+        end == -Errno::TIMEDOUT.raw_os_error(),
+        "TIMEOUT job's out-fence ended with {end}, want -ETIMEDOUT"
     );
     drop(r);
     recovered_by_forced_power_cycle(d, awake)
