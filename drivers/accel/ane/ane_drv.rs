@@ -165,7 +165,9 @@ impl accel::Driver for AneDriver {
         (uapi::cmd::GET_PARAM, uapi::GetParam, ioctl::get_param),
         (uapi::cmd::BO_CREATE, uapi::BoCreate, gem::bo_create),
         (uapi::cmd::BO_INFO, uapi::BoInfo, gem::bo_info),
-        (uapi::cmd::PROGRAM_CREATE, uapi::ProgramCreate, program::program_create),
+        // PROGRAM_CREATE enters the device itself: on H14 not across its
+        // firmware exchanges, which may wait seconds for a running call.
+        (uapi::cmd::PROGRAM_CREATE, uapi::ProgramCreate, program::program_create, unguarded),
         (uapi::cmd::PROGRAM_DESTROY, uapi::ProgramDestroy, program::program_destroy),
         (uapi::cmd::EXEC, uapi::Exec, job::exec),
         // WAIT sleeps up to the caller's deadline and touches no device

@@ -14,13 +14,16 @@
 //! A job still running after that look is handed, with the engine, to the
 //! worker, which looks until it ends.
 //!
-//! Every other job waits in one list; the worker (a work item on the
-//! engine's own ordered workqueue, spawned when work arrives and exiting
-//! when the list is empty) takes them one at a time: highest priority
-//! first and, within a priority, a different client than the one served
-//! last whenever one is waiting, so a busy client cannot starve a quiet
-//! one. Unbind drains and destroys the queue, so no work item runs module
-//! code afterwards.
+//! Every other job waits in one first-in-first-out queue per priority
+//! ([`Pending`]); the worker (a work item on the engine's own ordered
+//! workqueue, spawned when work arrives and exiting when the queues are
+//! empty) takes them one at a time: highest priority first and, within a
+//! priority, a different client than the one served last whenever one is
+//! waiting, so a busy client cannot starve a quiet one. Picking a job costs
+//! the same however many clients queued how many jobs (kernel-2 N14): only
+//! the last-served client's own jobs, at most `MAX_JOBS_PER_FILE`, can
+//! stand before another client's in its queue. Unbind drains and destroys
+//! the queue, so no work item runs module code afterwards.
 //!
 //! System sleep: [`Engine::pause`] stops the worker after the running job
 //! (queued jobs stay queued) and [`Engine::unpause`] starts it again, so no
@@ -56,7 +59,125 @@ use crate::ext::{boost::CpuBoost, fence::Armed, workqueue::OwnedQueue};
 use crate::h13::{Active, Outcome, Started, H13};
 use crate::hw::tm::seq::Progress;
 use crate::hw::uapi::{engine_state, job_status};
-use crate::job::Job;
+use crate::job::{Job, MAX_JOBS_PER_FILE};
+
+/// Ring slots kept when a ring empties.
+const RING_KEEP: usize = 64;
+
+/// Jobs of one priority, first in first out: a ring over a `KVec`, so
+/// taking a job near the front does not move the rest.
+struct JobRing {
+    buf: KVec<Option<Arc<Job>>>,
+    head: usize,
+    len: usize,
+}
+
+impl JobRing {
+    const fn new() -> Self {
+        Self {
+            buf: KVec::new(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    fn slot(&self, i: usize) -> usize {
+        // `buf` is not empty whenever `i < len`.
+        (self.head + i) % self.buf.len().max(1)
+    }
+
+    /// The `i`-th job from the front.
+    fn get(&self, i: usize) -> Option<&Arc<Job>> {
+        if i >= self.len {
+            return None;
+        }
+        self.buf.get(self.slot(i))?.as_ref()
+    }
+
+    /// Appends `job`; the ring doubles when full (amortised O(1)).
+    fn push(&mut self, job: Arc<Job>) -> Result {
+        if self.len == self.buf.len() {
+            let cap = (self.buf.len() * 2).max(8);
+            let mut buf = KVec::with_capacity(cap, GFP_KERNEL)?;
+            for i in 0..self.len {
+                let at = self.slot(i);
+                let j = self.buf.get_mut(at).and_then(Option::take);
+                // Within the capacity just reserved.
+                let _ = buf.push_within_capacity(j);
+            }
+            while buf.len() < cap {
+                let _ = buf.push_within_capacity(None);
+            }
+            self.buf = buf;
+            self.head = 0;
+        }
+        let at = self.slot(self.len);
+        if let Some(s) = self.buf.get_mut(at) {
+            *s = Some(job);
+            self.len += 1;
+        }
+        Ok(())
+    }
+
+    /// Removes the `i`-th job from the front, moving the `i` before it
+    /// one place back: O(i).
+    fn remove(&mut self, i: usize) -> Option<Arc<Job>> {
+        if i >= self.len {
+            return None;
+        }
+        let at = self.slot(i);
+        let job = self.buf.get_mut(at)?.take();
+        for k in (0..i).rev() {
+            let (from, to) = (self.slot(k), self.slot(k + 1));
+            let j = self.buf.get_mut(from).and_then(Option::take);
+            if let Some(t) = self.buf.get_mut(to) {
+                *t = j;
+            }
+        }
+        self.head = self.slot(1);
+        self.len -= 1;
+        if self.len == 0 && self.buf.len() > RING_KEEP {
+            // A flood's peak is not kept until unbind.
+            self.buf = KVec::new();
+            self.head = 0;
+        }
+        job
+    }
+}
+
+/// The queued jobs, one [`JobRing`] per UAPI priority.
+struct Pending {
+    levels: [JobRing; PRIORITIES],
+}
+
+/// UAPI priorities.
+const PRIORITIES: usize = crate::hw::uapi::priority::MAX as usize + 1;
+
+impl Pending {
+    const fn new() -> Self {
+        Self {
+            levels: [JobRing::new(), JobRing::new(), JobRing::new()],
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.levels.iter().map(|q| q.len).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.levels.iter().all(|q| q.len == 0)
+    }
+
+    fn push(&mut self, job: Arc<Job>) -> Result {
+        let level = (job.priority as usize).min(PRIORITIES - 1);
+        self.levels.get_mut(level).ok_or(EINVAL)?.push(job)
+    }
+
+    /// Takes every queued job.
+    fn drain_all(&mut self) -> impl Iterator<Item = Arc<Job>> + '_ {
+        core::iter::from_fn(move || self.levels.iter_mut().find_map(|q| q.remove(0)))
+    }
+}
 
 /// What runs the jobs.
 pub(crate) enum Backend {
@@ -67,7 +188,7 @@ pub(crate) enum Backend {
 }
 
 struct Sched {
-    pending: KVec<Arc<Job>>,
+    pending: Pending,
     /// A thread holds the engine: the worker, or a submitter running a
     /// job on an idle engine.
     running: bool,
@@ -106,7 +227,7 @@ impl Engine {
         Arc::pin_init(
             try_pin_init!(Self {
                 sched <- new_mutex!(Sched {
-                    pending: KVec::new(),
+                    pending: Pending::new(),
                     running: false,
                     dead: false,
                     paused: false,
@@ -185,7 +306,7 @@ impl Engine {
                 return Ok(());
             }
         }
-        s.pending.push(job, GFP_KERNEL)?;
+        s.pending.push(job)?;
         if let Err(e) = self.start_worker(&mut s) {
             // Nothing will run the list; fail every queued job.
             for j in s.pending.drain_all() {
@@ -375,15 +496,16 @@ impl Engine {
     }
 
     /// Picks the next job: highest priority, then a client other than the
-    /// last one served if any is waiting.
+    /// last one served if any is waiting. Only the last-served client's own
+    /// jobs (at most [`MAX_JOBS_PER_FILE`]) can stand before the first of
+    /// another client, so the look is bounded however long the queue.
     fn pick(s: &mut Sched) -> Option<Arc<Job>> {
-        let best = s.pending.iter().map(|j| j.priority).max()?;
-        let pos = s
-            .pending
-            .iter()
-            .position(|j| j.priority == best && j.owner != s.last_owner)
-            .or_else(|| s.pending.iter().position(|j| j.priority == best))?;
-        let job = s.pending.remove(pos).ok()?;
+        let last = s.last_owner;
+        let q = s.pending.levels.iter_mut().rev().find(|q| q.len != 0)?;
+        let pos = (0..q.len.min(MAX_JOBS_PER_FILE + 1))
+            .position(|i| q.get(i).is_some_and(|j| j.owner != last))
+            .unwrap_or(0);
+        let job = q.remove(pos)?;
         s.last_owner = job.owner;
         Some(job)
     }

@@ -124,13 +124,20 @@ impl Programs {
         }
     }
 
+    /// Where the program with `handle` is in `list`. Handles are handed
+    /// out in increasing order and removals keep the order, so `list` is
+    /// sorted by handle: a binary search, not a scan on every EXEC
+    /// (kernel-2 N14).
+    fn position(&self, handle: u32) -> Result<usize> {
+        self.list
+            .binary_search_by_key(&handle, |(h, _)| *h)
+            .map_err(|_| ENOENT)
+    }
+
     /// The program with `handle`: `ENOENT` if there is none.
     pub(crate) fn get(&self, handle: u32) -> Result<Arc<Program>> {
-        self.list
-            .iter()
-            .find(|(h, _)| *h == handle)
-            .map(|(_, p)| p.clone())
-            .ok_or(ENOENT)
+        let pos = self.position(handle)?;
+        self.list.get(pos).map(|(_, p)| p.clone()).ok_or(ENOENT)
     }
 }
 
@@ -143,6 +150,13 @@ pub(crate) fn program_create(
     if args.flags != 0 || args.pad != 0 {
         return Err(EINVAL);
     }
+    // The ioctl is unguarded (its firmware exchanges may take seconds):
+    // H13 creation runs inside `drm_dev_enter` as a whole, H14 creation
+    // outside it only for its firmware exchanges.
+    let _entered = match dev.soc.backend {
+        BackendKind::HostDriven => Some(dev.enter().ok_or(ENODEV)?),
+        BackendKind::Firmware => None,
+    };
     match dev.soc.backend {
         BackendKind::HostDriven => {
             // H13 programs are plain TD streams: no firmware sections.
@@ -308,6 +322,7 @@ fn program_create_fw(
     args: &mut uapi::ProgramCreate,
     file: &File<AneDriver>,
 ) -> Result<u32> {
+    let entered = dev.enter().ok_or(ENODEV)?;
     let fw = dev.firmware().ok_or(ENODEV)?;
     if fw.state() != uapi::fw_state::RUNNING {
         return Err(EIO);
@@ -374,8 +389,17 @@ fn program_create_fw(
         }
         copies.push((s.id, copy, s.size), GFP_KERNEL)?;
     }
-    let loaded = fw.load(copies)?;
-    add_fw(file, loaded, args)
+    // The firmware exchanges (and the wait for a running call before them)
+    // run outside `drm_dev_enter`: the unplug SRCU is shared by every DRM
+    // device, so no unplug waits for them (kernel-2 N5). What they touch
+    // stays valid: the firmware and its memory belong to the device data,
+    // which the open file keeps, and an unbind shuts the transport down
+    // under the firmware's lock, after which a load fails.
+    drop(entered);
+    let loaded = fw.load(copies);
+    // Unplugged meanwhile: ENODEV, whatever the firmware answered.
+    let _entered = dev.enter().ok_or(ENODEV)?;
+    add_fw(file, loaded?, args)
 }
 
 /// Adds a handle for the loaded program `loaded` to `file`.
@@ -413,11 +437,7 @@ pub(crate) fn program_destroy(
     }
     let inner = file.inner();
     let mut progs = inner.programs.lock();
-    let pos = progs
-        .list
-        .iter()
-        .position(|(h, _)| *h == args.handle)
-        .ok_or(ENOENT)?;
+    let pos = progs.position(args.handle)?;
     let _ = progs.list.remove(pos);
     Ok(0)
 }

@@ -27,7 +27,7 @@ use crate::ext::gem::Object;
 #[cfg(ane_test)]
 use crate::ext::gem::PagePtr;
 use crate::ext::iommu::IommuDomain;
-use crate::hw::iova::{AllocError, IovaAllocator, RangeStore};
+use crate::hw::iova::{AllocError, IovaAllocator, Node, NodeStore};
 #[cfg(ane_test)]
 use crate::hw::mem::MemType;
 use crate::hw::soc::IovaWindow;
@@ -41,27 +41,27 @@ pub(crate) const DART_PAGE: u64 = 0x4000;
 /// The page size of this kernel (16K on Asahi, 4K on the x86 test kernel).
 pub(crate) const PAGE_SIZE: u64 = kernel::page::PAGE_SIZE as u64;
 
-/// Sorted ranges in a `KVec`.
-struct KVecStore(KVec<(u64, u64)>);
+/// The IOVA allocator's tree nodes in a `KVec`.
+struct KVecStore(KVec<Node>);
 
-impl RangeStore for KVecStore {
+impl NodeStore for KVecStore {
     type Error = Error;
 
-    fn len(&self) -> usize {
+    fn slots(&self) -> usize {
         self.0.len()
     }
 
-    fn get(&self, i: usize) -> Option<(u64, u64)> {
-        self.0.get(i).copied()
+    fn push(&mut self, node: Node) -> Result {
+        self.0.push(node, GFP_KERNEL_ACCOUNT)?;
+        Ok(())
     }
 
-    fn insert(&mut self, i: usize, range: (u64, u64)) -> Result {
-        self.0.reserve(1, GFP_KERNEL_ACCOUNT)?;
-        self.0.insert_within_capacity(i, range).map_err(|_| ENOMEM)
+    fn get(&self, i: usize) -> Option<&Node> {
+        self.0.get(i)
     }
 
-    fn remove(&mut self, i: usize) -> Option<(u64, u64)> {
-        self.0.remove(i).ok()
+    fn get_mut(&mut self, i: usize) -> Option<&mut Node> {
+        self.0.get_mut(i)
     }
 }
 

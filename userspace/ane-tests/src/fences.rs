@@ -81,7 +81,8 @@ fn sync_file_end(fd: &OwnedFd) -> Result<i32, String> {
 /// The out-fence signals when the job ends, with the job's end as its
 /// error: DONE signals cleanly (binary syncobj, and a timeline point the
 /// query then reports); a FAULT signals EIO and a job waiting for that
-/// fence never runs and signals ECANCELED (ABORTED).
+/// fence never runs and signals ECANCELED (ABORTED); a job that hangs
+/// times out and signals ETIMEDOUT.
 pub(crate) fn out_fence_reports_the_end(d: &Device) -> TestResult {
     fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
@@ -138,6 +139,27 @@ pub(crate) fn out_fence_reports_the_end(d: &Device) -> TestResult {
     check!(
         st == FenceStatus::Error(Errno::CANCELED),
         "ABORTED job's out-fence: {st:?}"
+    );
+    recovered_by_forced_power_cycle(d, awake)?;
+
+    // A job that hangs times out (the engine's fixed limit): its out-fence
+    // signals ETIMEDOUT, neither EIO nor ECANCELED (kernel-2, issue 26).
+    let awake = Awake::hold(d)?;
+    let h = syncobj(d)?;
+    inject("hang", 1)?;
+    let hid = exec_fenced(d, &r, normal, &[], (h.handle(), 0)).map_err(|e| format!("EXEC: {e}"))?;
+    let wh = reap(d, hid)?;
+    check!(
+        wh.status == uapi::job_status::TIMEOUT,
+        "injected hang: status {}",
+        wh.status
+    );
+    // WAIT may return just before the fence is signalled: wait for it.
+    let f = h.export_sync_file(0).map_err(|e| e.to_string())?;
+    let end = sync_file_end(&f)?;
+    check!(
+        end == -Errno::TIMEDOUT.raw_os_error(),
+        "TIMEOUT job's out-fence ended with {end}, want -ETIMEDOUT"
     );
     drop(r);
     recovered_by_forced_power_cycle(d, awake)

@@ -267,15 +267,8 @@ struct State {
     /// The DRM device, for allocations while the transport runs (set at
     /// start, dropped at shutdown: the firmware's BOs refer to it too).
     dev: Option<ARef<Device<AneDriver>>>,
-    /// Programs loaded into the firmware, by digest.
-    programs: KVec<([u8; 32], FwProgram)>,
     /// The optional RTKit session.
     rtkit: Option<crate::ext::rtkit::Rtkit>,
-    /// Buffers of calls that failed after their addresses reached the
-    /// firmware: it may still touch them, so they are parked until reboot
-    /// (the record parks such buffers too). Each buffer once, at most
-    /// [`MAX_PARKED`].
-    parked: KVec<ARef<Bo>>,
     /// The PROCEDURE_CALL command buffer, [`msg::call_len`]`(MAX_IO)`
     /// bytes (3 KiB), allocated once with the firmware state: a call
     /// neither puts it on the kernel stack nor allocates it (kernel-2
@@ -350,6 +343,20 @@ pub(crate) struct Firmware {
     /// never waits behind a running call. A leaf lock.
     #[pin]
     obs: Mutex<FwObs>,
+    /// Programs loaded into the firmware, by digest: apart from `state`,
+    /// so that creating a program the firmware has loaded already never
+    /// waits behind a running call (kernel-2 old 1.10). Taken after
+    /// `state` when both are held.
+    #[pin]
+    programs: Mutex<KVec<([u8; 32], FwProgram)>>,
+    /// Buffers of calls that failed after their addresses reached the
+    /// firmware: it may still touch them, so they are parked until reboot
+    /// (the record parks such buffers too). Each buffer once, at most
+    /// [`MAX_PARKED`]. Apart from `state`, so that parking never waits
+    /// behind another client's firmware exchange (kernel-2 old 1.10).
+    /// Taken after `state` when both are held.
+    #[pin]
+    parked: Mutex<KVec<ARef<Bo>>>,
     /// The `fw_state` value, readable without waiting for a running call.
     fw_state: AtomicU64,
     /// Commands the firmware refused in order (the first is logged).
@@ -400,11 +407,11 @@ impl Firmware {
                     },
                     released: false,
                     dev: None,
-                    programs: KVec::new(),
                     rtkit: None,
-                    parked: KVec::new(),
                     call_cmd,
                 }),
+                programs <- new_mutex!(KVec::new()),
+                parked <- new_mutex!(KVec::new()),
                 diag <- new_mutex!((0, None)),
                 obs <- new_mutex!(FwObs::default()),
                 fw_state: AtomicU64::new(fw_state::OFF),
@@ -725,17 +732,17 @@ impl Firmware {
     /// buffers (or without memory to record one) the firmware is
     /// quarantined and the buffer leaked, with one message.
     pub(crate) fn park(&self, bos: KVec<ARef<Bo>>) {
-        let mut st = self.state.lock();
+        let mut parked = self.parked.lock();
         let mut full = false;
         for bo in bos.into_iter() {
-            if st.parked.iter().any(|p| core::ptr::eq::<Bo>(&**p, &*bo)) {
+            if parked.iter().any(|p| core::ptr::eq::<Bo>(&**p, &*bo)) {
                 continue;
             }
-            let kept = if st.parked.len() >= MAX_PARKED {
+            let kept = if parked.len() >= MAX_PARKED {
                 Err(bo)
             } else {
-                match st.parked.reserve(1, GFP_KERNEL) {
-                    Ok(()) => st.parked.push_within_capacity(bo).map_err(|e| e.0),
+                match parked.reserve(1, GFP_KERNEL) {
+                    Ok(()) => parked.push_within_capacity(bo).map_err(|e| e.0),
                     Err(_) => Err(bo),
                 }
             };
@@ -745,7 +752,7 @@ impl Firmware {
                 full = true;
             }
         }
-        drop(st);
+        drop(parked);
         if full && self.state() != fw_state::QUARANTINED {
             self.set_state(fw_state::QUARANTINED);
             pr_err!(
@@ -772,16 +779,24 @@ impl Firmware {
         }
         let key = digest_parts(sections.iter().map(|(id, bo, size)| (*id, &**bo, 0, *size)))?;
         let refs = refs.get(..sections.len()).ok_or(EINVAL)?;
-        // One lock from the cache lookup to the insert: two identical loads
-        // cannot both reach the firmware, nor can the table overflow.
-        let mut st = self.state.lock();
-        if let Some((_, p)) = st.programs.iter().find(|(k, _)| *k == key) {
-            return Ok(*p);
+        // A program loaded already is found without waiting for the
+        // transport, which a running call may hold for seconds.
+        if let Some(p) = self.cached(&key) {
+            return Ok(p);
         }
-        if st.programs.len() >= MAX_PROGRAMS {
+        // A new program needs the transport: it waits for the running
+        // command (a call is bounded by `fw_call_ms` plus the reply limit).
+        // The state lock from the second lookup to the insert: two
+        // identical loads cannot both reach the firmware, nor can the
+        // table overflow (programs are inserted only under it).
+        let mut st = self.state.lock();
+        if let Some(p) = self.cached(&key) {
+            return Ok(p);
+        }
+        if self.programs.lock().len() >= MAX_PROGRAMS {
             return Err(ENOSPC);
         }
-        st.programs.reserve(1, GFP_KERNEL)?;
+        self.programs.lock().reserve(1, GFP_KERNEL)?;
         st.mem.sections.reserve(sections.len(), GFP_KERNEL)?;
         let mut reply = [0u8; msg::PROGRAM_LOAD_LEN];
         let program = self.with_host_locked(&mut st, "PROGRAM_LOAD", |host, ctx| {
@@ -829,10 +844,17 @@ impl Firmware {
         })?;
         let process = self.refusal("PROC_CREATE", process)?;
         let p = FwProgram { program, process };
-        if st.programs.push_within_capacity((key, p)).is_err() {
+        if self.programs.lock().push_within_capacity((key, p)).is_err() {
             return Err(ENOMEM);
         }
+        drop(st);
         Ok(p)
+    }
+
+    /// The loaded program with digest `key`.
+    fn cached(&self, key: &[u8; 32]) -> Option<FwProgram> {
+        let programs = self.programs.lock();
+        programs.iter().find(|(k, _)| k == key).map(|(_, p)| *p)
     }
 
     /// The program whose sections, given as `(id, bo, offset, size)` parts
@@ -845,8 +867,7 @@ impl Firmware {
         parts: impl Iterator<Item = (u32, &'a Bo, u64, u64)>,
     ) -> Result<Option<FwProgram>> {
         let key = digest_parts(parts)?;
-        let st = self.state.lock();
-        Ok(st.programs.iter().find(|(k, _)| *k == key).map(|(_, p)| *p))
+        Ok(self.cached(&key))
     }
 
     /// A command the firmware refused in order (its slot came back with
@@ -1087,7 +1108,7 @@ impl Firmware {
     pub(crate) fn shutdown(&self, pdev: &kernel::device::Device) {
         let mut st = self.state.lock();
         st.rtkit = None;
-        let parked = core::mem::take(&mut st.parked);
+        let parked = core::mem::take(&mut *self.parked.lock());
         if st.released && !self.regs.simulated() {
             // The coprocessor may still write into these.
             core::mem::forget(parked);
@@ -1106,7 +1127,7 @@ impl Firmware {
             fw_state::OFF
         });
         st.dev = None;
-        st.programs.clear();
+        self.programs.lock().clear();
         st.mem.shared.clear();
         if st.released && !self.regs.simulated() {
             dev_warn!(
