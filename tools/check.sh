@@ -270,14 +270,14 @@ step "guest x86_64 7.3 sanitizers: test-flavour module (clang) + initramfs" gues
 # takes about as long as the longer lane. The device-tree check, which
 # needs no kernel, joins the shorter lane.
 san_lane_1() {
-	step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev,alt_h13" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev,alt_h13" suite-a 1200
+	step "qemu x86_64 7.3 sanitizers 1/4: $suite_a,udev,alt_h13" boot x86_64 "$kdir_san" x86_64-san "$suite_a,udev,alt_h13" suite-a 1800
 	step "qemu x86_64 7.3 sanitizers 3/4: ane_rs pytest on the device, ONNX models compiled and run through the driver, ane-fuzz 10^3 calls per SoC table" \
 		boot x86_64 "$kdir_san" x86_64-san python,demo,fuzz_short python-fuzz 1200
 	step "qemu x86_64 7.3 sanitizers: KASAN canary caught" canary x86_64 "$kdir_san" x86_64-san kasan_canary "KASAN:"
 }
 san_lane_2() {
 	# memcg: only the sanitizer kernel has CONFIG_MEMCG (as the target).
-	step "qemu x86_64 7.3 sanitizers 2/4: $suite_b,memcg" boot x86_64 "$kdir_san" x86_64-san "$suite_b,memcg" suite-b 1200
+	step "qemu x86_64 7.3 sanitizers 2/4: $suite_b,memcg" boot x86_64 "$kdir_san" x86_64-san "$suite_b,memcg" suite-b 1800
 	# The hostile-client pass (issue 26): hostile processes beside one
 	# client whose every job must end DONE and exact, on every SoC table.
 	step "qemu x86_64 7.3 sanitizers 4/4: hostile clients beside a well-behaved one (1500 hostile calls per SoC table)" \
