@@ -441,7 +441,7 @@ fn copy_wc(src: &Bo, src_off: u64, dst: &Bo, dst_off: u64, len: u64) -> Result {
 pub(crate) fn lookup(file: &File<AneDriver>, handle: u32) -> Result<ARef<Bo>> {
     // SAFETY: Every GEM object of this driver's devices is a `Bo`: the
     // driver creates objects only as `Bo` (`create_mapped_as`, the one
-    // place that calls `Object::new`/`new_filled`), refuses export
+    // place that calls `Object::new`/`new_private`), refuses export
     // (`ext::gem`'s `export_refused`) and cannot import (its `drm_driver`
     // has no `gem_prime_import_sg_table`, so the PRIME core refuses with
     // `EINVAL`).

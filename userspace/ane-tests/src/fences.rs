@@ -397,7 +397,7 @@ fn fence_row(
     res
 }
 
-/// One in-syncobj element `e` (a valid one if `signalled` handle is used).
+/// One valid in-syncobj element: a new, signalled syncobj at point 0.
 fn one_in(d: &Device, a: &mut uapi::Exec, ins: &mut Vec<uapi::ExecSyncobj>) -> Result<(), Errno> {
     ins.push(sync_in(new_syncobj(d, true)?, 0));
     a.in_syncobj_count = 1;

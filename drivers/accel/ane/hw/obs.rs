@@ -263,19 +263,21 @@ impl H13Obs {
         writeln!(w, "job_ns_total {}", self.ns_total)?;
         writeln!(w, "suspends {}", self.suspends)?;
         writeln!(w, "resumes {}", self.resumes)?;
-        write!(w, "status_after_resume ")?;
-        opt_hex(w, self.status_after_resume)?;
-        writeln!(w)?;
+        hex_line(
+            w,
+            format_args!("status_after_resume"),
+            self.status_after_resume,
+        )?;
         write_job(w, "last", self.last.as_ref())?;
         write_job(w, "failed", self.last_failed.as_ref())
     }
 }
 
-/// `0x…` or `none`.
-fn opt_hex(w: &mut impl Write, v: Option<u32>) -> fmt::Result {
+/// The line `KEY 0x…`, or `KEY none`.
+fn hex_line(w: &mut impl Write, key: fmt::Arguments<'_>, v: Option<u32>) -> fmt::Result {
     match v {
-        Some(v) => write!(w, "{v:#x}"),
-        None => write!(w, "none"),
+        Some(v) => writeln!(w, "{key} {v:#x}"),
+        None => writeln!(w, "{key} none"),
     }
 }
 
@@ -290,12 +292,8 @@ fn write_job(w: &mut impl Write, prefix: &str, j: Option<&JobObs>) -> fmt::Resul
     writeln!(w, "{prefix}.td_count {}", j.td_count)?;
     writeln!(w, "{prefix}.looks {}", j.looks)?;
     writeln!(w, "{prefix}.ns {}", j.ns)?;
-    write!(w, "{prefix}.status_first ")?;
-    opt_hex(w, j.status_first)?;
-    writeln!(w)?;
-    write!(w, "{prefix}.status_last ")?;
-    opt_hex(w, j.status_last)?;
-    writeln!(w)?;
+    hex_line(w, format_args!("{prefix}.status_first"), j.status_first)?;
+    hex_line(w, format_args!("{prefix}.status_last"), j.status_last)?;
     writeln!(w, "{prefix}.dart_error {:#x}", j.dart_error)?;
     write!(w, "{prefix}.latches")?;
     match j.latches {
