@@ -288,6 +288,72 @@ pub(crate) fn fences_link_an_mlp(d: &Device) -> TestResult {
     same_bits_as_per_layer("the fenced run", &fenced, &per_layer)
 }
 
+/// WAIT is built on the out-fence: once a syncobj wait saw the jobs'
+/// fences signalled, a WAIT whose deadline has passed collects each job's
+/// status without sleeping, never -ETIME. Each round queues `JOBS` jobs
+/// that end while the client sleeps in `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`
+/// on all their syncobjs (on the simulator each takes a few ms, so the
+/// ends come from the engine's context, racing the woken client).
+pub(crate) fn syncobj_wait_then_collect(d: &Device) -> TestResult {
+    const JOBS: usize = 4;
+    const ROUNDS: u32 = 12;
+    fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
+    let r = ready(d).map_err(|e| format!("setup: {e}"))?;
+    let delayed = require_fault_injection().is_ok();
+    let objs = (0..JOBS).map(|_| syncobj(d)).collect::<Result<Vec<_>, _>>()?;
+    let handles: Vec<u32> = objs.iter().map(|s| s.handle()).collect();
+    let points = [0u64; JOBS];
+    let res = (|| -> TestResult {
+        for round in 0..ROUNDS {
+            if delayed {
+                inject("exec_delay_ms", 1 + round % 3)?;
+            }
+            let mut ids = Vec::with_capacity(JOBS);
+            for h in &handles {
+                let id = exec_fenced(d, &r, uapi::priority::NORMAL, &[], (*h, 0))
+                    .map_err(|e| format!("round {round}: EXEC: {e}"))?;
+                ids.push(id);
+            }
+            let mut a = raw::SyncobjTimelineWait {
+                handles: handles.as_ptr() as u64,
+                points: points.as_ptr() as u64,
+                timeout_nsec: crate::job_deadline(),
+                count_handles: JOBS as u32,
+                flags: raw::SYNCOBJ_WAIT_ALL | raw::SYNCOBJ_WAIT_FOR_SUBMIT,
+                ..Default::default()
+            };
+            loop {
+                match raw::syncobj_timeline_wait(d.fd(), &mut a) {
+                    Ok(()) => break,
+                    Err(Errno::INTR) => continue,
+                    Err(e) => return Err(format!("round {round}: SYNCOBJ_TIMELINE_WAIT: {e}")),
+                }
+            }
+            for (i, id) in ids.iter().enumerate() {
+                let mut w = uapi::Wait {
+                    job_id: *id,
+                    timeout_ns: 0,
+                    ..Default::default()
+                };
+                raw::wait(d.fd(), &mut w).map_err(|e| {
+                    format!("round {round}, job {i}: WAIT after its fence signalled: {e}")
+                })?;
+                check!(
+                    w.status == uapi::job_status::DONE && w.steps_done == 1,
+                    "round {round}, job {i}: status {} steps_done {}",
+                    w.status,
+                    w.steps_done
+                );
+            }
+        }
+        Ok(())
+    })();
+    if delayed {
+        inject("exec_delay_ms", 0)?;
+    }
+    res
+}
+
 /// Queues, on `d`, a job of `delay_ms`, then A (LOW) signalling S1 and B
 /// waiting for S1 and signalling S2; both fences as sync files, which
 /// outlive the file. B is parked with the engine when this returns.

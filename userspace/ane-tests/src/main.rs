@@ -3345,6 +3345,10 @@ fn main() -> ExitCode {
             fences::fences_link_an_mlp,
         ),
         (
+            "a syncobj wait, then WAIT collects without sleeping",
+            fences::syncobj_wait_then_collect,
+        ),
+        (
             "closing a file signals its pending fences",
             fences::close_with_pending_fences,
         ),
