@@ -1182,6 +1182,19 @@ void ane_glue_fence_signal(struct dma_fence *f, int error)
 	spin_unlock_irqrestore(&af->lock, flags);
 }
 
+/* Waits for @f (a fence of this driver), interruptibly, for at most
+ * @timeout jiffies: >0 when it signalled, 0 when the time ran out,
+ * -ERESTARTSYS on a signal. A fence signalled already returns at once
+ * without sleeping: our fences have no ->signaled op, so the flag is the
+ * whole truth (and dma_fence_is_signaled() would add RCU and lockdep
+ * calls for nothing). */
+long ane_glue_fence_wait(struct dma_fence *f, long timeout)
+{
+	if (test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &f->flags))
+		return timeout ? timeout : 1;
+	return dma_fence_wait_timeout(f, true, timeout);
+}
+
 void ane_glue_fence_get(struct dma_fence *f)
 {
 	dma_fence_get(f);

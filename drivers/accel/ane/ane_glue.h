@@ -129,6 +129,7 @@ struct drm_syncobj;
 struct workqueue_struct;
 struct dma_fence *ane_glue_fence_new(void);
 void ane_glue_fence_signal(struct dma_fence *f, int error);
+long ane_glue_fence_wait(struct dma_fence *f, long timeout);
 void ane_glue_fence_get(struct dma_fence *f);
 void ane_glue_fence_put(struct dma_fence *f);
 int ane_glue_syncobj_out_get(struct drm_file *file, u32 handle, u64 point,

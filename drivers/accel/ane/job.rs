@@ -24,15 +24,22 @@
 //! that ended DONE. A step that fails ends the chain there: the steps after
 //! it are aborted, the tail taking the failed step's status and fault.
 //!
-//! WAIT sleeps until the job ends or an absolute `CLOCK_MONOTONIC` deadline
-//! passes. A job's final status is reported once, then the job is
-//! forgotten.
+//! Fences (DRM syncobjs): every job has a `dma_fence` ([`Fence`], held by
+//! the tail), its out-fence. It is signalled in one place, [`Job::end`] of
+//! the tail, with the chain's status mapped to an error, after the status
+//! is recorded; and a [`Fence`] dropped unsignalled signals `-ECANCELED`.
+//! An EXEC may name a syncobj that gets the out-fence, and syncobjs whose
+//! fences the job waits for ([`InFences`]).
 //!
-//! Fences (DRM syncobjs): an EXEC may name syncobjs whose fences the job
-//! waits for ([`InFences`]) and one that gets the job's out-fence
-//! ([`Fence`], held by the tail). The out-fence is signalled in one place,
-//! [`Job::end`] of the tail, with the chain's status mapped to an error; and
-//! a [`Fence`] dropped unsignalled signals `-ECANCELED`. A job with
+//! WAIT is built on the out-fence: it waits for that fence, as a
+//! `DRM_IOCTL_SYNCOBJ_WAIT` on the job's out-syncobj would, until an
+//! absolute `CLOCK_MONOTONIC` deadline, then reports the status recorded
+//! before the fence signalled. So WAIT and a syncobj wait cannot disagree,
+//! and a client that waited for many jobs' syncobjs at once collects each
+//! status with a WAIT whose deadline has passed, which never sleeps. A
+//! job's final status is reported once, then the job is forgotten.
+//!
+//! A job with
 //! in-fences that have not all signalled is parked with the engine
 //! ([`crate::engine::Engine::park`]) and EXEC returns; the fences'
 //! callbacks count down, and the last one queues the engine's fence work,
@@ -46,13 +53,13 @@ use core::{
 
 use kernel::{
     prelude::*,
-    sync::{aref::ARef, new_condvar, new_mutex, Arc, CondVar, Mutex},
-    time::msecs_to_jiffies,
+    sync::{aref::ARef, new_mutex, Arc, Mutex},
+    time::{msecs_to_jiffies, Jiffies},
 };
 
 use crate::engine::Engine;
 use crate::ext::accel::{Device, File};
-use crate::ext::fence::{self, Armed, Fence, FenceRef, InFences, OutSyncobj};
+use crate::ext::fence::{self, Armed, Fence, FenceRef, InFences, OutSyncobj, WaitEnd};
 use crate::ext::pm::PmRef;
 use crate::gem::{self, Bo};
 use crate::hw::fw::msg::{IoKind, IoRef};
@@ -92,10 +99,9 @@ pub(crate) struct Job {
     /// When EXEC queued it, the engine was handed it, its end was seen
     /// (`CLOCK_MONOTONIC` ns, 0 until then).
     times: [AtomicU64; 3],
+    /// Status and fault, PENDING until the step ended.
     #[pin]
     state: Mutex<(u32, u64)>,
-    #[pin]
-    done: CondVar,
     /// The chain's next step; `None` for the last (or only) one.
     next: Option<Arc<Job>>,
     /// The chain's last step, which stands for the chain; `None` for that
@@ -107,6 +113,8 @@ pub(crate) struct Job {
     /// ends.
     #[pin]
     fence: Mutex<Option<Fence>>,
+    /// On the tail: a reference to the out-fence, which WAIT waits for.
+    done: Option<FenceRef>,
     /// On the tail: the in-fences, from EXEC until the last signalled (the
     /// fence work takes them).
     #[pin]
@@ -219,19 +227,19 @@ impl Job {
                 .fetch_add(ended.saturating_sub(started), Ordering::Relaxed);
         }
         drop(self.take_res());
+        // Recorded before the fence signals: whoever saw the fence
+        // signalled (WAIT, or a syncobj wait followed by a WAIT that does
+        // not sleep) finds the status. The state's lock orders the two.
+        *self.state.lock() = (status, fault);
         if self.tail.is_none() {
             // The chain ended: the one place its out-fence is signalled,
-            // before the state is published, so that a WAIT that saw the
-            // end also sees the fence signalled (a loaded guest showed
-            // the other order: WAIT DONE, the out-fence still pending).
-            // Taken first: its callbacks do not run under the lock.
+            // which wakes WAIT and every syncobj waiter. Taken first: its
+            // callbacks do not run under the lock.
             let f = self.fence.lock().take();
             if let Some(f) = f {
                 f.signal(fence::status_error(status));
             }
         }
-        *self.state.lock() = (status, fault);
-        self.done.notify_all();
     }
 }
 
@@ -638,11 +646,9 @@ pub(crate) fn exec(
     }
     let deps = read_in_fences(args, file)?;
     let out = out_syncobj(args, file)?;
-    let mut out_fence = match out {
-        Some(_) => Some(Fence::new()?),
-        None => None,
-    };
-    let mut out_ref: Option<FenceRef> = None;
+    // Every job has its out-fence (WAIT waits for it), attached to a
+    // syncobj when EXEC names one.
+    let mut out_fence = Some(Fence::new()?);
 
     let mut list = f.jobs.list.lock();
     if list.len() >= MAX_JOBS_PER_FILE {
@@ -671,9 +677,7 @@ pub(crate) fn exec(
         } else {
             None
         };
-        if let Some(f) = &step_fence {
-            out_ref = Some(f.get_ref());
-        }
+        let step_done = step_fence.as_ref().map(Fence::get_ref);
         let job = Arc::pin_init(
             pin_init!(Job {
                 id,
@@ -691,11 +695,11 @@ pub(crate) fn exec(
                 usage: f.usage.clone(),
                 times: [AtomicU64::new(queued), AtomicU64::new(0), AtomicU64::new(0)],
                 state <- new_mutex!((job_status::PENDING, 0)),
-                done <- new_condvar!(),
                 next: step_next,
                 tail: step_tail,
                 steps_done: AtomicU32::new(0),
                 fence <- new_mutex!(step_fence),
+                done: step_done,
                 deps <- new_mutex!(None),
             }),
             GFP_KERNEL_ACCOUNT,
@@ -723,14 +727,15 @@ pub(crate) fn exec(
         return Err(e);
     }
     // Queued: the syncobj gets the fence (it may have signalled already).
-    if let (Some(out), Some(r)) = (out, &out_ref) {
+    if let (Some(out), Some(r)) = (out, tail.done.as_ref()) {
         out.attach(r);
     }
     args.job_id = id;
     Ok(0)
 }
 
-/// `DRM_IOCTL_ANE_WAIT`.
+/// `DRM_IOCTL_ANE_WAIT`: waits for the job's out-fence until the deadline,
+/// then reports the job once.
 pub(crate) fn wait(
     _dev: &Device<AneDriver>,
     args: &mut uapi::Wait,
@@ -747,25 +752,32 @@ pub(crate) fn wait(
         .find(|j| j.id == args.job_id)
         .cloned()
         .ok_or(ENOENT)?;
-    let (status, fault) = {
-        let mut st = job.state.lock();
-        loop {
-            if st.0 != job_status::PENDING {
-                break *st;
-            }
-            let now = crate::ext::time::monotonic_ns();
-            if args.timeout_ns <= now {
+    // Only tails are in the list, and every tail has its fence.
+    let done = job.done.as_ref().ok_or(EINVAL)?;
+    loop {
+        let now = crate::ext::time::monotonic_ns();
+        // A passed deadline still collects a job that ended (a wait of 0
+        // jiffies on a signalled fence returns at once).
+        let jiffies: Jiffies = if args.timeout_ns <= now {
+            0
+        } else {
+            let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
+            msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX))
+        };
+        match done.wait(jiffies)? {
+            WaitEnd::Signalled => break,
+            // Jiffies are coarse: sleep again until the deadline passed.
+            WaitEnd::TimedOut if args.timeout_ns <= crate::ext::time::monotonic_ns() => {
                 return Err(crate::ext::errno::etime());
             }
-            let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
-            let jiffies = msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX));
-            if let kernel::sync::CondVarTimeoutResult::Signal { .. } =
-                job.done.wait_interruptible_timeout(&mut st, jiffies)
-            {
-                return Err(ERESTARTSYS);
-            }
+            WaitEnd::TimedOut => {}
         }
-    };
+    }
+    // Recorded before the fence signalled (`Job::end`).
+    let (status, fault) = *job.state.lock();
+    if status == job_status::PENDING {
+        return Err(EIO);
+    }
     args.status = status;
     args.fault = fault;
     args.queued_ns = job.times[0].load(Ordering::Relaxed);

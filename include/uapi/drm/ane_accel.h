@@ -289,8 +289,8 @@ struct drm_ane_exec_syncobj {
  *  - pad2 must be zero.
  *
  * An in-syncobj may also be the out-syncobj: the job waits for the fence
- * it held, then takes its place. DRM_ANE_WAIT works as before, with or
- * without fences.
+ * it held, then takes its place. Every job has its out-fence, whether or
+ * not out_syncobj names a syncobj for it: DRM_ANE_WAIT waits for it.
  */
 struct drm_ane_exec {
 	__u32 program;		/* in: program handle */
@@ -323,9 +323,17 @@ enum drm_ane_job_status {
 };
 
 /*
- * Wait for a job. Returns 0 with the final status once the job has ended
- * (the job is then forgotten: a second WAIT is -ENOENT), or -ETIME when the
- * absolute CLOCK_MONOTONIC deadline passes first (the job is kept).
+ * Wait for a job: for its out-fence (see drm_ane_exec), the same fence a
+ * DRM_IOCTL_SYNCOBJ_WAIT on its out_syncobj waits for. Returns 0 with the
+ * final status once the fence signalled (the job is then forgotten: a
+ * second WAIT is -ENOENT), -ETIME when the absolute CLOCK_MONOTONIC deadline
+ * passes first (the job is kept), -ERESTARTSYS (seen as -EINTR) when a
+ * signal came first (the job is kept), -ENOENT for an unknown job_id, and
+ * -EINVAL for a nonzero pad or pad2. The status is recorded before the
+ * fence signals: once any wait saw the fence signalled, a WAIT with a
+ * deadline in the past (timeout_ns 0) returns the status without sleeping.
+ * To wait for many jobs at once, DRM_IOCTL_SYNCOBJ_WAIT on their syncobjs
+ * (WAIT_ALL or not), then collect each status so.
  */
 struct drm_ane_wait {
 	__u64 job_id;		/* in */

@@ -14,7 +14,7 @@
 //!   one queues a work item that calls the driver back in process context.
 
 use core::{
-    ffi::{c_int, c_void},
+    ffi::{c_int, c_long, c_void},
     ptr::NonNull,
 };
 
@@ -80,6 +80,32 @@ pub struct FenceRef(NonNull<c_void>);
 unsafe impl Send for FenceRef {}
 // SAFETY: See `Fence`.
 unsafe impl Sync for FenceRef {}
+
+/// How a [`FenceRef::wait`] ended.
+pub enum WaitEnd {
+    /// The fence signalled.
+    Signalled,
+    /// The time ran out first.
+    TimedOut,
+}
+
+impl FenceRef {
+    /// Waits for the fence, interruptibly, for at most `jiffies` (a fence
+    /// signalled already returns at once, even for 0): `ERESTARTSYS` when
+    /// a signal came first. No callback of this driver runs in the wait:
+    /// the core's default wait sleeps until the signaller wakes it.
+    pub fn wait(&self, jiffies: kernel::time::Jiffies) -> Result<WaitEnd> {
+        let timeout = c_long::try_from(jiffies).unwrap_or(c_long::MAX);
+        // SAFETY: By the type invariant the fence is live.
+        let r = unsafe { glue::ane_glue_fence_wait(self.0.as_ptr(), timeout) };
+        match r {
+            r if r > 0 => Ok(WaitEnd::Signalled),
+            0 => Ok(WaitEnd::TimedOut),
+            // -ERESTARTSYS: the only error of an interruptible wait.
+            r => Err(Error::from_errno(c_int::try_from(r).unwrap_or(c_int::MIN))),
+        }
+    }
+}
 
 impl Drop for FenceRef {
     fn drop(&mut self) {

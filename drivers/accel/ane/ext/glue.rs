@@ -9,7 +9,7 @@
 //! kernel structure. C strings are `*const u8`: the kernel's `char` is
 //! unsigned on every architecture.
 
-use core::ffi::{c_int, c_uint, c_void};
+use core::ffi::{c_int, c_long, c_uint, c_void};
 
 use kernel::bindings;
 
@@ -173,6 +173,7 @@ extern "C" {
     // ane_glue_deps *`) are all `*mut c_void` here.
     pub(crate) fn ane_glue_fence_new() -> *mut c_void;
     pub(crate) fn ane_glue_fence_signal(f: *mut c_void, error: c_int);
+    pub(crate) fn ane_glue_fence_wait(f: *mut c_void, timeout: c_long) -> c_long;
     pub(crate) fn ane_glue_fence_get(f: *mut c_void);
     pub(crate) fn ane_glue_fence_put(f: *mut c_void);
     pub(crate) fn ane_glue_syncobj_out_get(
