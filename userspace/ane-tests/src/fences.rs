@@ -300,7 +300,9 @@ pub(crate) fn syncobj_wait_then_collect(d: &Device) -> TestResult {
     fixture("tinygrad_sum.hwx").ok_or(SKIP)?;
     let r = ready(d).map_err(|e| format!("setup: {e}"))?;
     let delayed = require_fault_injection().is_ok();
-    let objs = (0..JOBS).map(|_| syncobj(d)).collect::<Result<Vec<_>, _>>()?;
+    let objs = (0..JOBS)
+        .map(|_| syncobj(d))
+        .collect::<Result<Vec<_>, _>>()?;
     let handles: Vec<u32> = objs.iter().map(|s| s.handle()).collect();
     let points = [0u64; JOBS];
     let res = (|| -> TestResult {

@@ -392,6 +392,8 @@ struct PProg {
 /// A job in flight with the program it runs.
 struct PJob {
     id: u64,
+    /// The syncobj that got its out-fence, 0 for none.
+    out: u32,
 }
 
 /// A canary: a BO no job binds, filled with a pattern.
@@ -1330,7 +1332,10 @@ impl Fuzzer {
                 self.stats
                     .flag(step, format!("EXEC returned pending job id {}", a.job_id));
             }
-            self.jobs.push(PJob { id: a.job_id });
+            self.jobs.push(PJob {
+                id: a.job_id,
+                out: a.out_syncobj,
+            });
         }
         r.is_ok()
     }
@@ -1583,6 +1588,9 @@ impl Fuzzer {
         }
         let i = self.rng.below(self.jobs.len() as u64) as usize;
         let id = self.jobs[i].id;
+        if self.jobs[i].out != 0 && self.rng.below(3) == 0 {
+            return self.wait_by_syncobj(i);
+        }
         let now = ane::device::monotonic_ns();
         let (deadline, what) = match self.rng.below(4) {
             0 => (0, "deadline in the past"),
@@ -1597,6 +1605,56 @@ impl Fuzzer {
         let r = fi::wait(self.d.fd(), &mut w);
         self.stats
             .record(self.step, Call::Wait, what, r, Want::Ok(&[Errno::TIME]));
+        if r.is_ok() {
+            self.jobs.swap_remove(i);
+            self.dead_jobs.push(id);
+            self.job_ended(w.status);
+        }
+    }
+
+    /// WAIT is built on the out-fence: once `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT`
+    /// saw job `i`'s out-fence signalled (every job ends, within the job
+    /// timeout), a WAIT with a deadline in the past must return its status.
+    fn wait_by_syncobj(&mut self, i: usize) {
+        let (id, out) = (self.jobs[i].id, self.jobs[i].out);
+        let (h, p) = ([out], [0u64]);
+        let mut a = raw::SyncobjTimelineWait {
+            handles: h.as_ptr() as u64,
+            points: p.as_ptr() as u64,
+            timeout_nsec: crate::job_deadline(),
+            count_handles: 1,
+            flags: raw::SYNCOBJ_WAIT_ALL,
+            ..Default::default()
+        };
+        let r = loop {
+            match raw::syncobj_timeline_wait(self.d.fd(), &mut a) {
+                Err(Errno::INTR) => continue,
+                r => break r,
+            }
+        };
+        self.stats.record(
+            self.step,
+            Call::Wait,
+            "SYNCOBJ_TIMELINE_WAIT on the out-syncobj",
+            r,
+            Want::Ok(&[]),
+        );
+        if r.is_err() {
+            return;
+        }
+        let mut w = uapi::Wait {
+            job_id: id,
+            timeout_ns: 0,
+            ..Default::default()
+        };
+        let r = raw::wait(self.d.fd(), &mut w);
+        self.stats.record(
+            self.step,
+            Call::Wait,
+            "after its out-fence signalled, deadline in the past",
+            r,
+            Want::Ok(&[]),
+        );
         if r.is_ok() {
             self.jobs.swap_remove(i);
             self.dead_jobs.push(id);
