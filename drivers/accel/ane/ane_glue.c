@@ -1192,6 +1192,8 @@ long ane_glue_fence_wait(struct dma_fence *f, long timeout)
 {
 	if (test_bit(DMA_FENCE_FLAG_SIGNALED_BIT, &f->flags))
 		return timeout ? timeout : 1;
+	if (!timeout)
+		return 0;
 	return dma_fence_wait_timeout(f, true, timeout);
 }
 

@@ -754,24 +754,18 @@ pub(crate) fn wait(
         .ok_or(ENOENT)?;
     // Only tails are in the list, and every tail has its fence.
     let done = job.done.as_ref().ok_or(EINVAL)?;
-    loop {
+    // First without sleeping: a job that ended is collected whatever the
+    // deadline, without reading the clock.
+    let mut jiffies: Jiffies = 0;
+    while let WaitEnd::TimedOut = done.wait(jiffies)? {
         let now = crate::ext::time::monotonic_ns();
-        // A passed deadline still collects a job that ended (a wait of 0
-        // jiffies on a signalled fence returns at once).
-        let jiffies: Jiffies = if args.timeout_ns <= now {
-            0
-        } else {
-            let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
-            msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX))
-        };
-        match done.wait(jiffies)? {
-            WaitEnd::Signalled => break,
-            // Jiffies are coarse: sleep again until the deadline passed.
-            WaitEnd::TimedOut if args.timeout_ns <= crate::ext::time::monotonic_ns() => {
-                return Err(crate::ext::errno::etime());
-            }
-            WaitEnd::TimedOut => {}
+        if args.timeout_ns <= now {
+            return Err(crate::ext::errno::etime());
         }
+        // Rounded up, so the deadline has passed when the time runs out;
+        // jiffies being coarse, the loop looks again anyway.
+        let left_ms = ((args.timeout_ns - now) / 1_000_000).saturating_add(1);
+        jiffies = msecs_to_jiffies(u32::try_from(left_ms).unwrap_or(u32::MAX));
     }
     // Recorded before the fence signalled (`Job::end`).
     let (status, fault) = *job.state.lock();
