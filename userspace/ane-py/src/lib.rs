@@ -606,18 +606,24 @@ impl Model {
         Ok(ro.as_array().iter().flat_map(|v| v.to_le_bytes()).collect())
     }
 
+    /// The EXEC bindings of the model's buffers (device models only).
+    fn hw_bindings(&self, py: Python<'_>) -> Vec<uapi::Binding> {
+        let mut bindings = Vec::new();
+        for (b, buf) in self.prog.bindings.iter().zip(&self.buffers) {
+            let buf = buf.borrow(py);
+            let Storage::Hw { bo, .. } = &buf.storage else {
+                unreachable!("bind() checks the device");
+            };
+            bindings.push(b.binding(bo.handle()));
+        }
+        bindings
+    }
+
     fn execute(&self, py: Python<'_>, timeout: Duration) -> PyResult<Duration> {
         let t0 = Instant::now();
         match &self.loaded {
             Loaded::Hw { program, dev } => {
-                let mut bindings = Vec::new();
-                for (b, buf) in self.prog.bindings.iter().zip(&self.buffers) {
-                    let buf = buf.borrow(py);
-                    let Storage::Hw { bo, .. } = &buf.storage else {
-                        unreachable!("bind() checks the device");
-                    };
-                    bindings.push(b.binding(bo.handle()));
-                }
+                let bindings = self.hw_bindings(py);
                 // Other Python threads run while the job does.
                 let (job, status) = py
                     .detach(|| {
@@ -625,16 +631,13 @@ impl Model {
                         Ok::<_, device::Error>((job, dev.wait(job, timeout)?))
                     })
                     .map_err(err)?;
-                let status = match status {
-                    Some(JobStatus::Done) => return Ok(t0.elapsed()),
-                    Some(JobStatus::Timeout) => {
-                        "timed out in the engine (the driver recovered it)".to_owned()
-                    }
-                    Some(JobStatus::Fault(detail)) => format!("faulted (detail {detail:#x})"),
-                    Some(JobStatus::Aborted) => "was aborted".to_owned(),
-                    None => format!("did not complete within {} ms", timeout.as_millis()),
-                };
-                Err(AneError::new_err(format!("job {job} {status}")))
+                match status {
+                    Some(JobStatus::Done) => Ok(t0.elapsed()),
+                    other => Err(AneError::new_err(format!(
+                        "job {job} {}",
+                        not_done(other, timeout)
+                    ))),
+                }
             }
             Loaded::Model => {
                 let mut run = ModelRun::new(&self.prog, |i, _| {
@@ -893,6 +896,82 @@ impl Model {
     }
 }
 
+/// Why a job did not end DONE, as words.
+fn not_done(status: Option<JobStatus>, timeout: Duration) -> String {
+    match status {
+        Some(JobStatus::Done) => "ended DONE".to_owned(),
+        Some(JobStatus::Timeout) => "timed out in the engine (the driver recovered it)".to_owned(),
+        Some(JobStatus::Fault(detail)) => format!("faulted (detail {detail:#x})"),
+        Some(JobStatus::Aborted) => "was aborted".to_owned(),
+        None => format!("did not complete within {} ms", timeout.as_millis()),
+    }
+}
+
+/// Runs `models` back to back, in the given order, as one job: on a
+/// device, one chained EXEC (the kernel runs each program as soon as the
+/// one before it ended, without a round trip to Python); on the host
+/// model, one after the other. A model reads what an earlier one wrote
+/// where their buffers are bound together (`Model.bind`). Every model must
+/// be on the same device; a model may appear more than once. Returns the
+/// seconds it took; a job that does not end DONE raises `AneError` naming
+/// the first model that did not run to the end.
+#[pyfunction]
+#[pyo3(signature = (models, timeout_ms=DEFAULT_TIMEOUT_MS))]
+fn run_chain(py: Python<'_>, models: Vec<PyRef<'_, Model>>, timeout_ms: u64) -> PyResult<f64> {
+    let Some(first) = models.first() else {
+        return Err(InputError::new_err(
+            "models: empty, a chain needs at least one model",
+        ));
+    };
+    for (i, m) in models.iter().enumerate() {
+        if m.device_id != first.device_id {
+            return Err(InputError::new_err(format!(
+                "models[{i}]: on another device than models[0]"
+            )));
+        }
+    }
+    // Each model's run lock once, in one global order (two chains naming
+    // the same models in different orders cannot deadlock).
+    let mut order: Vec<&Model> = models.iter().map(|m| &**m).collect();
+    order.sort_by_key(|m| *m as *const Model as usize);
+    order.dedup_by_key(|m| *m as *const Model as usize);
+    let _runs: Vec<RunGuard<'_>> = order.iter().map(|m| m.run_lock.acquire(py)).collect();
+    let timeout = Duration::from_millis(timeout_ms);
+    let t0 = Instant::now();
+    let Loaded::Hw { dev, .. } = &first.loaded else {
+        // The host model: the same order, one run after the other.
+        for m in &models {
+            m.execute(py, timeout)?;
+        }
+        return Ok(t0.elapsed().as_secs_f64());
+    };
+    let bindings: Vec<Vec<uapi::Binding>> = models.iter().map(|m| m.hw_bindings(py)).collect();
+    let mut steps = Vec::with_capacity(models.len());
+    for (m, b) in models.iter().zip(&bindings) {
+        let Loaded::Hw { program, .. } = &m.loaded else {
+            unreachable!("one device id, one backend");
+        };
+        steps.push((program, b.as_slice()));
+    }
+    let (job, ended) = py
+        .detach(|| {
+            let job = dev.exec_chain(&steps, uapi::priority::NORMAL)?;
+            Ok::<_, device::Error>((job, dev.wait_steps(job, timeout)?))
+        })
+        .map_err(err)?;
+    match ended {
+        Some((JobStatus::Done, _)) => Ok(t0.elapsed().as_secs_f64()),
+        Some((status, done)) => Err(AneError::new_err(format!(
+            "chain job {job}: models[{done}] {} (models[0..{done}] ran; the rest did not run)",
+            not_done(Some(status), timeout)
+        ))),
+        None => Err(AneError::new_err(format!(
+            "chain job {job} {}",
+            not_done(None, timeout)
+        ))),
+    }
+}
+
 /// `value` as Python objects, through JSON.
 fn json<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value).map_err(err)?;
@@ -965,6 +1044,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(accel_nodes, m)?)?;
     m.add_function(wrap_pyfunction!(system_info, m)?)?;
     m.add_function(wrap_pyfunction!(compile, m)?)?;
+    m.add_function(wrap_pyfunction!(run_chain, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

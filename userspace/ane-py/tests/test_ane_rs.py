@@ -123,6 +123,37 @@ def test_chain_two_programs_through_one_buffer(dev, fixture):
     same(second.read("output0"), a + b + a)
 
 
+def test_run_chain_is_one_job(dev, fixture):
+    first = dev.load(fixture("sum.anec"))
+    second = dev.load(fixture("sum.anec"))
+    a, b, c = (ints((1, 64, 1, 1), s, -4, 5) for s in (21, 22, 23))
+    second.bind("input0", first.buffer("output0"))
+    first.write("input0", a)
+    first.write("input1", b)
+    second.write("input1", c)
+    # On a device one chained EXEC: second reads what first wrote.
+    assert ane_rs.run_chain([first, second]) >= 0
+    same(first.read("output0"), a + b)
+    same(second.read("output0"), a + b + c)
+    # A model may appear twice (its run lock is taken once).
+    first.write("input1", c)
+    ane_rs.run_chain([first, second, second])
+    same(second.read("output0"), a + c + c)
+
+
+def test_run_chain_bad_inputs(dev, fixture):
+    with pytest.raises(ane_rs.InputError, match="models: empty"):
+        ane_rs.run_chain([])
+    m = dev.load(fixture("sum.anec"))
+    other = ane_rs.Device.model() if dev.kind == "device" else None
+    if other is not None:
+        o = other.load(fixture("sum.anec"))
+        with pytest.raises(ane_rs.InputError, match=r"models\[1\]: on another device"):
+            ane_rs.run_chain([m, o])
+    with pytest.raises(TypeError):
+        ane_rs.run_chain([m, "sum.anec"])
+
+
 def test_buffer_raw_access(dev):
     buf = dev.buffer(64)
     # The model's host memory is what was asked for and has no device

@@ -12,7 +12,9 @@ loads a compiled program (HWX or ``.anec``) on the first accel node of the
 it never falls back to the CPU on its own. ``device="model"`` runs on the
 host engine model, ``device="/dev/accel/accelN"`` on that node, and a
 ``Device`` on that device. ``Device``, ``Buffer`` and ``Model.bind``/``run``
-give resident buffers and chained programs; ``compile(onnx_path, output)``
+give resident buffers and chained programs, and ``run_chain(models)`` runs
+several models back to back as one job (one chained EXEC on a device);
+``compile(onnx_path, output)``
 compiles an ONNX model (the subset of ``ane-probe compile --help``) to an
 ``.anec`` whose tensors keep the model's names; ``parity()`` runs the parity
 cells; ``accel_nodes()`` and ``system_info()`` describe the machine.
@@ -40,6 +42,7 @@ from ._native import (  # noqa: F401
     __version__,
     accel_nodes,
     compile,
+    run_chain,
     system_info,
 )
 
@@ -58,6 +61,7 @@ __all__ = [
     "host_model",
     "model",
     "parity",
+    "run_chain",
     "system_info",
 ]
 
