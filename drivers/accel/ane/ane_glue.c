@@ -866,8 +866,65 @@ int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt)
  * page on both sides, yielding the CPU every MiB (a program's weights are
  * hundreds of MiB). As for the single-page copies above, a concurrent
  * writer of a source page leaves the copied bytes unspecified.
+ *
+ * A run that is a whole page on both sides (a program's weights are
+ * copied page-aligned to page-aligned, in 4 KiB or 16 KiB pages) goes
+ * through the architecture's page copy, copy_page(): on arm64 its
+ * unrolled ldp/stp loop, on x86 `rep movsq` or an unrolled loop. That is
+ * the copy the kernel's own copy_highpage() makes; copy_highpage() is not
+ * called itself because on arm64 it would also carry the MTE tags of a
+ * tagged source page over to the kernel's private page, which has no use
+ * for them. Only partial pages take memcpy (on x86 with FSRM `rep movsb`,
+ * which an instruction-counting emulator counts once per byte). A page
+ * of a high-order folio is a page like any other here: each is mapped and
+ * copied on its own.
  */
 #define ANE_RESCHED_BYTES SZ_1M
+
+static void ane_page_copy_run(struct page *dst, size_t d, struct page *src, size_t s, size_t n)
+{
+	void *to, *from;
+
+	/* n == PAGE_SIZE implies d == s == 0. */
+	if (n != PAGE_SIZE) {
+		memcpy_page(dst, d, src, s, n);
+		return;
+	}
+	to = kmap_local_page(dst);
+	from = kmap_local_page(src);
+	copy_page(to, from);
+	kunmap_local(from);
+	kunmap_local(to);
+}
+
+/* The same for a kernel buffer at @src into part of a page. */
+static void ane_page_write_run(struct page *dst, size_t d, const void *src, size_t n)
+{
+	void *to;
+
+	if (n != PAGE_SIZE || !PAGE_ALIGNED(src)) {
+		memcpy_to_page(dst, d, src, n);
+		return;
+	}
+	to = kmap_local_page(dst);
+	copy_page(to, (void *)src);
+	kunmap_local(to);
+	flush_dcache_page(dst);
+}
+
+/* The same from part of a page into a kernel buffer at @dst. */
+static void ane_page_read_run(void *dst, struct page *src, size_t s, size_t n)
+{
+	void *from;
+
+	if (n != PAGE_SIZE || !PAGE_ALIGNED(dst)) {
+		memcpy_from_page(dst, src, s, n);
+		return;
+	}
+	from = kmap_local_page(src);
+	copy_page(dst, from);
+	kunmap_local(from);
+}
 
 void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
 			 size_t len)
@@ -878,7 +935,7 @@ void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, s
 		size_t d = offset_in_page(dst_off), s = offset_in_page(src_off);
 		size_t n = min3(len, PAGE_SIZE - d, PAGE_SIZE - s);
 
-		memcpy_page(dst[dst_off >> PAGE_SHIFT], d, src[src_off >> PAGE_SHIFT], s, n);
+		ane_page_copy_run(dst[dst_off >> PAGE_SHIFT], d, src[src_off >> PAGE_SHIFT], s, n);
 		dst_off += n;
 		src_off += n;
 		len -= n;
@@ -898,9 +955,34 @@ void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, si
 		size_t d = offset_in_page(dst_off);
 		size_t n = min(len, PAGE_SIZE - d);
 
-		memcpy_to_page(dst[dst_off >> PAGE_SHIFT], d, src, n);
+		ane_page_write_run(dst[dst_off >> PAGE_SHIFT], d, src, n);
 		dst_off += n;
 		src += n;
+		len -= n;
+		since += n;
+		if (since >= ANE_RESCHED_BYTES) {
+			cond_resched();
+			since = 0;
+		}
+	}
+}
+
+/*
+ * Copies @len bytes at @src_off of the pages @src into the kernel buffer
+ * @dst (not one of the pages), yielding the CPU every MiB of a long copy
+ * (a shorter one never sleeps).
+ */
+void ane_glue_pages_read(void *dst, struct page **src, size_t src_off, size_t len)
+{
+	size_t since = 0;
+
+	while (len) {
+		size_t s = offset_in_page(src_off);
+		size_t n = min(len, PAGE_SIZE - s);
+
+		ane_page_read_run(dst, src[src_off >> PAGE_SHIFT], s, n);
+		dst += n;
+		src_off += n;
 		len -= n;
 		since += n;
 		if (since >= ANE_RESCHED_BYTES) {

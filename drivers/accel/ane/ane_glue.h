@@ -97,6 +97,7 @@ int ane_glue_clean_for_device(struct device *dev, struct sg_table *sgt);
 void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
 			 size_t len);
 void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, size_t len);
+void ane_glue_pages_read(void *dst, struct page **src, size_t src_off, size_t len);
 void ane_glue_pages_zero(struct page **dst, size_t dst_off, size_t len);
 struct drm_gem_object;
 struct drm_device;

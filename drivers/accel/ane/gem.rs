@@ -13,6 +13,7 @@
 //! on the device's total and a cap on each open file's total (so one client
 //! cannot pin everything) are module parameters.
 
+use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::{prelude::*, sync::aref::ARef, sync::Arc, sync::SetOnce};
@@ -352,15 +353,31 @@ fn for_each_piece(
 /// Copies bytes of `bo` at `offset` into `buf` (a write-combined BO through
 /// its write-combined mapping, never the cacheable linear map).
 pub(crate) fn read(bo: &Bo, offset: u64, buf: &mut [u8]) -> Result {
-    if bo.write_combined() {
-        return bo.wc_read(usize::try_from(offset).map_err(|_| EINVAL)?, buf);
+    // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and
+    // `read_uninit` writes only initialised bytes.
+    let buf = unsafe { &mut *(core::ptr::from_mut(buf) as *mut [MaybeUninit<u8>]) };
+    read_uninit(bo, offset, buf)
+}
+
+/// [`read`] into memory that may be uninitialised (PROGRAM_CREATE's
+/// staging buffer, never zeroed first): on success every byte of `buf`
+/// has been written. A cached BO is read page by page in C, each whole
+/// page with the architecture's page copy when `buf` is page-aligned
+/// there (`ane_glue_pages_read`).
+pub(crate) fn read_uninit(bo: &Bo, offset: u64, buf: &mut [MaybeUninit<u8>]) -> Result {
+    let offset = usize::try_from(offset).map_err(|_| EINVAL)?;
+    if offset
+        .checked_add(buf.len())
+        .is_none_or(|end| end > bo.size())
+    {
+        return Err(EINVAL);
     }
-    let len = buf.len();
-    for_each_piece(bo, offset, len, |page, in_page, at, n| {
-        let dst = buf.get_mut(at..at + n).ok_or(EINVAL)?;
-        // SAFETY: `bo` is alive, so its pages are pinned.
-        unsafe { page.read(in_page, dst) }
-    })
+    if bo.write_combined() {
+        return bo.wc_read_uninit(offset, buf);
+    }
+    // SAFETY: `bo` is alive, so its pages are pinned; `pages_read` checks
+    // the range.
+    unsafe { crate::ext::gem::pages_read(bo.pages(), offset, buf) }
 }
 
 /// Copies `buf` into `bo` at `offset` (as [`read`] for a write-combined

@@ -197,9 +197,18 @@ pub(crate) fn program_create(
     // bytes: they are what goes into the private copy. The staging is
     // charged to the caller's memory cgroup (up to `STREAM_MAX` per ioctl,
     // kernel-2 N9).
+    // It is written once, straight from the BO, and never zeroed first:
+    // `read_uninit` writes every byte of the `tsk` it is given or fails,
+    // and only then does the vector own them.
     let mut stream = KVVec::<u8>::with_capacity(tsk, GFP_KERNEL_ACCOUNT)?;
-    stream.resize(tsk, 0, GFP_KERNEL_ACCOUNT)?;
-    gem::read(&src, args.offset, &mut stream)?;
+    gem::read_uninit(
+        &src,
+        args.offset,
+        stream.spare_capacity_mut().get_mut(..tsk).ok_or(EINVAL)?,
+    )?;
+    // SAFETY: The capacity holds `tsk` bytes past the (zero) length, and
+    // `read_uninit` succeeded, so it initialised all of them.
+    unsafe { stream.inc_len(tsk) };
     // Up to `MAX_TD_COUNT` TDs: the CPU is yielded every few dozen
     // (kernel-2 N9).
     let summary = td::Program::new(&stream, td_size, args.td_count)

@@ -291,6 +291,12 @@ fn main() {
     let u = unit(icount);
     // `ANE_BENCH_QUICK`: the single-job round trips only.
     let quick = std::env::var_os("ANE_BENCH_QUICK").is_some();
+    // `ANE_BENCH_ONLY=parakeet`: the Parakeet-size program only (a quick
+    // local run while working on PROGRAM_CREATE; `make bench` never sets it).
+    if std::env::var("ANE_BENCH_ONLY").is_ok_and(|w| w == "parakeet") {
+        workloads::parakeet(&d, u);
+        return;
+    }
     // Guest clocks under TCG can be coarse (a jiffy), so every figure is a
     // batch total divided by its count.
     let n = 100_000u32;

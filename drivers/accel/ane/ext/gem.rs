@@ -27,7 +27,7 @@
 use core::{
     ffi::c_void,
     marker::PhantomData,
-    mem::ManuallyDrop,
+    mem::{ManuallyDrop, MaybeUninit},
     ptr::NonNull,
     sync::atomic::{AtomicBool, AtomicPtr, Ordering},
 };
@@ -208,6 +208,32 @@ pub unsafe fn pages_write(dst: &[PagePtr], dst_off: usize, src: &[u8]) -> Result
     // `src.len()` reads and is not one of the pages.
     unsafe {
         glue::ane_glue_pages_write(dst.as_ptr().cast(), dst_off, src.as_ptr().cast(), src.len())
+    };
+    Ok(())
+}
+
+/// Copies `len` bytes at `src_off` of the pages `src` into `dst`, one
+/// copy per page-sized piece in C, writing every byte of `dst[..len]`
+/// (which may be uninitialised memory), yielding the CPU every MiB of a
+/// long copy (a shorter one never sleeps).
+///
+/// # Safety
+///
+/// Every page of `src` must stay alive for the call.
+pub unsafe fn pages_read(src: &[PagePtr], src_off: usize, dst: &mut [MaybeUninit<u8>]) -> Result {
+    in_pages(src, src_off, dst.len())?;
+    // SAFETY: The range lies within the array (checked above), whose pages
+    // are alive by the safety requirements; `dst` is valid for
+    // `dst.len()` writes and is not one of the pages (a Rust slice, not
+    // an object's memory). Concurrent writers of the source: see the
+    // comment above the first `PagePtr` impl.
+    unsafe {
+        glue::ane_glue_pages_read(
+            dst.as_mut_ptr().cast(),
+            src.as_ptr().cast(),
+            src_off,
+            dst.len(),
+        )
     };
     Ok(())
 }
@@ -501,6 +527,15 @@ impl<T: Driver, D: Send + Sync> Object<T, D> {
     /// through its write-combined mapping. `EINVAL` for a cached object or
     /// a range outside it.
     pub fn wc_read(&self, offset: usize, dst: &mut [u8]) -> Result {
+        // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and
+        // `wc_read_uninit` writes only initialised bytes.
+        let dst = unsafe { &mut *(core::ptr::from_mut(dst) as *mut [MaybeUninit<u8>]) };
+        self.wc_read_uninit(offset, dst)
+    }
+
+    /// [`Object::wc_read`] into memory that may be uninitialised: every
+    /// byte of `dst` is written on success.
+    pub fn wc_read_uninit(&self, offset: usize, dst: &mut [MaybeUninit<u8>]) -> Result {
         let src = self.wc_at(offset, dst.len())?;
         // SAFETY: `src` is valid for `dst.len()` bytes while `self` lives
         // (the mapping goes in `free`); `dst` is not the object's memory.

@@ -143,6 +143,12 @@ extern "C" {
         src: *const c_void,
         len: usize,
     );
+    pub(crate) fn ane_glue_pages_read(
+        dst: *mut c_void,
+        src: *const *mut bindings::page,
+        src_off: usize,
+        len: usize,
+    );
     pub(crate) fn ane_glue_pages_zero(dst: *const *mut bindings::page, dst_off: usize, len: usize);
     pub(crate) fn ane_glue_chunks_alloc(count: core::ffi::c_ulong) -> *mut *mut bindings::page;
     pub(crate) fn ane_glue_chunks_free(pages: *mut *mut bindings::page, count: core::ffi::c_ulong);

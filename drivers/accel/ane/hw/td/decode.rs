@@ -158,6 +158,7 @@ impl RegMask {
         RegMask { bits: [0; 3] }
     }
 
+    #[inline]
     fn locate(index: usize) -> Option<(usize, u32)> {
         if index >= IMAGE_WORDS {
             return None;
@@ -166,25 +167,31 @@ impl RegMask {
     }
 
     /// Image words `start..start + len` (those below [`IMAGE_WORDS`]).
+    #[inline]
     pub fn range(start: usize, len: usize) -> RegMask {
-        let mut m = RegMask::new();
+        // The bits below bit `n` of a word (`n` ≤ 64).
+        const fn below(n: usize) -> u64 {
+            if n >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << n).wrapping_sub(1)
+            }
+        }
         let end = start.saturating_add(len).min(IMAGE_WORDS);
-        for (lo, word) in (0usize..).step_by(64).zip(m.bits.iter_mut()) {
-            let hi = lo.saturating_add(64);
-            let (a, b) = (start.clamp(lo, hi), end.clamp(lo, hi));
-            let Ok(n) = u32::try_from(b.saturating_sub(a)) else {
-                continue;
-            };
-            let ones = 1u64
-                .checked_shl(n)
-                .map_or(u64::MAX, |bit| bit.wrapping_sub(1));
-            let shift = u32::try_from(a.saturating_sub(lo)).unwrap_or(u32::MAX);
-            *word = ones.checked_shl(shift).unwrap_or(0);
+        let mut m = RegMask::new();
+        let mut lo = 0usize;
+        for word in m.bits.iter_mut() {
+            // The part of `start..end` in this word, as bit positions 0..=64.
+            let a = start.saturating_sub(lo);
+            let b = end.saturating_sub(lo);
+            *word = below(b) & !below(a);
+            lo = lo.saturating_add(64);
         }
         m
     }
 
     /// The lowest image word in both sets, if any.
+    #[inline]
     pub fn first_common(&self, other: &RegMask) -> Option<usize> {
         (0usize..)
             .step_by(64)
@@ -202,6 +209,7 @@ impl RegMask {
     }
 
     /// Adds every word of `other`.
+    #[inline]
     pub fn union_with(&mut self, other: &RegMask) {
         for (a, b) in self.bits.iter_mut().zip(other.bits.iter()) {
             *a |= *b;
@@ -225,6 +233,7 @@ impl RegMask {
     }
 
     /// Whether image word `index` is in the set.
+    #[inline]
     pub fn contains_index(&self, index: usize) -> bool {
         match Self::locate(index) {
             Some((w, b)) => self
@@ -293,6 +302,7 @@ impl RegImage {
     }
 
     /// The value of `reg`, if it has been written.
+    #[inline]
     pub fn get(&self, reg: Reg) -> Option<u32> {
         let i = reg.image_index()?;
         if self.written.contains_index(i) {
@@ -424,12 +434,22 @@ impl<'a> Td<'a> {
     /// Bytes before the first stream: the header, and the extra word that
     /// follows it when W9 asks for one ([`super::header_len_words`]).
     pub fn header_len(&self) -> usize {
-        4 * super::header_len_words(self.header().words[9])
+        // W9 alone (0 when the TD is shorter than a header, as `header`).
+        let w9 = if self.bytes.len() >= super::HEADER_WORDS * 4 {
+            read_le32(self.bytes, (super::HEADER_WORDS - 1) * 4).unwrap_or(0)
+        } else {
+            0
+        };
+        4 * super::header_len_words(w9)
     }
 
     /// The streams, in TD order.
     pub fn streams(&self) -> StreamIter<'a> {
-        let header_len = self.header_len();
+        self.streams_after(self.header_len())
+    }
+
+    /// The streams, the first at byte `header_len` ([`Td::header_len`]).
+    fn streams_after(&self, header_len: usize) -> StreamIter<'a> {
         StreamIter {
             td: self.bytes,
             index: self.index,
@@ -449,8 +469,9 @@ impl<'a> Td<'a> {
     ///
     /// On error, `image` may hold part of the TD's writes.
     pub fn decode_into(&self, image: &mut RegImage) -> Result<RegMask, TdError> {
+        let header_len = self.header_len();
         if self.bytes.len() < usize::try_from(HEADER_SIZE).unwrap_or(usize::MAX)
-            || self.bytes.len() < self.header_len()
+            || self.bytes.len() < header_len
         {
             return Err(TdError::StreamOverrun {
                 td: self.index,
@@ -459,7 +480,7 @@ impl<'a> Td<'a> {
             });
         }
         let mut mine = RegMask::new();
-        for stream in self.streams() {
+        for stream in self.streams_after(header_len) {
             let stream = stream?;
             // A stream's words are consecutive registers: when they all lie
             // in one block's window (every stream a compiler writes), the
@@ -767,6 +788,27 @@ mod tests {
         // Too short for a header.
         assert!(Td::new(&td[..0x20], 0, 0).decode().is_err());
         assert_eq!(Td::new(&td[..0x20], 0, 0).streams().count(), 0);
+    }
+
+    /// `RegMask::range` (the duplicate check's mask of a whole stream) is
+    /// exactly the words `start..start + len` below `IMAGE_WORDS`, one by
+    /// one, for every start and length across the three 64-bit words.
+    #[test]
+    fn range_is_the_words_one_by_one() {
+        for start in 0..IMAGE_WORDS + 4 {
+            for len in 0..IMAGE_WORDS + 4 {
+                let mut want = RegMask::new();
+                for i in start..start + len {
+                    want.insert_index(i);
+                }
+                assert_eq!(RegMask::range(start, len), want, "{start}+{len}");
+            }
+        }
+        assert_eq!(RegMask::range(usize::MAX, 2), RegMask::new());
+        assert_eq!(
+            RegMask::range(1, usize::MAX).count(),
+            IMAGE_WORDS as u32 - 1
+        );
     }
 
     #[test]

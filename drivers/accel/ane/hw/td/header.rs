@@ -96,6 +96,7 @@ pub struct Header {
 
 impl Header {
     /// Reads the header from the first 0x28 bytes of `td`.
+    #[inline]
     pub fn from_bytes(td: &[u8]) -> Option<Header> {
         let mut words = [0u32; HEADER_WORDS];
         for (i, w) in words.iter_mut().enumerate() {

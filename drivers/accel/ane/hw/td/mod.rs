@@ -110,6 +110,7 @@ pub const DMA_GRANULE: u64 = 64;
 
 /// Reads the little-endian 32-bit word at byte `offset` of `bytes`, or `None`
 /// when it does not fit.
+#[inline]
 pub(crate) fn read_le32(bytes: &[u8], offset: usize) -> Option<u32> {
     let end = offset.checked_add(4)?;
     let b = bytes.get(offset..end)?;

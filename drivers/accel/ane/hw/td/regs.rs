@@ -35,6 +35,7 @@ impl Field {
     }
 
     /// The field's bits in place. A field reaching past bit 31 is cut there.
+    #[inline]
     pub const fn mask(self) -> u32 {
         let ones = match u32::MAX.checked_shr(32u32.saturating_sub(self.width)) {
             Some(m) => m,
@@ -47,6 +48,7 @@ impl Field {
     }
 
     /// Extracts the field from a register value.
+    #[inline]
     pub const fn get(self, reg: u32) -> u32 {
         match (reg & self.mask()).checked_shr(self.shift) {
             Some(v) => v,
@@ -55,6 +57,7 @@ impl Field {
     }
 
     /// Whether a (one-bit) field is non-zero in `reg`.
+    #[inline]
     pub const fn is_set(self, reg: u32) -> bool {
         self.get(reg) != 0
     }
@@ -106,6 +109,7 @@ impl Block {
     ];
 
     /// Hardware byte address of the block's first register.
+    #[inline]
     pub const fn base(self) -> u32 {
         match self {
             Block::KernelDma => 0x1F800,
@@ -119,6 +123,7 @@ impl Block {
     }
 
     /// Number of 32-bit registers in the block's known window.
+    #[inline]
     pub const fn words(self) -> u32 {
         match self {
             Block::KernelDma => 62,
@@ -146,6 +151,7 @@ impl Block {
 
     /// Index of the block's first word in a register image
     /// ([`IMAGE_WORDS`] words, blocks in [`Block::ALL`] order).
+    #[inline]
     pub const fn image_start(self) -> usize {
         match self {
             Block::KernelDma => 0,
@@ -179,6 +185,7 @@ impl Block {
     }
 
     /// Bytes in the block's known window.
+    #[inline]
     pub const fn window_bytes(self) -> u32 {
         // words() is at most 62.
         self.words().wrapping_mul(4)
@@ -186,6 +193,7 @@ impl Block {
 
     /// The block whose known window holds byte address `addr`, with the
     /// offset of `addr` inside it.
+    #[inline]
     pub fn containing(addr: u32) -> Option<(Block, u32)> {
         Block::ALL.iter().find_map(|&b| {
             let offset = addr.checked_sub(b.base())?;
@@ -224,6 +232,7 @@ impl Reg {
     }
 
     /// Element `i` of a register array starting at `self` (one word apart).
+    #[inline]
     pub const fn at(self, i: u32) -> Reg {
         Reg {
             block: self.block,
@@ -238,6 +247,7 @@ impl Reg {
 
     /// The register at hardware byte address `addr`, if it is a word inside a
     /// known block window.
+    #[inline]
     pub fn from_addr(addr: u32) -> Option<Reg> {
         if addr % 4 != 0 {
             return None;
@@ -248,6 +258,7 @@ impl Reg {
 
     /// Index of this register in a register image, or `None` if it is not a
     /// word of its block's window.
+    #[inline]
     pub fn image_index(self) -> Option<usize> {
         if self.offset % 4 != 0 || self.offset >= self.block.window_bytes() {
             return None;
@@ -620,6 +631,7 @@ macro_rules! reg_value {
             )*
             $(
                 $(#[$fm])*
+                #[inline]
                 pub const fn $getter(self) -> u32 {
                     Self::$konst.get(self.0)
                 }
@@ -663,6 +675,7 @@ impl DmaAddr {
     }
 
     /// Whether the bits below the field (\[5:0\]) are clear.
+    #[inline]
     pub const fn is_aligned(self) -> bool {
         self.0 & !Self::UNITS.mask() == 0
     }
@@ -1055,6 +1068,7 @@ pub enum DataFormat {
 
 impl DataFormat {
     /// The format of a 2-bit code; code 3 is not known.
+    #[inline]
     pub const fn from_code(code: u32) -> Option<DataFormat> {
         match code {
             0 => Some(DataFormat::U8),

@@ -366,12 +366,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    #[inline]
     fn need(&self, reg: Reg) -> Result<u32, TdError> {
         self.image
             .get(reg)
             .ok_or(TdError::RegisterNotSet { td: self.td, reg })
     }
 
+    #[inline]
     fn dma_addr(&self, reg: Reg) -> Result<u64, TdError> {
         let value = self.need(reg)?;
         if !DmaAddr(value).is_aligned() {
@@ -384,6 +386,7 @@ impl Ctx<'_> {
         Ok(u64::from(value))
     }
 
+    #[inline]
     fn elem_bytes(&self, reg: Reg, code: u32) -> Result<u32, TdError> {
         DataFormat::from_code(code)
             .map(DataFormat::bytes)
