@@ -926,6 +926,17 @@ static void ane_page_read_run(void *dst, struct page *src, size_t s, size_t n)
 	kunmap_local(from);
 }
 
+/* Counts @n more bytes of a long copy, yielding the CPU every
+ * ANE_RESCHED_BYTES (a shorter copy never sleeps). */
+static void ane_copy_yield(size_t *since, size_t n)
+{
+	*since += n;
+	if (*since >= ANE_RESCHED_BYTES) {
+		cond_resched();
+		*since = 0;
+	}
+}
+
 void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, size_t src_off,
 			 size_t len)
 {
@@ -939,11 +950,7 @@ void ane_glue_pages_copy(struct page **dst, size_t dst_off, struct page **src, s
 		dst_off += n;
 		src_off += n;
 		len -= n;
-		since += n;
-		if (since >= ANE_RESCHED_BYTES) {
-			cond_resched();
-			since = 0;
-		}
+		ane_copy_yield(&since, n);
 	}
 }
 
@@ -959,11 +966,7 @@ void ane_glue_pages_write(struct page **dst, size_t dst_off, const void *src, si
 		dst_off += n;
 		src += n;
 		len -= n;
-		since += n;
-		if (since >= ANE_RESCHED_BYTES) {
-			cond_resched();
-			since = 0;
-		}
+		ane_copy_yield(&since, n);
 	}
 }
 
@@ -984,11 +987,7 @@ void ane_glue_pages_read(void *dst, struct page **src, size_t src_off, size_t le
 		dst += n;
 		src_off += n;
 		len -= n;
-		since += n;
-		if (since >= ANE_RESCHED_BYTES) {
-			cond_resched();
-			since = 0;
-		}
+		ane_copy_yield(&since, n);
 	}
 }
 

@@ -105,15 +105,21 @@ def test_non_contiguous_input(dev, fixture):
 # --- resident buffers and chained programs ----------------------------------
 
 
-def test_chain_two_programs_through_one_buffer(dev, fixture):
+def two_sums(dev, fixture, seeds):
+    """Two sum programs, the first's output buffer bound as the second's
+    input0 (no copy between them), with inputs a, b (first) and c."""
     first = dev.load(fixture("sum.anec"))
     second = dev.load(fixture("sum.anec"))
-    a, b, c = (ints((1, 64, 1, 1), s, -4, 5) for s in (12, 13, 14))
-    # first's output buffer is second's input0: no copy between the runs.
+    a, b, c = (ints((1, 64, 1, 1), s, -4, 5) for s in seeds)
     second.bind("input0", first.buffer("output0"))
     first.write("input0", a)
     first.write("input1", b)
     second.write("input1", c)
+    return first, second, a, b, c
+
+
+def test_chain_two_programs_through_one_buffer(dev, fixture):
+    first, second, a, b, c = two_sums(dev, fixture, (12, 13, 14))
     assert first.run() >= 0 and second.run() >= 0
     same(first.read("output0"), a + b)
     same(second.read("output0"), a + b + c)
@@ -124,13 +130,7 @@ def test_chain_two_programs_through_one_buffer(dev, fixture):
 
 
 def test_run_chain_is_one_job(dev, fixture):
-    first = dev.load(fixture("sum.anec"))
-    second = dev.load(fixture("sum.anec"))
-    a, b, c = (ints((1, 64, 1, 1), s, -4, 5) for s in (21, 22, 23))
-    second.bind("input0", first.buffer("output0"))
-    first.write("input0", a)
-    first.write("input1", b)
-    second.write("input1", c)
+    first, second, a, b, c = two_sums(dev, fixture, (21, 22, 23))
     # On a device one chained EXEC: second reads what first wrote.
     assert ane_rs.run_chain([first, second]) >= 0
     same(first.read("output0"), a + b)

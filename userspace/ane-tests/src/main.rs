@@ -557,16 +557,13 @@ fn program_copy_alignments(d: &Device) -> TestResult {
                 m.fill(0xff);
             }
         }
-        let id = d
-            .exec(&prog, &bindings, uapi::priority::NORMAL)
-            .map_err(|e| e.to_string())?;
-        let st = d
-            .wait(id, std::time::Duration::from_secs(60))
-            .map_err(|e| e.to_string())?;
-        check!(
-            st == Some(ane::device::JobStatus::Done),
-            "offset {off}: job ended {st:?}"
-        );
+        exec_done(
+            d,
+            &prog,
+            &bindings,
+            uapi::priority::NORMAL,
+            &format!("offset {off}"),
+        )?;
         let mut out = Vec::new();
         for (t, bo) in p.tensors.iter().zip(bos.iter_mut()) {
             if t.direction == ane::builder::Direction::Out {
@@ -585,6 +582,28 @@ fn program_copy_alignments(d: &Device) -> TestResult {
             "created from offset {off}, the program computes other bytes than from offset 0"
         );
     }
+    Ok(())
+}
+
+/// One EXEC of `prog` and its WAIT (up to 60 s), which must end DONE;
+/// `what` names the run in the message.
+fn exec_done(
+    d: &Device,
+    prog: &ane::device::Program<'_>,
+    bindings: &[uapi::Binding],
+    priority: u32,
+    what: &str,
+) -> TestResult {
+    let id = d
+        .exec(prog, bindings, priority)
+        .map_err(|e| e.to_string())?;
+    let st = d
+        .wait(id, std::time::Duration::from_secs(60))
+        .map_err(|e| e.to_string())?;
+    check!(
+        st == Some(ane::device::JobStatus::Done),
+        "{what}: job ended {st:?}"
+    );
     Ok(())
 }
 
@@ -658,16 +677,7 @@ fn run_fixture_at(
             outputs.push((i, t.dims, t.strides));
         }
     }
-    let id = d
-        .exec(&prog, &bindings, priority)
-        .map_err(|e| e.to_string())?;
-    let st = d
-        .wait(id, std::time::Duration::from_secs(60))
-        .map_err(|e| e.to_string())?;
-    check!(
-        st == Some(ane::device::JobStatus::Done),
-        "{name}: job ended {st:?}"
-    );
+    exec_done(d, &prog, &bindings, priority, name)?;
     let want = reference(&inputs, &in_dims);
     let mut got = Vec::new();
     for (idx, dims, strides) in outputs {
