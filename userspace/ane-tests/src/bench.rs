@@ -404,6 +404,7 @@ fn main() {
                     milli(ctxt)
                 );
             }
+            workloads::fence_path(&d, &prog, &bindings, u, &mode);
             workloads::mlp_chain(&d, u, &mode);
             workloads::add_relu(&d, u, &mode);
             if mode == "polled" {

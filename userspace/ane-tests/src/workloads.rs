@@ -42,6 +42,60 @@ pub fn exec_wait(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding]) {
     wait_done(d, id);
 }
 
+/// EXEC+WAIT as a client waiting through a syncobj does it: EXEC with an
+/// out-syncobj, `DRM_IOCTL_SYNCOBJ_TIMELINE_WAIT` on it, then WAIT with a
+/// deadline in the past to collect the status (which must not sleep).
+/// Prints the mean per job beside `exec_wait`'s.
+pub fn fence_path(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding], u: &str, mode: &str) {
+    const RUNS: u64 = 2_000;
+    let s = d.syncobj(false).expect("syncobj");
+    let h = [s.handle()];
+    let p = [0u64];
+    let one = || {
+        let mut a = uapi::Exec {
+            program: prog.handle(),
+            priority: uapi::priority::NORMAL,
+            binding_count: bindings.len() as u32,
+            bindings: bindings.as_ptr() as u64,
+            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
+            out_syncobj: s.handle(),
+            ..Default::default()
+        };
+        raw::exec(d.fd(), &mut a).expect("exec");
+        let mut w = raw::SyncobjTimelineWait {
+            handles: h.as_ptr() as u64,
+            points: p.as_ptr() as u64,
+            timeout_nsec: ane::device::monotonic_ns() + 10_000_000_000,
+            count_handles: 1,
+            flags: raw::SYNCOBJ_WAIT_ALL,
+            ..Default::default()
+        };
+        raw::syncobj_timeline_wait(d.fd(), &mut w).expect("syncobj wait");
+        let mut w = uapi::Wait {
+            job_id: a.job_id,
+            timeout_ns: 0,
+            ..Default::default()
+        };
+        raw::wait(d.fd(), &mut w).expect("WAIT after the fence");
+        assert_eq!(w.status, uapi::job_status::DONE);
+    };
+    let timed = |f: &dyn Fn()| {
+        for _ in 0..20 {
+            f();
+        }
+        let t = now();
+        for _ in 0..RUNS {
+            f();
+        }
+        (now() - t) / RUNS
+    };
+    let fenced = timed(&one);
+    let plain = timed(&|| exec_wait(d, prog, bindings));
+    println!(
+        "exec+wait through a syncobj ({mode}): EXEC with an out-syncobj, SYNCOBJ_TIMELINE_WAIT, WAIT past its deadline {fenced} {u} per job; EXEC+WAIT {plain} {u}"
+    );
+}
+
 /// The WAIT for job `id` (up to 10 s); `Done` or a panic.
 fn wait_done(d: &Device, id: u64) -> uapi::Wait {
     let mut w = uapi::Wait {
