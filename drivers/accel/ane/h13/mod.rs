@@ -53,7 +53,7 @@ use kernel::{
 use crate::ext::io::IoWindow;
 use crate::ext::pm::RuntimePm;
 use crate::hw::dart;
-use crate::hw::obs::{H13Obs, JobObs, JobOutcome};
+use crate::hw::obs::{H13Obs, JobOutcome};
 use crate::hw::soc::Recovery;
 use crate::hw::tm::{
     self,
@@ -148,9 +148,12 @@ struct Waiting {
 }
 
 /// A job on the engine: pushed, not yet ended. Its resources stay here
-/// until [`H13::finish`] frees or keeps them.
+/// until [`H13::finish`] frees or keeps them. Its sequence state is the
+/// backend's one [`seq::Started`] (boxed, taken from [`H13::spare`] for the
+/// job and given back at its end), so handing an `Active` on moves a
+/// pointer, not the few hundred bytes of the job's event log.
 pub(crate) struct Active {
-    seq: seq::Started,
+    seq: KBox<seq::Started>,
     res: JobRes,
     pushed: Instant<Monotonic>,
 }
@@ -213,6 +216,10 @@ pub(crate) struct H13 {
     /// copy a record in or out.
     #[pin]
     obs: Mutex<H13Obs>,
+    /// The sequence state of the next job, allocated once (at most one
+    /// job is on the engine; [`Active`] holds it meanwhile).
+    #[pin]
+    spare: Mutex<Option<KBox<seq::Started>>>,
 }
 
 impl H13 {
@@ -228,6 +235,7 @@ impl H13 {
         recovery: Recovery,
         pm: RuntimePm,
     ) -> Result<Arc<Self>> {
+        let spare = KBox::new(seq::Started::new(), GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 mmio,
@@ -253,6 +261,7 @@ impl H13 {
                 }),
                 wake <- new_condvar!(),
                 obs <- new_mutex!(H13Obs::default()),
+                spare <- new_mutex!(Some(spare)),
             }),
             GFP_KERNEL,
         )
@@ -475,6 +484,18 @@ impl H13 {
             pr_warn!("cannot attach the job's address space: {:?}\n", e);
             return Started::Ended(Outcome::new(job_status::FAULT, 0));
         }
+        // Only when the last `Active` was dropped without its `finish`.
+        let spare = self.spare.lock().take();
+        let mut started = match spare {
+            Some(b) => b,
+            None => match KBox::new(seq::Started::new(), GFP_KERNEL) {
+                Ok(b) => b,
+                Err(_) => {
+                    pr_warn!("job {}: no memory for its sequence state\n", job.id);
+                    return Started::Ended(Outcome::new(job_status::FAULT, 0));
+                }
+            },
+        };
         let prog = &res.program;
         let push = Push {
             queue: tm::QUEUE,
@@ -491,18 +512,26 @@ impl H13 {
             res: &res,
             pushed: Instant::<Monotonic>::now(),
         };
-        let started = seq::start_job(&self.mmio, &darts, &mut host, &push);
+        let r = seq::start_job(&self.mmio, &darts, &mut host, &push, &mut started);
         let pushed = host.pushed;
-        match started {
-            Ok(seq) => {
+        let e = match r {
+            Ok(()) => {
                 // Test flavour: an event interrupt the push raised reaches
                 // the handler before the first look pops the events, as a
                 // hardware interrupt raised when the engine posts would.
                 #[cfg(ane_test)]
                 self.sim_line();
-                Started::Running(Active { seq, res, pushed })
+                return Started::Running(Active {
+                    seq: started,
+                    res,
+                    pushed,
+                });
             }
-            Err(NotStarted::DartFault(e)) => {
+            Err(e) => e,
+        };
+        *self.spare.lock() = Some(started);
+        match e {
+            NotStarted::DartFault(e) => {
                 pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
                 self.contain(res, Progress::DartFault(e));
                 Started::Ended(Outcome::new(
@@ -510,12 +539,12 @@ impl H13 {
                     fault::encode(fault::DART, e),
                 ))
             }
-            Err(NotStarted::Wedged(o)) => {
+            NotStarted::Wedged(o) => {
                 pr_err!("event line {} reports {} events\n", o.line, o.count);
                 self.contain(res, Progress::Wedged(o));
                 Started::Ended(Outcome::new(job_status::TIMEOUT, 0))
             }
-            Err(NotStarted::Unstamped) => {
+            NotStarted::Unstamped => {
                 // Nothing was pushed: the space may stay attached.
                 pr_warn!("job {}: cannot stamp the network id\n", job.id);
                 Started::Ended(Outcome::new(job_status::FAULT, 0))
@@ -557,8 +586,10 @@ impl H13 {
             pushed,
         } = a;
         let (nid, td_count) = (tm::JOB_NID, res.program.td_count);
-        let end = seq::end_job(&self.mmio, started, progress);
-        self.observe(&end, nid, td_count, pushed);
+        let end = seq::end_job(&self.mmio, &started, progress);
+        self.observe(&end, &started.completion, nid, td_count, pushed);
+        let strays = started.completion.strays;
+        *self.spare.lock() = Some(started);
         #[cfg(ane_test)]
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
@@ -572,7 +603,7 @@ impl H13 {
                 crate::ext::irq::unmask(line);
             }
         }
-        let s = end.strays;
+        let s = strays;
         if s.intermediate != 0 || s.foreign != 0 {
             pr_debug!(
                 "job {}: {} intermediate, {} foreign events (last {:#x})\n",
@@ -615,30 +646,39 @@ impl H13 {
     /// Notes what one job's sequence read in the observation record: its
     /// words and counts, and the time from its push to now. No register
     /// is read for it.
-    fn observe(&self, end: &seq::JobEnd, nid: u8, td_count: u32, pushed: Instant<Monotonic>) {
+    fn observe(
+        &self,
+        end: &seq::Ended,
+        c: &seq::Completion,
+        nid: u8,
+        td_count: u32,
+        pushed: Instant<Monotonic>,
+    ) {
         let outcome = match end.progress {
             Progress::Done => JobOutcome::Done,
             Progress::Running => JobOutcome::Timeout,
             Progress::Wedged(_) => JobOutcome::Wedged,
             Progress::DartFault(_) => JobOutcome::DartFault,
         };
-        let j = JobObs {
-            number: 0,
-            nid,
-            td_count,
-            outcome,
-            looks: end.seen.looks,
-            ns: u64::try_from(pushed.elapsed().as_nanos()).unwrap_or(0),
-            status_first: end.seen.status_first,
-            status_last: end.seen.status_last,
-            dart_error: match end.progress {
+        let ns = u64::try_from(pushed.elapsed().as_nanos()).unwrap_or(0);
+        let seen = &c.seen;
+        // Written in place: the record's event log is copied once, only
+        // as far as it holds events.
+        self.obs.lock().job_with(|j| {
+            j.nid = nid;
+            j.td_count = td_count;
+            j.outcome = outcome;
+            j.looks = seen.looks;
+            j.ns = ns;
+            j.status_first = seen.status_first;
+            j.status_last = seen.status_last;
+            j.dart_error = match end.progress {
                 Progress::DartFault(e) => e,
                 _ => 0,
-            },
-            latches: end.after,
-            events: end.seen.events,
-        };
-        self.obs.lock().job(j);
+            };
+            j.latches = end.after;
+            j.events.copy_from(&seen.events);
+        });
     }
 
     /// Keeps a failed job's buffers (its address space stays attached) and
