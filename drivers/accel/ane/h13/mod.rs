@@ -136,6 +136,9 @@ struct Held {
     cycled: bool,
     /// The address space attached to the engine, if any.
     attached: Option<Arc<Vm>>,
+    /// The sequence state of the next job, allocated once (at most one
+    /// job is on the engine; its [`Active`] holds the state meanwhile).
+    spare: Option<KBox<seq::Started>>,
 }
 
 /// Between the (opt-in) completion interrupt and the polling worker.
@@ -149,7 +152,7 @@ struct Waiting {
 
 /// A job on the engine: pushed, not yet ended. Its resources stay here
 /// until [`H13::finish`] frees or keeps them. Its sequence state is the
-/// backend's one [`seq::Started`] (boxed, taken from [`H13::spare`] for the
+/// backend's one [`seq::Started`] (boxed, taken from [`Held::spare`] for the
 /// job and given back at its end), so handing an `Active` on moves a
 /// pointer, not the few hundred bytes of the job's event log.
 pub(crate) struct Active {
@@ -216,10 +219,6 @@ pub(crate) struct H13 {
     /// copy a record in or out.
     #[pin]
     obs: Mutex<H13Obs>,
-    /// The sequence state of the next job, allocated once (at most one
-    /// job is on the engine; [`Active`] holds it meanwhile).
-    #[pin]
-    spare: Mutex<Option<KBox<seq::Started>>>,
 }
 
 impl H13 {
@@ -254,6 +253,7 @@ impl H13 {
                     jobs: KVec::new(),
                     cycled: false,
                     attached: None,
+                    spare: Some(spare),
                 }),
                 waiting <- new_mutex!(Waiting {
                     woken: false,
@@ -261,7 +261,6 @@ impl H13 {
                 }),
                 wake <- new_condvar!(),
                 obs <- new_mutex!(H13Obs::default()),
-                spare <- new_mutex!(Some(spare)),
             }),
             GFP_KERNEL,
         )
@@ -446,6 +445,38 @@ impl H13 {
         }
     }
 
+    /// Readies the engine for `job` (resources `res`) when [`H13::start`]'s
+    /// common case does not hold: frees what a power cycle released,
+    /// enables the task manager after a power-up (the DARTs looked at
+    /// first) and attaches the job's address space. The resources back, or
+    /// how the job ended (its resources kept or dropped).
+    fn prepare(&self, job: &Job, res: JobRes) -> core::result::Result<JobRes, Outcome> {
+        self.release_cycled();
+        let darts = Darts(&self.darts);
+        if !self.enabled.load(Ordering::Acquire) {
+            // The enable reads the engine: the DARTs are looked at first.
+            // Otherwise `seq::start_job` looks at them before its first
+            // engine read, and nothing before it reads the engine (the
+            // attach below touches only the IOMMU): one look per push.
+            if let Some(e) = seq::Dart::fault(&darts) {
+                // Latched before this job: no engine read is safe.
+                pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
+                self.contain(res, Progress::DartFault(e));
+                return Err(Outcome::new(
+                    job_status::FAULT,
+                    fault::encode(fault::DART, e),
+                ));
+            }
+            self.enabled.store(true, Ordering::Release);
+            seq::enable(&self.mmio);
+        }
+        if let Err(e) = self.switch_to(&res.vm) {
+            pr_warn!("cannot attach the job's address space: {:?}\n", e);
+            return Err(Outcome::new(job_status::FAULT, 0));
+        }
+        Ok(res)
+    }
+
     /// Pushes one job (the device is powered: the job held a runtime-PM
     /// reference until now). Only the holder of the engine calls this,
     /// then [`H13::look`] and [`H13::complete`] or [`H13::finish`].
@@ -461,31 +492,35 @@ impl H13 {
             // Queued while a recovery ran that did not bring it back.
             return Started::Ended(Outcome::new(job_status::ABORTED, 0));
         }
-        self.release_cycled();
         let darts = Darts(&self.darts);
-        if !self.enabled.load(Ordering::Acquire) {
-            // The enable reads the engine: the DARTs are looked at first.
-            // Otherwise `seq::start_job` looks at them before its first
-            // engine read, and nothing before it reads the engine (the
-            // attach below touches only the IOMMU): one look per push.
-            if let Some(e) = seq::Dart::fault(&darts) {
-                // Latched before this job: no engine read is safe.
-                pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
-                self.contain(res, Progress::DartFault(e));
-                return Started::Ended(Outcome::new(
-                    job_status::FAULT,
-                    fault::encode(fault::DART, e),
-                ));
+        // The common case under one lock, the job state taken with it: the
+        // engine enabled, nothing kept from a failed job and this job's
+        // space attached already, so that `release_cycled`, the enable and
+        // `switch_to` ([`H13::prepare`]) would do nothing. (The job's
+        // runtime-PM reference keeps `enabled` as it is meanwhile.)
+        let mut spare = None;
+        let ready = self.enabled.load(Ordering::Acquire) && {
+            let mut h = self.held.lock();
+            let ready =
+                h.jobs.is_empty() && h.attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, &res.vm));
+            if ready {
+                h.cycled = false;
+                spare = h.spare.take();
             }
-            self.enabled.store(true, Ordering::Release);
-            seq::enable(&self.mmio);
-        }
-        if let Err(e) = self.switch_to(&res.vm) {
-            pr_warn!("cannot attach the job's address space: {:?}\n", e);
-            return Started::Ended(Outcome::new(job_status::FAULT, 0));
-        }
-        // Only when the last `Active` was dropped without its `finish`.
-        let spare = self.spare.lock().take();
+            ready
+        };
+        let res = if ready {
+            res
+        } else {
+            let res = match self.prepare(job, res) {
+                Ok(res) => res,
+                Err(o) => return Started::Ended(o),
+            };
+            spare = self.held.lock().spare.take();
+            res
+        };
+        // A new state only when the last `Active` was dropped without its
+        // `finish`.
         let mut started = match spare {
             Some(b) => b,
             None => match KBox::new(seq::Started::new(), GFP_KERNEL) {
@@ -510,12 +545,14 @@ impl H13 {
             h13: self,
             job,
             res: &res,
-            pushed: Instant::<Monotonic>::now(),
+            pushed: None,
         };
         let r = seq::start_job(&self.mmio, &darts, &mut host, &push, &mut started);
         let pushed = host.pushed;
         let e = match r {
             Ok(()) => {
+                // `mask_darts` noted the time, just before the push.
+                let pushed = pushed.unwrap_or_else(Instant::<Monotonic>::now);
                 // Test flavour: an event interrupt the push raised reaches
                 // the handler before the first look pops the events, as a
                 // hardware interrupt raised when the engine posts would.
@@ -529,7 +566,7 @@ impl H13 {
             }
             Err(e) => e,
         };
-        *self.spare.lock() = Some(started);
+        self.held.lock().spare = Some(started);
         match e {
             NotStarted::DartFault(e) => {
                 pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
@@ -569,7 +606,7 @@ impl H13 {
             h13: self,
             job,
             res: &a.res,
-            pushed: a.pushed,
+            pushed: Some(a.pushed),
         };
         let progress = seq::poll_until_end(&self.mmio, &Darts(&self.darts), &mut host, &mut a.seq);
         self.finish(job, a, progress)
@@ -589,7 +626,7 @@ impl H13 {
         let end = seq::end_job(&self.mmio, &started, progress);
         self.observe(&end, &started.completion, nid, td_count, pushed);
         let strays = started.completion.strays;
-        *self.spare.lock() = Some(started);
+        self.held.lock().spare = Some(started);
         #[cfg(ane_test)]
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
@@ -890,8 +927,9 @@ struct Host<'a> {
     h13: &'a H13,
     job: &'a Job,
     res: &'a JobRes,
-    /// When the job was pushed (`mask_darts` comes just before).
-    pushed: Instant<Monotonic>,
+    /// When the job was pushed (`mask_darts` comes just before); `None`
+    /// until then.
+    pushed: Option<Instant<Monotonic>>,
 }
 
 impl JobHost for Host<'_> {
@@ -902,19 +940,24 @@ impl JobHost for Host<'_> {
     fn mask_darts(&mut self) {
         self.h13.mask_darts();
         // The push follows.
-        self.pushed = Instant::<Monotonic>::now();
+        self.pushed = Some(Instant::<Monotonic>::now());
         self.job.mark_started();
     }
 
     fn pause(&mut self) -> bool {
-        if self.pushed.elapsed() > self.h13.timeout {
+        // Only a pushed job is waited for.
+        let Some(pushed) = self.pushed else {
+            return false;
+        };
+        let elapsed = pushed.elapsed();
+        if elapsed > self.h13.timeout {
             return false;
         }
         let h = self.h13;
         let line = h.irq.load(Ordering::Acquire);
         if line == 0 {
             // Every 20 µs at first, backing off with the job's age.
-            let age = u64::try_from(self.pushed.elapsed().as_nanos() / 1000).unwrap_or(0);
+            let age = u64::try_from(elapsed.as_nanos() / 1000).unwrap_or(0);
             let us = seq::poll_interval_us(age);
             fsleep(Delta::from_micros(i64::try_from(us).unwrap_or(i64::MAX)));
             return true;
