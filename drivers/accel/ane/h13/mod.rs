@@ -631,9 +631,10 @@ impl H13 {
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
         // popped and acknowledged what a completion interrupt signalled:
-        // its line may take the next one.
-        if !matches!(end.progress, Progress::DartFault(_)) {
-            let line = self.irq.load(Ordering::Acquire);
+        // its line may take the next one. (Polled, there is no line and no
+        // handler: nothing to reset.)
+        let line = self.irq.load(Ordering::Acquire);
+        if line != 0 && !matches!(end.progress, Progress::DartFault(_)) {
             let mut w = self.waiting.lock();
             w.woken = false;
             if core::mem::take(&mut w.masked) && line != 0 && line != u32::MAX {
