@@ -689,9 +689,9 @@ int ane_glue_pm_resume_and_get(struct device *dev)
 	return pm_runtime_resume_and_get(dev);
 }
 
+/* pm_runtime_put_autosuspend() marks the device busy itself (7.2 and 7.3). */
 void ane_glue_pm_put_autosuspend(struct device *dev)
 {
-	pm_runtime_mark_last_busy(dev);
 	pm_runtime_put_autosuspend(dev);
 }
 

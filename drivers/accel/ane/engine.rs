@@ -206,6 +206,10 @@ struct Sched {
     /// Where the in-fences' last callback queues the work that submits a
     /// parked job; destroyed at shutdown once nothing is parked.
     fence_wq: Option<OwnedQueue>,
+    /// Threads waiting on [`Engine::idle`] (pause and shutdown), counted
+    /// under this lock: the engine is given back after every job, and
+    /// with nobody waiting the wake-up is skipped.
+    idle_waiters: u32,
 }
 
 /// A device's engine: the job queue and the backend.
@@ -236,6 +240,7 @@ impl Engine {
                     wq: Some(OwnedQueue::new()?),
                     parked: KVec::new(),
                     fence_wq: Some(OwnedQueue::new()?),
+                    idle_waiters: 0,
                 }),
                 idle <- new_condvar!(),
                 backend,
@@ -349,7 +354,7 @@ impl Engine {
         let mut s = self.sched.lock();
         s.parked.retain(|j| !Arc::ptr_eq(j, job));
         if s.parked.is_empty() {
-            self.idle.notify_all();
+            self.wake_idle(&s);
         }
     }
 
@@ -437,7 +442,7 @@ impl Engine {
             }
         }
         if !s.running {
-            self.idle.notify_all();
+            self.wake_idle(&s);
         }
     }
 
@@ -452,6 +457,14 @@ impl Engine {
             for j in self.sched.lock().pending.drain_all() {
                 j.complete(job_status::ABORTED, 0);
             }
+        }
+    }
+
+    /// Wakes the threads waiting for the engine to be given back or for
+    /// the last parked job, if any waits (`s` is the scheduler, locked).
+    fn wake_idle(&self, s: &Sched) {
+        if s.idle_waiters != 0 {
+            self.idle.notify_all();
         }
     }
 
@@ -478,9 +491,11 @@ impl Engine {
     pub(crate) fn pause(&self) -> usize {
         let mut s = self.sched.lock();
         s.paused = true;
+        s.idle_waiters = s.idle_waiters.saturating_add(1);
         while s.running {
             self.idle.wait(&mut s);
         }
+        s.idle_waiters = s.idle_waiters.saturating_sub(1);
         s.pending.len()
     }
 
@@ -538,7 +553,7 @@ impl Engine {
                             }
                         }
                         s.running = false;
-                        self.idle.notify_all();
+                        self.wake_idle(&s);
                         return;
                     }
                 }
@@ -610,6 +625,7 @@ impl Engine {
         for j in s.parked.iter() {
             j.cancel_deps();
         }
+        s.idle_waiters = s.idle_waiters.saturating_add(1);
         while !s.parked.is_empty() {
             self.idle.wait(&mut s);
         }
@@ -620,6 +636,7 @@ impl Engine {
         while s.running {
             self.idle.wait(&mut s);
         }
+        s.idle_waiters = s.idle_waiters.saturating_sub(1);
         let wq = s.wq.take();
         drop(s);
         // Nothing is parked, so no fence callback of ours is registered and

@@ -480,7 +480,9 @@ fn check_step(
     let program = file.inner().programs.lock().get(handle)?;
     let summary = program.summary.as_ref();
     let h14 = program.fw.is_some();
-    let mut bars = KBox::new([0u64; BAR_SLOTS], GFP_KERNEL_ACCOUNT)?;
+    // Zeroed by the allocator, in place: no table built on the stack and
+    // copied.
+    let mut bars = KBox::<[u64; BAR_SLOTS]>::zeroed(GFP_KERNEL_ACCOUNT)?;
     let mut io = KVec::new();
     let mut bound = 0u32;
     // A bad count is refused by `read_each`, not by a failed allocation.

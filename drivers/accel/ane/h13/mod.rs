@@ -53,7 +53,7 @@ use kernel::{
 use crate::ext::io::IoWindow;
 use crate::ext::pm::RuntimePm;
 use crate::hw::dart;
-use crate::hw::obs::{H13Obs, JobObs, JobOutcome};
+use crate::hw::obs::{H13Obs, JobOutcome};
 use crate::hw::soc::Recovery;
 use crate::hw::tm::{
     self,
@@ -136,6 +136,9 @@ struct Held {
     cycled: bool,
     /// The address space attached to the engine, if any.
     attached: Option<Arc<Vm>>,
+    /// The sequence state of the next job, allocated once (at most one
+    /// job is on the engine; its [`Active`] holds the state meanwhile).
+    spare: Option<KBox<seq::Started>>,
 }
 
 /// Between the (opt-in) completion interrupt and the polling worker.
@@ -148,9 +151,12 @@ struct Waiting {
 }
 
 /// A job on the engine: pushed, not yet ended. Its resources stay here
-/// until [`H13::finish`] frees or keeps them.
+/// until [`H13::finish`] frees or keeps them. Its sequence state is the
+/// backend's one [`seq::Started`] (boxed, taken from [`Held::spare`] for the
+/// job and given back at its end), so handing an `Active` on moves a
+/// pointer, not the few hundred bytes of the job's event log.
 pub(crate) struct Active {
-    seq: seq::Started,
+    seq: KBox<seq::Started>,
     res: JobRes,
     pushed: Instant<Monotonic>,
 }
@@ -228,6 +234,7 @@ impl H13 {
         recovery: Recovery,
         pm: RuntimePm,
     ) -> Result<Arc<Self>> {
+        let spare = KBox::new(seq::Started::new(), GFP_KERNEL)?;
         Arc::pin_init(
             pin_init!(Self {
                 mmio,
@@ -246,6 +253,7 @@ impl H13 {
                     jobs: KVec::new(),
                     cycled: false,
                     attached: None,
+                    spare: Some(spare),
                 }),
                 waiting <- new_mutex!(Waiting {
                     woken: false,
@@ -437,6 +445,38 @@ impl H13 {
         }
     }
 
+    /// Readies the engine for `job` (resources `res`) when [`H13::start`]'s
+    /// common case does not hold: frees what a power cycle released,
+    /// enables the task manager after a power-up (the DARTs looked at
+    /// first) and attaches the job's address space. The resources back, or
+    /// how the job ended (its resources kept or dropped).
+    fn prepare(&self, job: &Job, res: JobRes) -> core::result::Result<JobRes, Outcome> {
+        self.release_cycled();
+        let darts = Darts(&self.darts);
+        if !self.enabled.load(Ordering::Acquire) {
+            // The enable reads the engine: the DARTs are looked at first.
+            // Otherwise `seq::start_job` looks at them before its first
+            // engine read, and nothing before it reads the engine (the
+            // attach below touches only the IOMMU): one look per push.
+            if let Some(e) = seq::Dart::fault(&darts) {
+                // Latched before this job: no engine read is safe.
+                pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
+                self.contain(res, Progress::DartFault(e));
+                return Err(Outcome::new(
+                    job_status::FAULT,
+                    fault::encode(fault::DART, e),
+                ));
+            }
+            self.enabled.store(true, Ordering::Release);
+            seq::enable(&self.mmio);
+        }
+        if let Err(e) = self.switch_to(&res.vm) {
+            pr_warn!("cannot attach the job's address space: {:?}\n", e);
+            return Err(Outcome::new(job_status::FAULT, 0));
+        }
+        Ok(res)
+    }
+
     /// Pushes one job (the device is powered: the job held a runtime-PM
     /// reference until now). Only the holder of the engine calls this,
     /// then [`H13::look`] and [`H13::complete`] or [`H13::finish`].
@@ -452,29 +492,45 @@ impl H13 {
             // Queued while a recovery ran that did not bring it back.
             return Started::Ended(Outcome::new(job_status::ABORTED, 0));
         }
-        self.release_cycled();
         let darts = Darts(&self.darts);
-        if !self.enabled.load(Ordering::Acquire) {
-            // The enable reads the engine: the DARTs are looked at first.
-            // Otherwise `seq::start_job` looks at them before its first
-            // engine read, and nothing before it reads the engine (the
-            // attach below touches only the IOMMU): one look per push.
-            if let Some(e) = seq::Dart::fault(&darts) {
-                // Latched before this job: no engine read is safe.
-                pr_err!("a DART reports fault {:#x} before job {}\n", e, job.id);
-                self.contain(res, Progress::DartFault(e));
-                return Started::Ended(Outcome::new(
-                    job_status::FAULT,
-                    fault::encode(fault::DART, e),
-                ));
+        // The common case under one lock, the job state taken with it: the
+        // engine enabled, nothing kept from a failed job and this job's
+        // space attached already, so that `release_cycled`, the enable and
+        // `switch_to` ([`H13::prepare`]) would do nothing. (The job's
+        // runtime-PM reference keeps `enabled` as it is meanwhile.)
+        let mut spare = None;
+        let ready = self.enabled.load(Ordering::Acquire) && {
+            let mut h = self.held.lock();
+            let ready =
+                h.jobs.is_empty() && h.attached.as_ref().is_some_and(|a| Arc::ptr_eq(a, &res.vm));
+            if ready {
+                h.cycled = false;
+                spare = h.spare.take();
             }
-            self.enabled.store(true, Ordering::Release);
-            seq::enable(&self.mmio);
-        }
-        if let Err(e) = self.switch_to(&res.vm) {
-            pr_warn!("cannot attach the job's address space: {:?}\n", e);
-            return Started::Ended(Outcome::new(job_status::FAULT, 0));
-        }
+            ready
+        };
+        let res = if ready {
+            res
+        } else {
+            let res = match self.prepare(job, res) {
+                Ok(res) => res,
+                Err(o) => return Started::Ended(o),
+            };
+            spare = self.held.lock().spare.take();
+            res
+        };
+        // A new state only when the last `Active` was dropped without its
+        // `finish`.
+        let mut started = match spare {
+            Some(b) => b,
+            None => match KBox::new(seq::Started::new(), GFP_KERNEL) {
+                Ok(b) => b,
+                Err(_) => {
+                    pr_warn!("job {}: no memory for its sequence state\n", job.id);
+                    return Started::Ended(Outcome::new(job_status::FAULT, 0));
+                }
+            },
+        };
         let prog = &res.program;
         let push = Push {
             queue: tm::QUEUE,
@@ -489,20 +545,30 @@ impl H13 {
             h13: self,
             job,
             res: &res,
-            pushed: Instant::<Monotonic>::now(),
+            pushed: None,
         };
-        let started = seq::start_job(&self.mmio, &darts, &mut host, &push);
+        let r = seq::start_job(&self.mmio, &darts, &mut host, &push, &mut started);
         let pushed = host.pushed;
-        match started {
-            Ok(seq) => {
+        let e = match r {
+            Ok(()) => {
+                // `mask_darts` noted the time, just before the push.
+                let pushed = pushed.unwrap_or_else(Instant::<Monotonic>::now);
                 // Test flavour: an event interrupt the push raised reaches
                 // the handler before the first look pops the events, as a
                 // hardware interrupt raised when the engine posts would.
                 #[cfg(ane_test)]
                 self.sim_line();
-                Started::Running(Active { seq, res, pushed })
+                return Started::Running(Active {
+                    seq: started,
+                    res,
+                    pushed,
+                });
             }
-            Err(NotStarted::DartFault(e)) => {
+            Err(e) => e,
+        };
+        self.held.lock().spare = Some(started);
+        match e {
+            NotStarted::DartFault(e) => {
                 pr_err!("job {}: DART fault {:#x} before the push\n", job.id, e);
                 self.contain(res, Progress::DartFault(e));
                 Started::Ended(Outcome::new(
@@ -510,12 +576,12 @@ impl H13 {
                     fault::encode(fault::DART, e),
                 ))
             }
-            Err(NotStarted::Wedged(o)) => {
+            NotStarted::Wedged(o) => {
                 pr_err!("event line {} reports {} events\n", o.line, o.count);
                 self.contain(res, Progress::Wedged(o));
                 Started::Ended(Outcome::new(job_status::TIMEOUT, 0))
             }
-            Err(NotStarted::Unstamped) => {
+            NotStarted::Unstamped => {
                 // Nothing was pushed: the space may stay attached.
                 pr_warn!("job {}: cannot stamp the network id\n", job.id);
                 Started::Ended(Outcome::new(job_status::FAULT, 0))
@@ -540,7 +606,7 @@ impl H13 {
             h13: self,
             job,
             res: &a.res,
-            pushed: a.pushed,
+            pushed: Some(a.pushed),
         };
         let progress = seq::poll_until_end(&self.mmio, &Darts(&self.darts), &mut host, &mut a.seq);
         self.finish(job, a, progress)
@@ -557,22 +623,25 @@ impl H13 {
             pushed,
         } = a;
         let (nid, td_count) = (tm::JOB_NID, res.program.td_count);
-        let end = seq::end_job(&self.mmio, started, progress);
-        self.observe(&end, nid, td_count, pushed);
+        let end = seq::end_job(&self.mmio, &started, progress);
+        self.observe(&end, &started.completion, nid, td_count, pushed);
+        let strays = started.completion.strays;
+        self.held.lock().spare = Some(started);
         #[cfg(ane_test)]
         self.sim_line();
         // Unless a DART fault kept it from reading the engine, the last look
         // popped and acknowledged what a completion interrupt signalled:
-        // its line may take the next one.
-        if !matches!(end.progress, Progress::DartFault(_)) {
-            let line = self.irq.load(Ordering::Acquire);
+        // its line may take the next one. (Polled, there is no line and no
+        // handler: nothing to reset.)
+        let line = self.irq.load(Ordering::Acquire);
+        if line != 0 && !matches!(end.progress, Progress::DartFault(_)) {
             let mut w = self.waiting.lock();
             w.woken = false;
             if core::mem::take(&mut w.masked) && line != 0 && line != u32::MAX {
                 crate::ext::irq::unmask(line);
             }
         }
-        let s = end.strays;
+        let s = strays;
         if s.intermediate != 0 || s.foreign != 0 {
             pr_debug!(
                 "job {}: {} intermediate, {} foreign events (last {:#x})\n",
@@ -615,30 +684,39 @@ impl H13 {
     /// Notes what one job's sequence read in the observation record: its
     /// words and counts, and the time from its push to now. No register
     /// is read for it.
-    fn observe(&self, end: &seq::JobEnd, nid: u8, td_count: u32, pushed: Instant<Monotonic>) {
+    fn observe(
+        &self,
+        end: &seq::Ended,
+        c: &seq::Completion,
+        nid: u8,
+        td_count: u32,
+        pushed: Instant<Monotonic>,
+    ) {
         let outcome = match end.progress {
             Progress::Done => JobOutcome::Done,
             Progress::Running => JobOutcome::Timeout,
             Progress::Wedged(_) => JobOutcome::Wedged,
             Progress::DartFault(_) => JobOutcome::DartFault,
         };
-        let j = JobObs {
-            number: 0,
-            nid,
-            td_count,
-            outcome,
-            looks: end.seen.looks,
-            ns: u64::try_from(pushed.elapsed().as_nanos()).unwrap_or(0),
-            status_first: end.seen.status_first,
-            status_last: end.seen.status_last,
-            dart_error: match end.progress {
+        let ns = u64::try_from(pushed.elapsed().as_nanos()).unwrap_or(0);
+        let seen = &c.seen;
+        // Written in place: the record's event log is copied once, only
+        // as far as it holds events.
+        self.obs.lock().job_with(|j| {
+            j.nid = nid;
+            j.td_count = td_count;
+            j.outcome = outcome;
+            j.looks = seen.looks;
+            j.ns = ns;
+            j.status_first = seen.status_first;
+            j.status_last = seen.status_last;
+            j.dart_error = match end.progress {
                 Progress::DartFault(e) => e,
                 _ => 0,
-            },
-            latches: end.after,
-            events: end.seen.events,
-        };
-        self.obs.lock().job(j);
+            };
+            j.latches = end.after;
+            j.events.copy_from(&seen.events);
+        });
     }
 
     /// Keeps a failed job's buffers (its address space stays attached) and
@@ -850,8 +928,9 @@ struct Host<'a> {
     h13: &'a H13,
     job: &'a Job,
     res: &'a JobRes,
-    /// When the job was pushed (`mask_darts` comes just before).
-    pushed: Instant<Monotonic>,
+    /// When the job was pushed (`mask_darts` comes just before); `None`
+    /// until then.
+    pushed: Option<Instant<Monotonic>>,
 }
 
 impl JobHost for Host<'_> {
@@ -862,19 +941,24 @@ impl JobHost for Host<'_> {
     fn mask_darts(&mut self) {
         self.h13.mask_darts();
         // The push follows.
-        self.pushed = Instant::<Monotonic>::now();
+        self.pushed = Some(Instant::<Monotonic>::now());
         self.job.mark_started();
     }
 
     fn pause(&mut self) -> bool {
-        if self.pushed.elapsed() > self.h13.timeout {
+        // Only a pushed job is waited for.
+        let Some(pushed) = self.pushed else {
+            return false;
+        };
+        let elapsed = pushed.elapsed();
+        if elapsed > self.h13.timeout {
             return false;
         }
         let h = self.h13;
         let line = h.irq.load(Ordering::Acquire);
         if line == 0 {
             // Every 20 µs at first, backing off with the job's age.
-            let age = u64::try_from(self.pushed.elapsed().as_nanos() / 1000).unwrap_or(0);
+            let age = u64::try_from(elapsed.as_nanos() / 1000).unwrap_or(0);
             let us = seq::poll_interval_us(age);
             fsleep(Delta::from_micros(i64::try_from(us).unwrap_or(i64::MAX)));
             return true;

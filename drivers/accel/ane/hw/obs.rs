@@ -73,15 +73,49 @@ pub struct Seen {
 }
 
 /// The events popped around one job: the first [`EVENTS_KEPT`] kept, all
-/// counted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// counted. Only the first `total` slots (at most [`EVENTS_KEPT`]) mean
+/// anything: [`EventLog::clear`] and [`EventLog::copy_from`] leave the
+/// rest as they were, so that neither writes every slot (equality and the
+/// debug form look at the kept events only).
+#[derive(Clone, Copy, Default)]
 pub struct EventLog {
     /// Every event seen.
     pub total: u32,
     kept: [Seen; EVENTS_KEPT],
 }
 
+impl PartialEq for EventLog {
+    fn eq(&self, other: &Self) -> bool {
+        self.total == other.total && self.kept() == other.kept()
+    }
+}
+
+impl Eq for EventLog {}
+
+impl fmt::Debug for EventLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventLog")
+            .field("total", &self.total)
+            .field("kept", &self.kept())
+            .finish()
+    }
+}
+
 impl EventLog {
+    /// No event seen.
+    pub fn clear(&mut self) {
+        self.total = 0;
+    }
+
+    /// Becomes a copy of `other`, copying only its kept events.
+    pub fn copy_from(&mut self, other: &EventLog) {
+        let kept = other.kept();
+        if let Some(dst) = self.kept.get_mut(..kept.len()) {
+            dst.copy_from_slice(kept);
+        }
+        self.total = other.total;
+    }
+
     /// Notes one event.
     pub fn push(&mut self, s: Seen) {
         if let Some(slot) = self.kept.get_mut(self.total as usize) {
@@ -198,9 +232,19 @@ pub struct H13Obs {
 
 impl H13Obs {
     /// Notes one pushed job that ended.
-    pub fn job(&mut self, mut j: JobObs) {
+    pub fn job(&mut self, j: JobObs) {
+        self.job_with(|last| *last = j);
+    }
+
+    /// Notes one pushed job that ended, which `fill` writes in place as
+    /// the latest job (every field but `number`; what the slot held is the
+    /// job before, or all zero): the driver copies nothing it need not.
+    pub fn job_with(&mut self, fill: impl FnOnce(&mut JobObs)) {
         self.jobs = self.jobs.saturating_add(1);
+        let j = self.last.get_or_insert_with(JobObs::default);
+        fill(j);
         j.number = self.jobs;
+        let j = &*j;
         for s in j.events.kept() {
             let c = match s.kind {
                 EventKind::Stale => &mut self.events_stale,
@@ -229,9 +273,8 @@ impl H13Obs {
             self.ns_total = self.ns_total.saturating_add(j.ns);
         } else {
             self.failed = self.failed.saturating_add(1);
-            self.last_failed = Some(j);
+            self.last_failed = Some(*j);
         }
-        self.last = Some(j);
     }
 
     /// Notes a runtime suspend.
@@ -485,6 +528,65 @@ mod tests {
             tmst: 2,
             unk2: 3,
         }
+    }
+
+    /// The driver writes each job in place over the one before
+    /// ([`H13Obs::job_with`], copying only the events kept): the record is
+    /// the same as from whole jobs, and an event log that held more
+    /// events than the next shows only the next one's.
+    #[test]
+    fn a_job_written_in_place_is_the_job() {
+        let mut busy = JobObs {
+            outcome: JobOutcome::Timeout,
+            looks: 9,
+            latches: Some([1, 2, 3]),
+            ..JobObs::default()
+        };
+        for i in 0..(EVENTS_KEPT as u32 + 2) {
+            busy.events.push(Seen {
+                line: 1,
+                kind: EventKind::Foreign,
+                ev: ev(0x0580_0000 + i),
+            });
+        }
+        let mut next = JobObs {
+            nid: 0x40,
+            td_count: 2,
+            looks: 1,
+            ns: 700,
+            status_first: Some(0x1),
+            status_last: Some(0x1),
+            ..JobObs::default()
+        };
+        next.events.push(Seen {
+            line: 0,
+            kind: EventKind::Finish,
+            ev: ev(0x0540_0001),
+        });
+        let mut whole = H13Obs::default();
+        whole.job(busy);
+        whole.job(next);
+        let mut in_place = H13Obs::default();
+        in_place.job(busy);
+        in_place.job_with(|j| {
+            j.nid = next.nid;
+            j.td_count = next.td_count;
+            j.outcome = next.outcome;
+            j.looks = next.looks;
+            j.ns = next.ns;
+            j.status_first = next.status_first;
+            j.status_last = next.status_last;
+            j.dart_error = next.dart_error;
+            j.latches = next.latches;
+            j.events.copy_from(&next.events);
+        });
+        assert_eq!(in_place, whole);
+        let last = in_place.last.unwrap();
+        assert_eq!(last.events.kept(), next.events.kept());
+        assert_eq!((last.number, last.events.total), (2, 1));
+        let (a, b) = (text(|w| in_place.write(w)), text(|w| whole.write(w)));
+        assert_eq!(&a.b[..a.n], &b.b[..b.n]);
+        assert_eq!(line(&a, "last.event.1"), None, "nothing of the job before");
     }
 
     /// Counts, extremes, the first STATUS after a resume and the last

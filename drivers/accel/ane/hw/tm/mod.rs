@@ -125,39 +125,46 @@ pub const LATCH_HEALTHY: [u32; 3] = [0x2222_2222, 0x2222_2222, 0x2222];
 pub const EVT_COUNT_MAX: u32 = 64;
 
 /// Absolute offset of TQ `q`'s register `reg` in the engine window.
+#[inline]
 pub const fn tq_reg(q: usize, reg: usize) -> usize {
     TQ_BASE + q * TQ_STRIDE + reg
 }
 
 /// Absolute offset of TM register `reg` in the engine window.
+#[inline]
 pub const fn tm_reg(reg: usize) -> usize {
     TM_BASE + reg
 }
 
 /// Absolute offset of event register `reg` (an `EVT_*` offset of line 0)
 /// of event line `line`.
+#[inline]
 pub const fn evt_reg(line: usize, reg: usize) -> usize {
     TM_BASE + reg + line * mgr::EVT_STRIDE
 }
 
 /// The TD size field for `td_size` bytes (a multiple of 4, at least 4), as
 /// both the TQ size register and the TM info register carry it.
+#[inline]
 pub const fn size_field(td_size: u32) -> u32 {
     ((td_size / 4).saturating_sub(1) & 0x1ff) << 16
 }
 
 /// The event info word of a finished task `task` of network `nid`.
+#[inline]
 pub const fn task_word(nid: u8, task: u32) -> u32 {
     0x0500_0000 | (nid as u32) << 16 | (task & 0xffff)
 }
 
 /// The event info word that ends a job of `td_count` TDs run as network
 /// `nid`: its last task's finish word.
+#[inline]
 pub const fn finish_word(nid: u8, td_count: u32) -> u32 {
     task_word(nid, td_count.saturating_sub(1))
 }
 
 /// Field of an event info word holding the network id.
+#[inline]
 pub const fn event_nid(info: u32) -> u8 {
     ((info >> 16) & 0xff) as u8
 }

@@ -306,6 +306,20 @@ impl Completion {
         }
     }
 
+    /// Makes this the completion of a new job (as [`Completion::new`]) in
+    /// place: the event log is emptied, not cleared word by word, so the
+    /// driver's one long-lived completion is reused without a copy.
+    pub fn reset(&mut self, nid: u8, td_count: u32) {
+        self.finish = finish_word(nid, td_count);
+        self.nid = nid;
+        self.lines = [false; mgr::EVT_LINES];
+        self.strays = Strays::default();
+        self.seen.looks = 0;
+        self.seen.status_first = None;
+        self.seen.status_last = None;
+        self.seen.events.clear();
+    }
+
     /// Notes an event drained before the push (left from before this
     /// job).
     pub fn take_stale(&mut self, line: usize, ev: Event) {
@@ -473,7 +487,10 @@ pub struct JobEnd {
     pub seen: Seen,
 }
 
-/// A pushed job, between [`start_job`] and [`end_job`].
+/// A pushed job, between [`start_job`] and [`end_job`]. The driver keeps
+/// one, allocated once, and [`start_job`] resets it in place for each job:
+/// with its event log it is a few hundred bytes, which a move per call
+/// would copy.
 #[derive(Clone, Copy, Debug)]
 pub struct Started {
     /// What its event lines carried so far; [`Completion::poll`] it.
@@ -482,35 +499,64 @@ pub struct Started {
     nid: u8,
 }
 
+impl Default for Started {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Started {
+    /// No job yet: for [`start_job`] to fill.
+    pub fn new() -> Self {
+        Self {
+            completion: Completion::new(0, 0),
+            queue: 0,
+            nid: 0,
+        }
+    }
+}
+
+/// How a pushed job ended, as [`end_job`] finds it; what its looks saw
+/// stays in its [`Started`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ended {
+    /// As [`JobEnd::progress`].
+    pub progress: Progress,
+    /// As [`JobEnd::after`].
+    pub after: Option<[u32; 3]>,
+}
+
 /// The first half of [`run_job`]: look at the DARTs; drain stale events;
-/// stamp the network id; mask the DART lines; push.
+/// stamp the network id; mask the DART lines; push. `s` becomes the pushed
+/// job's, in place (after an error it is no pushed job's).
 pub fn start_job(
     r: &impl Regs,
     d: &impl Dart,
     host: &mut impl JobHost,
     p: &Push<'_>,
-) -> Result<Started, NotStarted> {
+    s: &mut Started,
+) -> Result<(), NotStarted> {
     if let Some(e) = d.fault() {
         return Err(NotStarted::DartFault(e));
     }
-    let mut completion = Completion::new(p.nid, p.td_count);
+    s.queue = p.queue;
+    s.nid = p.nid;
+    let completion = &mut s.completion;
+    completion.reset(p.nid, p.td_count);
     drain(r, |line, ev| completion.take_stale(line, ev)).map_err(NotStarted::Wedged)?;
     if !host.stamp(p.nid) {
         return Err(NotStarted::Unstamped);
     }
     host.mask_darts();
     push(r, p);
-    Ok(Started {
-        completion,
-        queue: p.queue,
-        nid: p.nid,
-    })
+    Ok(())
 }
 
 /// The second half of [`run_job`], once polling ended with `progress`:
 /// retire the queue if the job is done; note the latches if it
-/// failed, unless a DART faulted.
-pub fn end_job(r: &impl Regs, s: Started, progress: Progress) -> JobEnd {
+/// failed, unless a DART faulted. `s` is left as it is (its strays and
+/// what its looks saw, for the record).
+pub fn end_job(r: &impl Regs, s: &Started, progress: Progress) -> Ended {
     let mut progress = progress;
     if progress == Progress::Done && !retire(r, s.queue, s.nid) {
         progress = Progress::Running;
@@ -522,12 +568,7 @@ pub fn end_job(r: &impl Regs, s: Started, progress: Progress) -> JobEnd {
         Progress::DartFault(_) | Progress::Done => None,
         _ => Some(latches(r)),
     };
-    JobEnd {
-        progress,
-        after,
-        strays: s.completion.strays,
-        seen: s.completion.seen,
-    }
+    Ended { progress, after }
 }
 
 /// One job on an enabled task manager, as the driver runs it (record: "A
@@ -545,9 +586,16 @@ pub fn run_job(
     host: &mut impl JobHost,
     p: &Push<'_>,
 ) -> Result<JobEnd, NotStarted> {
-    let mut s = start_job(r, d, host, p)?;
+    let mut s = Started::new();
+    start_job(r, d, host, p, &mut s)?;
     let progress = poll_until_end(r, d, host, &mut s);
-    Ok(end_job(r, s, progress))
+    let end = end_job(r, &s, progress);
+    Ok(JobEnd {
+        progress: end.progress,
+        after: end.after,
+        strays: s.completion.strays,
+        seen: s.completion.seen,
+    })
 }
 
 /// Looks the submitting thread takes at once, beyond its first, at a job

@@ -1129,3 +1129,54 @@ fn a_job_records_the_words_its_sequence_read() {
     assert_eq!((end.seen.looks, end.seen.status_first), (4, None));
     assert_eq!(end.seen.events.total, 0);
 }
+
+/// The driver keeps one [`seq::Started`] and `start_job` resets it in
+/// place (no copy of its event log per job): a job started on one that
+/// held a busier job (stale, foreign and finish events, strays, STATUS
+/// words) ends and records exactly as on a fresh one.
+#[test]
+fn a_reused_job_state_records_as_a_fresh_one() {
+    let busy = || {
+        let r = regs(false, Behaviour::DEFAULT);
+        seq::enable(&r);
+        r.model.borrow_mut().post_late(task_word(0x33, 5));
+        r.inject.set(Some(Inject::Stale));
+        r
+    };
+    let quiet = || {
+        let r = regs(false, Behaviour::DEFAULT);
+        seq::enable(&r);
+        r
+    };
+    let r = busy();
+    let mut s = seq::Started::new();
+    let mut host = QuietHost { polls: 10 };
+    seq::start_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 3), &mut s).expect("started");
+    let p = seq::poll_until_end(&r, &ModelDart(&r), &mut host, &mut s);
+    assert_eq!(seq::end_job(&r, &s, p).progress, Progress::Done);
+    assert_eq!(s.completion.seen.events.total, 6);
+    assert_ne!(s.completion.strays, seq::Strays::default());
+    // The same state, another job (one that never finishes, then one that
+    // does), against a fresh state on a model in the same state.
+    for (inject, polls) in [(Some(Inject::Hang), 3), (None, 10)] {
+        let r = quiet();
+        r.inject.set(inject);
+        let mut host = QuietHost { polls };
+        seq::start_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1), &mut s).expect("started");
+        let p = seq::poll_until_end(&r, &ModelDart(&r), &mut host, &mut s);
+        let end = seq::end_job(&r, &s, p);
+        let reused = seq::JobEnd {
+            progress: end.progress,
+            after: end.after,
+            strays: s.completion.strays,
+            seen: s.completion.seen,
+        };
+        let r = quiet();
+        r.inject.set(inject);
+        let mut host = QuietHost { polls };
+        let fresh = seq::run_job(&r, &ModelDart(&r), &mut host, &job(JOB_NID, 1)).expect("started");
+        assert_eq!(reused, fresh, "{inject:?}");
+        assert_eq!(reused.seen.events.kept(), fresh.seen.events.kept());
+        assert_eq!(s.completion.finish(), finish_word(JOB_NID, 1));
+    }
+}
