@@ -387,6 +387,8 @@ fn every_hwx_fixture_validates_and_matches_its_container() {
             s.span,
             u64::from(h.td_count - 1) * u64::from(TD_STRIDE_STANDARD) + u64::from(TD_SIZE_STANDARD)
         );
+        // The kept mask of used slots is the scan's.
+        assert_eq!(s.used(), s.with_usage(SlotUsage::NONE), "{name}");
         // Slot 0 holds the TDs; compiled chains also name it in TBase.
         assert!(s.slots[0].usage.contains(SlotUsage::COMMAND), "{name}");
         assert_eq!(

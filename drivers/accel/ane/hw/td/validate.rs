@@ -187,6 +187,9 @@ pub struct ProgramSummary {
     /// Slots whose last access in the program is a write: its outputs.
     pub outputs: SlotMask,
     touched: SlotMask,
+    /// Slots with any usage: [`ProgramSummary::used`], kept as the slots
+    /// are noted (EXEC asks for it every time).
+    used: SlotMask,
 }
 
 impl ProgramSummary {
@@ -199,6 +202,7 @@ impl ProgramSummary {
             inputs: SlotMask(0),
             outputs: SlotMask(0),
             touched: SlotMask(0),
+            used: SlotMask(0),
         }
     }
 
@@ -218,9 +222,10 @@ impl ProgramSummary {
         m
     }
 
-    /// Every slot the program uses.
+    /// Every slot the program uses: those with any usage (the same as
+    /// `with_usage(SlotUsage::NONE)`, without the scan of 32 slots).
     pub fn used(&self) -> SlotMask {
-        self.with_usage(SlotUsage::NONE)
+        self.used
     }
 
     /// Slots read by a tile DMA source.
@@ -278,6 +283,9 @@ impl ProgramSummary {
         if let Some(info) = self.slots.get_mut(usize::from(slot)) {
             info.usage = info.usage.union(usage);
             info.min_size = info.min_size.max(size);
+            if !info.usage.is_empty() {
+                self.used.insert(slot);
+            }
         }
         match access {
             Some(Access::Read) => {
