@@ -51,17 +51,14 @@ pub fn fence_path(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding], u:
     let s = d.syncobj(false).expect("syncobj");
     let h = [s.handle()];
     let p = [0u64];
+    let fences = ane::device::Fences {
+        wait: Vec::new(),
+        signal: Some((&s, 0)),
+    };
     let one = || {
-        let mut a = uapi::Exec {
-            program: prog.handle(),
-            priority: uapi::priority::NORMAL,
-            binding_count: bindings.len() as u32,
-            bindings: bindings.as_ptr() as u64,
-            binding_size: std::mem::size_of::<uapi::Binding>() as u32,
-            out_syncobj: s.handle(),
-            ..Default::default()
-        };
-        raw::exec(d.fd(), &mut a).expect("exec");
+        let id = d
+            .exec_after(prog, bindings, uapi::priority::NORMAL, &fences)
+            .expect("exec");
         let mut w = raw::SyncobjTimelineWait {
             handles: h.as_ptr() as u64,
             points: p.as_ptr() as u64,
@@ -72,7 +69,7 @@ pub fn fence_path(d: &Device, prog: &Program<'_>, bindings: &[uapi::Binding], u:
         };
         raw::syncobj_timeline_wait(d.fd(), &mut w).expect("syncobj wait");
         let mut w = uapi::Wait {
-            job_id: a.job_id,
+            job_id: id,
             timeout_ns: 0,
             ..Default::default()
         };
