@@ -625,7 +625,7 @@ impl H13 {
         let (nid, td_count) = (tm::JOB_NID, res.program.td_count);
         let end = seq::end_job(&self.mmio, &started, progress);
         self.observe(&end, &started.completion, nid, td_count, pushed);
-        let strays = started.completion.strays;
+        let s = started.completion.strays;
         self.held.lock().spare = Some(started);
         #[cfg(ane_test)]
         self.sim_line();
@@ -637,11 +637,10 @@ impl H13 {
         if line != 0 && !matches!(end.progress, Progress::DartFault(_)) {
             let mut w = self.waiting.lock();
             w.woken = false;
-            if core::mem::take(&mut w.masked) && line != 0 && line != u32::MAX {
+            if core::mem::take(&mut w.masked) && line != u32::MAX {
                 crate::ext::irq::unmask(line);
             }
         }
-        let s = strays;
         if s.intermediate != 0 || s.foreign != 0 {
             pr_debug!(
                 "job {}: {} intermediate, {} foreign events (last {:#x})\n",
